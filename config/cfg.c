@@ -1,0 +1,773 @@
+#include "cfg.h"
+
+#include "util.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL };
+
+/* Where an option lives: the top level, or one item of a list section. */
+enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY };
+
+struct cfg_option {
+    enum cfg_section section;
+    const char *name; /* dotted path inside its section */
+    enum cfg_type type;
+    size_t offset; /* into struct cfg or the section's item struct */
+    const char *def; /* text parsed like a value; NULL = required (item sections only) */
+    long long min, max;
+    const char *help;
+};
+
+#define KIB 1024LL
+#define MIB (1024LL * 1024)
+#define SEC 1000LL
+#define TOP(f)  offsetof(struct cfg, f)
+#define UPS(f)  offsetof(struct cfg_upstream, f)
+#define PRO(f)  offsetof(struct cfg_profile, f)
+#define CKEY(f) offsetof(struct cfg_client_key, f)
+
+/* The options table. Keep config/memproxy.example.yaml in step (a unit test checks it). */
+static const struct cfg_option cfg_options[] = {
+    {S_TOP, "server.listen", T_STR, TOP(listen), "127.0.0.1:8080", 0, 0,
+     "Address to listen on, host:port (0.0.0.0 for all interfaces)."},
+    {S_TOP, "server.workers", T_INT, TOP(workers), "0", 0, 256,
+     "Network worker threads, each with its own event loop; 0 = one per CPU."},
+    {S_TOP, "server.max_body_size", T_SIZE, TOP(max_body_size), "4MiB", 1 * KIB, 256 * MIB,
+     "Largest request body; larger gets 413. Bodies past 4x this are refused unread."},
+    {S_TOP, "server.max_header_size", T_SIZE, TOP(max_header_size), "16KiB", 1 * KIB, 1 * MIB,
+     "Largest request header block."},
+    {S_TOP, "server.max_json_depth", T_INT, TOP(max_json_depth), "64", 2, 1000,
+     "Deepest nesting accepted in a request body."},
+    {S_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
+     "Most messages accepted in one chat request."},
+    {S_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC,
+     3600 * SEC, "Time a client has to send its request; idle keep-alive connections close after it."},
+    {S_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0,
+     600 * SEC, "On SIGTERM, how long in-flight requests may take to finish before exit."},
+    {S_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB,
+     64 * MIB, "Unsent bytes queued for one slow client before the upstream transfer pauses."},
+    {S_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB",
+     64 * KIB, 256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
+    {S_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
+     "Idle upstream connections each worker keeps open for reuse."},
+    {S_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0,
+     "debug, info, warn or error."},
+    {S_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
+     "Serve Prometheus metrics at GET /metrics."},
+
+    {S_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
+     "A key clients send as 'Authorization: Bearer <key>'. No keys = open (warned at start)."},
+    {S_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
+     "Tenant the key's sessions belong to."},
+
+    {S_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
+    {S_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
+     "Base URL of an OpenAI-compatible API, up to /v1 (e.g. https://api.openai.com/v1)."},
+    {S_UPSTREAM, "api_key", T_STR, UPS(api_key), "", 0, 0,
+     "Key sent upstream; empty sends none. Defaults to $MEMPROXY_UPSTREAM_API_KEY or "
+     "$OPENAI_API_KEY for the first upstream."},
+    {S_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
+     "Time to connect (and finish TLS); past it the next fallback is tried, then 502."},
+    {S_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1,
+     3600 * SEC, "Time from sending the request to the response headers; past it: 504."},
+    {S_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
+     "Longest silence inside a response (whole seconds)."},
+    {S_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC,
+     86400 * SEC, "Longest whole transfer, streams included."},
+
+    {S_PROFILE, "name", T_STR, PRO(name), NULL, 0, 0,
+     "Chosen by X-Memproxy-Profile, body 'profile' or /p/{name}/v1/...; 'default' otherwise."},
+    {S_PROFILE, "upstream", T_STR, PRO(upstream), NULL, 0, 0, "Primary upstream's name."},
+    {S_PROFILE, "fallbacks", T_STRLIST, PRO(fallbacks), "", 0, 0,
+     "Upstreams tried in order when the previous one fails before the first byte."},
+    {S_PROFILE, "model", T_STR, PRO(model), "", 0, 0,
+     "Model sent upstream instead of the client's; empty keeps the client's."},
+};
+
+struct cfg_list_section {
+    const char *name;
+    enum cfg_section section;
+    size_t item_size;
+    size_t list_offset, count_offset;
+};
+
+static const struct cfg_list_section cfg_lists[] = {
+    {"upstreams", S_UPSTREAM, sizeof(struct cfg_upstream), TOP(upstreams), TOP(nupstreams)},
+    {"profiles", S_PROFILE, sizeof(struct cfg_profile), TOP(profiles), TOP(nprofiles)},
+    {"auth.client_keys", S_CLIENT_KEY, sizeof(struct cfg_client_key), TOP(client_keys),
+     TOP(nclient_keys)},
+};
+
+/* ---- value parsing (shared by YAML, flags and defaults) ---- */
+
+struct cfg_unit {
+    const char *suffix;
+    long long mult;
+};
+
+static int cfg_parse_scaled(const char *s, const struct cfg_unit *units, size_t nunits,
+                            int unit_required, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno != 0 || v < 0)
+        return -1;
+    if (*end == '\0') {
+        *out = v;
+        return unit_required ? -2 : 0;
+    }
+    for (size_t i = 0; i < nunits; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (v > INT64_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int cfg_parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static void cfg_strlist_clear(struct cfg_strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static void cfg_strlist_add(struct cfg_strlist *l, const char *s)
+{
+    l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+    l->v[l->n++] = xstrdup(s);
+}
+
+/* A bound in the option's own unit: 90s rather than 90000. */
+static void cfg_format_bound(const struct cfg_option *o, long long v, char *out, size_t n)
+{
+    static const struct cfg_unit durs[] = {{"h", 3600 * SEC}, {"m", 60 * SEC}, {"s", SEC}};
+    static const struct cfg_unit sizes[] = {{"GiB", 1024 * MIB}, {"MiB", MIB}, {"KiB", KIB}};
+    const struct cfg_unit *u = o->type == T_DURATION ? durs : o->type == T_SIZE ? sizes : NULL;
+    for (size_t i = 0; u != NULL && i < 3; i++) {
+        if (v != 0 && v % u[i].mult == 0) {
+            snprintf(out, n, "%lld%s", v / u[i].mult, u[i].suffix);
+            return;
+        }
+    }
+    snprintf(out, n, "%lld%s", v, o->type == T_DURATION ? "ms" : "");
+}
+
+/*
+ * Store text into the option's field. Returns 0, or -1 with the reason in why.
+ * For T_STRLIST a scalar is one item (sequences are added item by item by the caller).
+ */
+static int cfg_store(const struct cfg_option *o, void *base, const char *text, char *why,
+                     size_t whylen)
+{
+    static const struct cfg_unit sizes[] = {{"B", 1}, {"KiB", KIB}, {"MiB", MIB},
+                                            {"GiB", 1024 * MIB}, {"K", KIB}, {"M", MIB}};
+    static const struct cfg_unit durs[] = {{"ms", 1}, {"s", SEC}, {"m", 60 * SEC},
+                                           {"h", 3600 * SEC}};
+    char *field = (char *)base + o->offset;
+    long long v = 0;
+    int rc = 0;
+
+    switch (o->type) {
+    case T_STR:
+        free(*(char **)field);
+        *(char **)field = xstrdup(text);
+        return 0;
+    case T_LEVEL: {
+        enum log_level lvl;
+        if (log_level_parse(text, &lvl) != 0)
+            return snprintf(why, whylen, "must be debug, info, warn or error"), -1;
+        free(*(char **)field);
+        *(char **)field = xstrdup(text);
+        return 0;
+    }
+    case T_STRLIST:
+        if (*text != '\0')
+            cfg_strlist_add((struct cfg_strlist *)field, text);
+        return 0;
+    case T_BOOL:
+        if (cfg_parse_bool(text, (int *)field) != 0)
+            return snprintf(why, whylen, "must be true or false"), -1;
+        return 0;
+    case T_INT:
+        rc = util_parse_ll(text, &v) == 0 ? 0 : -1;
+        snprintf(why, whylen, "must be a whole number");
+        break;
+    case T_SIZE:
+        rc = cfg_parse_scaled(text, sizes, UTIL_ARRAY_LEN(sizes), 0, &v);
+        snprintf(why, whylen, "must be a size: a number of bytes, or with KiB, MiB or GiB");
+        break;
+    case T_DURATION:
+        rc = cfg_parse_scaled(text, durs, UTIL_ARRAY_LEN(durs), 1, &v);
+        snprintf(why, whylen, "%s", rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
+                                             : "must be a duration such as 250ms, 30s, 5m or 1h");
+        break;
+    }
+    if (rc != 0)
+        return -1;
+    if (v < o->min || v > o->max) {
+        char lo[32], hi[32];
+        cfg_format_bound(o, o->min, lo, sizeof(lo));
+        cfg_format_bound(o, o->max, hi, sizeof(hi));
+        snprintf(why, whylen, "is out of range: %s to %s", lo, hi);
+        return -1;
+    }
+    *(long *)field = (long)v;
+    return 0;
+}
+
+static void cfg_apply_defaults(enum cfg_section section, void *base)
+{
+    char why[128];
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->section == section && o->def != NULL &&
+            cfg_store(o, base, o->def, why, sizeof(why)) != 0)
+            abort(); /* a bad default is a programming error */
+    }
+}
+
+static const struct cfg_option *cfg_option_find(enum cfg_section section, const char *name)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+        if (cfg_options[i].section == section && strcmp(cfg_options[i].name, name) == 0)
+            return &cfg_options[i];
+    }
+    return NULL;
+}
+
+/* Is name a prefix ("server") of some option of this section ("server.listen")? */
+static int cfg_is_group(enum cfg_section section, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->section == section && strncmp(o->name, name, n) == 0 && o->name[n] == '.')
+            return 1;
+    }
+    for (size_t i = 0; section == S_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
+        if (strncmp(cfg_lists[i].name, name, n) == 0 && cfg_lists[i].name[n] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+struct cfg *cfg_defaults(void)
+{
+    struct cfg *cfg = xcalloc(1, sizeof(*cfg));
+    cfg->source = xstrdup("(defaults)");
+    cfg_apply_defaults(S_TOP, cfg);
+    return cfg;
+}
+
+/* ---- ${VAR} expansion ---- */
+
+/* Expand ${VAR} and ${VAR:-default} in s. Returns a fresh string, or NULL with *why set. */
+static char *cfg_expand_env(const char *s, char **why)
+{
+    size_t cap = strlen(s) + 1, len = 0;
+    char *out = xmalloc(cap);
+
+    while (*s) {
+        const char *add = s, *close;
+        size_t addlen = 1;
+        if (s[0] == '$' && s[1] == '{' && (close = strchr(s + 2, '}')) != NULL) {
+            const char *name = s + 2, *dflt = NULL;
+            size_t namelen = (size_t)(close - name);
+            const char *sep = strstr(name, ":-");
+            if (sep != NULL && sep < close) {
+                dflt = sep + 2;
+                namelen = (size_t)(sep - name);
+            }
+            char *var = xstrndup(name, namelen);
+            const char *val = getenv(var);
+            if (val == NULL && dflt == NULL) {
+                *why = xasprintf("environment variable %s is not set (use ${%s:-} to allow "
+                                 "empty)", var, var);
+                free(var);
+                free(out);
+                return NULL;
+            }
+            free(var);
+            add = val ? val : dflt;
+            addlen = val ? strlen(val) : (size_t)(close - dflt);
+            s = close + 1;
+        } else {
+            s++;
+        }
+        if (len + addlen + 1 > cap) {
+            cap = (len + addlen + 1) * 2;
+            out = xrealloc(out, cap);
+        }
+        memcpy(out + len, add, addlen);
+        len += addlen;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+/* ---- YAML walking ---- */
+
+struct cfg_loader {
+    const char *file;
+    yaml_document_t doc;
+    char *err;
+    char item[64]; /* "upstreams[1]" while inside a list item: names options in errors */
+};
+
+__attribute__((format(printf, 4, 5))) static int
+cfg_fail(struct cfg_loader *ld, const yaml_node_t *node, const char *opt, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    if (ld->err == NULL) {
+        int in_item = ld->item[0] != '\0' && opt != NULL;
+        ld->err = xasprintf("%s:%lu: %s%s%s%s%s", ld->file,
+                            node ? (unsigned long)node->start_mark.line + 1 : 0UL,
+                            in_item ? ld->item : "", in_item ? "." : "", opt ? opt : "",
+                            opt ? ": " : "", msg);
+    }
+    free(msg);
+    return -1;
+}
+
+static int cfg_walk_map(struct cfg_loader *ld, yaml_node_t *map, const char *prefix,
+                        enum cfg_section section, void *base);
+
+static int cfg_scalar(struct cfg_loader *ld, yaml_node_t *node, const struct cfg_option *o,
+                      const char *full, void *base)
+{
+    char *why = NULL, swhy[128];
+    char *text = cfg_expand_env((const char *)node->data.scalar.value, &why);
+    if (text == NULL) {
+        cfg_fail(ld, node, full, "%s", why);
+        free(why);
+        return -1;
+    }
+    int rc = cfg_store(o, base, text, swhy, sizeof(swhy));
+    if (rc != 0)
+        cfg_fail(ld, node, full, "'%s' %s", text, swhy);
+    free(text);
+    return rc;
+}
+
+static int cfg_option_value(struct cfg_loader *ld, yaml_node_t *val, const struct cfg_option *o,
+                            const char *full, void *base)
+{
+    if (val->type == YAML_SCALAR_NODE)
+        return cfg_scalar(ld, val, o, full, base);
+    if (val->type != YAML_SEQUENCE_NODE || o->type != T_STRLIST)
+        return cfg_fail(ld, val, full, "expected a single value");
+    cfg_strlist_clear((struct cfg_strlist *)((char *)base + o->offset));
+    for (yaml_node_item_t *it = val->data.sequence.items.start;
+         it < val->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(&ld->doc, *it);
+        if (item->type != YAML_SCALAR_NODE)
+            return cfg_fail(ld, item, full, "expected a list of names");
+        if (cfg_scalar(ld, item, o, full, base) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Parse a list section ("upstreams:") into a fresh array of item structs. */
+static int cfg_walk_list(struct cfg_loader *ld, yaml_node_t *seq, const struct cfg_list_section *ls,
+                         struct cfg *cfg)
+{
+    char **list = (char **)((char *)cfg + ls->list_offset);
+    size_t *count = (size_t *)((char *)cfg + ls->count_offset);
+
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return cfg_fail(ld, seq, ls->name, "expected a list");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *node = yaml_document_get_node(&ld->doc, *it);
+        *list = xrealloc(*list, (*count + 1) * ls->item_size);
+        char *item = *list + *count * ls->item_size;
+        memset(item, 0, ls->item_size);
+        (*count)++;
+        cfg_apply_defaults(ls->section, item);
+        if (node->type == YAML_SCALAR_NODE && ls->section == S_CLIENT_KEY) {
+            /* "- sk-abc" is shorthand for "- key: sk-abc" */
+            if (cfg_scalar(ld, node, cfg_option_find(S_CLIENT_KEY, "key"), ls->name, item) != 0)
+                return -1;
+            continue;
+        }
+        if (node->type != YAML_MAPPING_NODE)
+            return cfg_fail(ld, node, ls->name, "each item must be a mapping");
+        snprintf(ld->item, sizeof(ld->item), "%s[%zu]", ls->name, *count - 1);
+        int rc = cfg_walk_map(ld, node, NULL, ls->section, item);
+        ld->item[0] = '\0';
+        if (rc != 0)
+            return -1;
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+            const struct cfg_option *o = &cfg_options[i];
+            if (o->section == ls->section && o->def == NULL &&
+                *(char **)(item + o->offset) == NULL)
+                return cfg_fail(ld, node, ls->name, "item is missing '%s'", o->name);
+        }
+    }
+    return 0;
+}
+
+static int cfg_walk_pair(struct cfg_loader *ld, yaml_node_t *key, yaml_node_t *val,
+                         const char *prefix, enum cfg_section section, void *base)
+{
+    if (key->type != YAML_SCALAR_NODE)
+        return cfg_fail(ld, key, prefix, "keys must be plain names");
+    const char *k = (const char *)key->data.scalar.value;
+    char *full = prefix ? xasprintf("%s.%s", prefix, k) : xstrdup(k);
+    int rc = -1;
+    const struct cfg_option *o = cfg_option_find(section, full);
+
+    if (o != NULL) {
+        rc = cfg_option_value(ld, val, o, full, base);
+        goto out;
+    }
+    for (size_t i = 0; section == S_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
+        if (strcmp(cfg_lists[i].name, full) == 0) {
+            rc = cfg_walk_list(ld, val, &cfg_lists[i], base);
+            goto out;
+        }
+    }
+    if (cfg_is_group(section, full) && val->type == YAML_MAPPING_NODE)
+        rc = cfg_walk_map(ld, val, full, section, base);
+    else
+        rc = cfg_fail(ld, key, full, "unknown option (memproxy --options lists them all)");
+out:
+    free(full);
+    return rc;
+}
+
+static int cfg_walk_map(struct cfg_loader *ld, yaml_node_t *map, const char *prefix,
+                        enum cfg_section section, void *base)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *key = yaml_document_get_node(&ld->doc, p->key);
+        yaml_node_t *val = yaml_document_get_node(&ld->doc, p->value);
+        if (cfg_walk_pair(ld, key, val, prefix, section, base) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int cfg_parse_file(struct cfg_loader *ld, FILE *f, struct cfg *cfg)
+{
+    yaml_parser_t parser;
+    int rc = -1;
+
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, f);
+    if (!yaml_parser_load(&parser, &ld->doc)) {
+        ld->err = xasprintf("%s:%lu: YAML error: %s", ld->file,
+                            (unsigned long)parser.problem_mark.line + 1,
+                            parser.problem ? parser.problem : "unreadable");
+        yaml_parser_delete(&parser);
+        return -1;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&ld->doc);
+    if (root == NULL)
+        rc = 0; /* an empty file is all defaults */
+    else if (root->type != YAML_MAPPING_NODE)
+        rc = cfg_fail(ld, root, NULL, "the top level must be a mapping of options");
+    else
+        rc = cfg_walk_map(ld, root, NULL, S_TOP, cfg);
+    yaml_document_delete(&ld->doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+struct cfg *cfg_load(const char *path, char **err)
+{
+    struct cfg_loader ld = {.file = path};
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        *err = xasprintf("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct cfg *cfg = cfg_defaults();
+    free(cfg->source);
+    cfg->source = xstrdup(path);
+    int rc = cfg_parse_file(&ld, f, cfg);
+    fclose(f);
+    if (rc != 0) {
+        *err = ld.err;
+        cfg_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err)
+{
+    const struct cfg_option *o = cfg_option_find(S_TOP, name);
+    char why[128];
+    if (o == NULL) {
+        *err = xasprintf("%s: unknown option %s", origin, name);
+        return -1;
+    }
+    if (cfg_store(o, cfg, value, why, sizeof(why)) != 0) {
+        *err = xasprintf("%s: %s: '%s' %s", origin, name, value, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- environment, validation ---- */
+
+static struct cfg_upstream *cfg_upstream_add(struct cfg *cfg, const char *name, const char *url)
+{
+    cfg->upstreams = xrealloc(cfg->upstreams, (cfg->nupstreams + 1) * sizeof(*cfg->upstreams));
+    struct cfg_upstream *u = &cfg->upstreams[cfg->nupstreams++];
+    memset(u, 0, sizeof(*u));
+    cfg_apply_defaults(S_UPSTREAM, u);
+    u->name = xstrdup(name);
+    u->url = xstrdup(url);
+    return u;
+}
+
+static struct cfg_profile *cfg_profile_add(struct cfg *cfg, const char *name, const char *up)
+{
+    cfg->profiles = xrealloc(cfg->profiles, (cfg->nprofiles + 1) * sizeof(*cfg->profiles));
+    struct cfg_profile *p = &cfg->profiles[cfg->nprofiles++];
+    memset(p, 0, sizeof(*p));
+    cfg_apply_defaults(S_PROFILE, p);
+    p->name = xstrdup(name);
+    p->upstream = xstrdup(up);
+    return p;
+}
+
+static struct cfg_upstream *cfg_upstream_by_name(struct cfg *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        if (strcmp(cfg->upstreams[i].name, name) == 0)
+            return &cfg->upstreams[i];
+    }
+    return NULL;
+}
+
+void cfg_set_upstream_url(struct cfg *cfg, const char *url)
+{
+    if (cfg->nprofiles == 0) {
+        if (cfg->nupstreams == 0)
+            cfg_upstream_add(cfg, "default", url);
+        cfg_profile_add(cfg, "default", cfg->upstreams[0].name);
+    }
+    const struct cfg_profile *p = cfg_profile_find(cfg, "default", 7);
+    if (p == NULL)
+        p = &cfg->profiles[0];
+    struct cfg_upstream *u = cfg_upstream_by_name(cfg, p->upstream);
+    if (u == NULL)
+        u = cfg_upstream_add(cfg, p->upstream, url);
+    free(u->url);
+    u->url = xstrdup(url);
+}
+
+void cfg_apply_env(struct cfg *cfg)
+{
+    const char *url = getenv("MEMPROXY_UPSTREAM_URL");
+    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
+    const char *client = getenv("MEMPROXY_CLIENT_KEY");
+
+    if (url != NULL && *url != '\0')
+        cfg_set_upstream_url(cfg, url);
+    if (key == NULL || *key == '\0')
+        key = getenv("OPENAI_API_KEY");
+    if (key != NULL && *key != '\0' && cfg->nupstreams > 0 && *cfg->upstreams[0].api_key == '\0') {
+        free(cfg->upstreams[0].api_key);
+        cfg->upstreams[0].api_key = xstrdup(key);
+    }
+    if (client != NULL && *client != '\0') {
+        size_t n = cfg->nclient_keys + 1;
+        cfg->client_keys = xrealloc(cfg->client_keys, n * sizeof(*cfg->client_keys));
+        cfg->client_keys[n - 1].key = xstrdup(client);
+        cfg->client_keys[n - 1].tenant = xstrdup("default");
+        cfg->nclient_keys = n;
+    }
+}
+
+__attribute__((format(printf, 3, 4))) static int cfg_invalid(struct cfg *cfg, char **err,
+                                                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    *err = xasprintf("%s: %s", cfg->source, msg);
+    free(msg);
+    return -1;
+}
+
+static int cfg_validate_upstreams(struct cfg *cfg, char **err)
+{
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        struct cfg_upstream *u = &cfg->upstreams[i];
+        if (strncmp(u->url, "http://", 7) != 0 && strncmp(u->url, "https://", 8) != 0)
+            return cfg_invalid(cfg, err, "upstreams[%s].url: '%s' must start with http:// or "
+                               "https://", u->name, u->url);
+        size_t n = strlen(u->url);
+        while (n > 0 && u->url[n - 1] == '/')
+            u->url[--n] = '\0';
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->upstreams[j].name, u->name) == 0)
+                return cfg_invalid(cfg, err, "upstreams: name '%s' is used twice", u->name);
+        }
+    }
+    return 0;
+}
+
+static int cfg_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
+{
+    p->nchain = 0;
+    if (p->fallbacks.n > CFG_MAX_FALLBACKS)
+        return cfg_invalid(cfg, err, "profiles[%s].fallbacks: at most %d", p->name,
+                           CFG_MAX_FALLBACKS);
+    for (size_t i = 0; i <= p->fallbacks.n; i++) {
+        const char *name = i == 0 ? p->upstream : p->fallbacks.v[i - 1];
+        struct cfg_upstream *u = cfg_upstream_by_name(cfg, name);
+        if (u == NULL)
+            return cfg_invalid(cfg, err, "profiles[%s]: no upstream named '%s'", p->name, name);
+        p->chain[p->nchain++] = (size_t)(u - cfg->upstreams);
+    }
+    return 0;
+}
+
+int cfg_validate(struct cfg *cfg, char **err)
+{
+    char *host = NULL;
+    int port = 0;
+
+    if (cfg_parse_listen(cfg->listen, &host, &port) != 0)
+        return cfg_invalid(cfg, err, "server.listen: '%s' must be host:port", cfg->listen);
+    free(host);
+    if (cfg->nupstreams == 0)
+        return cfg_invalid(cfg, err, "no upstream configured: add 'upstreams' to the config, "
+                           "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
+    if (cfg_validate_upstreams(cfg, err) != 0)
+        return -1;
+    if (cfg->nprofiles == 0)
+        cfg_profile_add(cfg, "default", cfg->upstreams[0].name);
+    cfg->default_profile = 0;
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        struct cfg_profile *p = &cfg->profiles[i];
+        if (cfg_resolve_profile(cfg, p, err) != 0)
+            return -1;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->profiles[j].name, p->name) == 0)
+                return cfg_invalid(cfg, err, "profiles: name '%s' is used twice", p->name);
+        }
+        if (strcmp(p->name, "default") == 0)
+            cfg->default_profile = i;
+    }
+    for (size_t i = 0; i < cfg->nclient_keys; i++) {
+        if (*cfg->client_keys[i].key == '\0')
+            return cfg_invalid(cfg, err, "auth.client_keys: a key is empty");
+    }
+    return 0;
+}
+
+const struct cfg_profile *cfg_profile_find(const struct cfg *cfg, const char *name, size_t len)
+{
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        const char *n = cfg->profiles[i].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return &cfg->profiles[i];
+    }
+    return NULL;
+}
+
+int cfg_parse_listen(const char *listen, char **host, int *port)
+{
+    const char *colon = strrchr(listen, ':');
+    long long p = 0;
+    if (colon == NULL || colon == listen || util_parse_ll(colon + 1, &p) != 0 || p < 0 ||
+        p > 65535)
+        return -1;
+    const char *h = listen;
+    size_t hlen = (size_t)(colon - listen);
+    if (h[0] == '[' && hlen >= 2 && h[hlen - 1] == ']') { /* [::1]:8080 */
+        h++;
+        hlen -= 2;
+    }
+    *host = xstrndup(h, hlen);
+    *port = (int)p;
+    return 0;
+}
+
+/* ---- docs, teardown ---- */
+
+void cfg_print_options(FILE *out)
+{
+    static const char *const types[] = {"string", "integer", "bool",  "size",
+                                        "duration", "list",  "level"};
+    static const char *const sections[] = {"", "upstreams[].", "profiles[].",
+                                           "auth.client_keys[]."};
+    fprintf(out, "| option | type | default | help |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        fprintf(out, "| `%s%s` | %s | %s%s%s | %s |\n", sections[o->section], o->name,
+                types[o->type], o->def ? "`" : "", o->def ? o->def : "(required)",
+                o->def ? "`" : "", o->help);
+    }
+}
+
+static void cfg_free_fields(enum cfg_section section, void *base)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
+        const struct cfg_option *o = &cfg_options[i];
+        if (o->section != section)
+            continue;
+        char *field = (char *)base + o->offset;
+        if (o->type == T_STR || o->type == T_LEVEL)
+            free(*(char **)field);
+        else if (o->type == T_STRLIST)
+            cfg_strlist_clear((struct cfg_strlist *)field);
+    }
+}
+
+void cfg_destroy(struct cfg *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (size_t i = 0; i < cfg->nupstreams; i++)
+        cfg_free_fields(S_UPSTREAM, &cfg->upstreams[i]);
+    for (size_t i = 0; i < cfg->nprofiles; i++)
+        cfg_free_fields(S_PROFILE, &cfg->profiles[i]);
+    for (size_t i = 0; i < cfg->nclient_keys; i++)
+        cfg_free_fields(S_CLIENT_KEY, &cfg->client_keys[i]);
+    free(cfg->upstreams);
+    free(cfg->profiles);
+    free(cfg->client_keys);
+    cfg_free_fields(S_TOP, cfg);
+    free(cfg->source);
+    free(cfg);
+}

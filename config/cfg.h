@@ -1,0 +1,119 @@
+/*
+ * cfg: memproxy's configuration — one options table, loaded from YAML, the environment and
+ * command-line flags, validated once at start.
+ *
+ * Every option lives in the table in cfg.c (name, type, default, bounds, help). The YAML
+ * loader, the flag parser, the defaults, `memproxy --options` and docs/configuration.md all
+ * come from that table, so an option cannot exist in one place and not another.
+ *
+ * Scalar values may use ${VAR} or ${VAR:-default}; an unset ${VAR} without a default is an
+ * error (a silently empty API key is worse than a refusal to start).
+ *
+ * Errors name the file, the line and the option: "memproxy.yaml:12: server.workers: ...".
+ *
+ * Ownership: cfg_load()/cfg_defaults() return a struct cfg the caller frees with
+ * cfg_destroy(). After start the struct is read-only and shared by all threads, which is why
+ * its fields are public: callers read them directly and never write.
+ */
+#ifndef MEMPROXY_CFG_H
+#define MEMPROXY_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CFG_MAX_FALLBACKS 8
+
+struct cfg_upstream {
+    char *name;
+    char *url;      /* base URL up to and including /v1, no trailing slash */
+    char *api_key;  /* sent upstream as "Authorization: Bearer"; "" sends none */
+    long connect_timeout_ms;
+    long first_byte_timeout_ms; /* request sent -> response headers; past it: 504 */
+    long idle_timeout_ms;       /* no byte from upstream for this long mid-response */
+    long total_timeout_ms;      /* whole transfer, including a long stream */
+};
+
+struct cfg_strlist {
+    char **v;
+    size_t n;
+};
+
+struct cfg_profile {
+    char *name;
+    char *upstream;               /* name of the primary upstream */
+    struct cfg_strlist fallbacks; /* tried in order before the first byte reaches the client */
+    char *model; /* replaces the client's "model" when non-empty */
+    /* Resolved by validation: indexes into cfg.upstreams, primary first. */
+    size_t chain[1 + CFG_MAX_FALLBACKS];
+    size_t nchain;
+};
+
+struct cfg_client_key {
+    char *key;
+    char *tenant;
+};
+
+struct cfg {
+    char *source; /* file the values came from, or "(defaults)" */
+
+    char *listen; /* "host:port" */
+    long workers; /* 0 = one per CPU */
+    long max_body_size;
+    long max_header_size;
+    long max_json_depth;
+    long max_messages;
+    long client_timeout_ms;
+    long shutdown_timeout_ms;
+    long max_client_buffer;
+    long max_upstream_response;
+    long upstream_max_connections;
+
+    char *log_level;
+    int metrics_enabled;
+
+    struct cfg_client_key *client_keys;
+    size_t nclient_keys;
+    struct cfg_upstream *upstreams;
+    size_t nupstreams;
+    struct cfg_profile *profiles;
+    size_t nprofiles;
+    size_t default_profile; /* index into profiles */
+};
+
+/* A config with every default and nothing else (no upstream, no profile). */
+struct cfg *cfg_defaults(void);
+
+/*
+ * Read path (YAML) into a fresh config. Returns NULL and sets *err (caller frees) on any
+ * error; the message names file:line and option.
+ */
+struct cfg *cfg_load(const char *path, char **err);
+
+/*
+ * Set one top-level option by its table name from text, as a flag does. origin names the
+ * source in errors (e.g. "--workers"). Returns 0 or -1 with *err set.
+ */
+int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err);
+
+/* Point the default profile's primary upstream at url, creating upstream and profile if the
+ * config has none (the --upstream flag). */
+void cfg_set_upstream_url(struct cfg *cfg, const char *url);
+
+/* Apply MEMPROXY_* environment variables (upstream URL and key, client key). */
+void cfg_apply_env(struct cfg *cfg);
+
+/* Check cross-option rules and resolve names. 0 or -1 with *err set. */
+int cfg_validate(struct cfg *cfg, char **err);
+
+/* The profile with this name, or NULL. */
+const struct cfg_profile *cfg_profile_find(const struct cfg *cfg, const char *name, size_t len);
+
+/* Print the options table as a Markdown table (docs/configuration.md is made from this). */
+void cfg_print_options(FILE *out);
+
+/* Parse "host:port" into host (caller frees) and port. 0 or -1. */
+int cfg_parse_listen(const char *listen, char **host, int *port);
+
+void cfg_destroy(struct cfg *cfg);
+
+#endif

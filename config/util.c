@@ -1,0 +1,109 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void util_oom(size_t n)
+{
+    fprintf(stderr, "memproxy: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        util_oom(n);
+    return p;
+}
+
+void *xcalloc(size_t nmemb, size_t size)
+{
+    void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+    if (p == NULL)
+        util_oom(nmemb * size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        util_oom(n);
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *xvasprintf(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        util_oom(strlen(fmt));
+    return s;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = xvasprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+uint64_t util_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t util_now_us(void)
+{
+    return util_now_ns() / 1000u;
+}
+
+int64_t util_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const unsigned char *x = a, *y = b;
+    unsigned char diff = (unsigned char)(alen != blen);
+    size_t n = alen < blen ? alen : blen;
+    for (size_t i = 0; i < n; i++)
+        diff |= x[i] ^ y[i];
+    return diff == 0;
+}
+
+int util_parse_ll(const char *s, long long *out)
+{
+    char *end = NULL;
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * apierr: the one place where an error that reaches a client gets its HTTP status, its type
+ * and its code.
+ *
+ * Modules below the HTTP layer (request parsing, relaying) describe what went wrong with a
+ * kind and a message; apierr_status() and apierr_json() turn that into the response. The body
+ * is OpenAI's error shape, which every OpenAI SDK parses:
+ *   {"error":{"message":"...","type":"invalid_request_error","param":"messages","code":"..."}}
+ */
+#ifndef MEMPROXY_APIERR_H
+#define MEMPROXY_APIERR_H
+
+#include <stddef.h>
+
+enum apierr_kind {
+    APIERR_INVALID_REQUEST, /* 400 */
+    APIERR_INVALID_JSON,    /* 400 */
+    APIERR_UNAUTHORIZED,    /* 401 */
+    APIERR_NOT_FOUND,       /* 404 */
+    APIERR_METHOD,          /* 405 */
+    APIERR_TOO_LARGE,       /* 413 */
+    APIERR_INTERNAL,        /* 500 */
+    APIERR_UPSTREAM_UNREACHABLE, /* 502 */
+    APIERR_UPSTREAM_BAD_RESPONSE, /* 502 */
+    APIERR_UNAVAILABLE,     /* 503: shutting down */
+    APIERR_UPSTREAM_TIMEOUT, /* 504 */
+    APIERR__COUNT
+};
+
+struct apierr {
+    enum apierr_kind kind;
+    char message[512];
+    char param[128]; /* "" = none */
+};
+
+void apierr_set(struct apierr *e, enum apierr_kind kind, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+int apierr_status(enum apierr_kind kind);
+const char *apierr_type(enum apierr_kind kind);
+const char *apierr_code(enum apierr_kind kind);
+
+/* The JSON error body, NUL-terminated; caller frees. */
+char *apierr_json(const struct apierr *e, size_t *len);
+
+#endif

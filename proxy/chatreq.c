@@ -1,0 +1,183 @@
+#include "chatreq.h"
+
+#include "util.h"
+
+#include <string.h>
+
+/* Fields that route a request inside memproxy and mean nothing to an upstream. */
+static const char *const chatreq_own_fields[] = {"profile"};
+
+static const char *const chatreq_roles[] = {"system", "developer", "user",
+                                            "assistant", "tool", "function"};
+
+int chatreq_too_deep(const char *buf, size_t len, size_t max_depth)
+{
+    size_t depth = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max_depth)
+                return 1;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+static int chatreq_role_ok(const char *role)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(chatreq_roles); i++) {
+        if (strcmp(role, chatreq_roles[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int chatreq_check_message(json_t *m, size_t i, struct apierr *err)
+{
+    char param[64];
+    if (!json_is_object(m)) {
+        snprintf(param, sizeof(param), "messages[%zu]", i);
+        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s must be an object", param);
+        return -1;
+    }
+    json_t *role = json_object_get(m, "role");
+    snprintf(param, sizeof(param), "messages[%zu].role", i);
+    if (!json_is_string(role)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s must be a string", param);
+        return -1;
+    }
+    if (!chatreq_role_ok(json_string_value(role))) {
+        apierr_set(err, APIERR_INVALID_REQUEST, param,
+                   "%s is not one of system, developer, user, assistant, tool, function", param);
+        return -1;
+    }
+    json_t *content = json_object_get(m, "content");
+    snprintf(param, sizeof(param), "messages[%zu].content", i);
+    int is_assistant = strcmp(json_string_value(role), "assistant") == 0;
+    if (content == NULL || json_is_null(content)) {
+        if (is_assistant)
+            return 0; /* an assistant turn may be only tool_calls */
+        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s is required", param);
+        return -1;
+    }
+    if (!json_is_string(content) && !json_is_array(content)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, param,
+                   "%s must be a string or an array of content parts", param);
+        return -1;
+    }
+    return 0;
+}
+
+static int chatreq_check_options(struct chatreq *r, struct apierr *err)
+{
+    json_t *model = json_object_get(r->body, "model");
+    json_t *stream = json_object_get(r->body, "stream");
+    json_t *opts = json_object_get(r->body, "stream_options");
+    json_t *profile = json_object_get(r->body, "profile");
+
+    if (model != NULL && !json_is_string(model)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "model", "model must be a string");
+        return -1;
+    }
+    if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "stream", "stream must be a boolean");
+        return -1;
+    }
+    if (opts != NULL && !json_is_object(opts) && !json_is_null(opts)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "stream_options",
+                   "stream_options must be an object");
+        return -1;
+    }
+    if (profile != NULL && !json_is_string(profile)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "profile", "profile must be a string");
+        return -1;
+    }
+    r->stream = json_is_true(stream);
+    r->include_usage = json_is_true(json_object_get(opts, "include_usage"));
+    r->profile = json_string_value(profile);
+    return 0;
+}
+
+static int chatreq_check(struct chatreq *r, const struct chatreq_limits *lim, struct apierr *err)
+{
+    if (!json_is_object(r->body)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, NULL, "the request body must be a JSON object");
+        return -1;
+    }
+    r->messages = json_object_get(r->body, "messages");
+    if (!json_is_array(r->messages)) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "messages", "messages must be an array");
+        return -1;
+    }
+    size_t n = json_array_size(r->messages);
+    if (n == 0 || n > lim->max_messages) {
+        apierr_set(err, APIERR_INVALID_REQUEST, "messages",
+                   "messages must hold between 1 and %zu messages", lim->max_messages);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (chatreq_check_message(json_array_get(r->messages, i), i, err) != 0)
+            return -1;
+    }
+    return chatreq_check_options(r, err);
+}
+
+int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
+                  struct chatreq *out, struct apierr *err)
+{
+    json_error_t jerr;
+    memset(out, 0, sizeof(*out));
+    if (chatreq_too_deep(buf, len, lim->max_depth)) {
+        apierr_set(err, APIERR_INVALID_JSON, NULL, "the body is nested deeper than %zu levels",
+                   lim->max_depth);
+        return -1;
+    }
+    out->body = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (out->body == NULL) {
+        apierr_set(err, APIERR_INVALID_JSON, NULL,
+                   "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
+        return -1;
+    }
+    if (chatreq_check(out, lim, err) != 0) {
+        chatreq_clear(out);
+        return -1;
+    }
+    return 0;
+}
+
+char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len)
+{
+    json_t *up = json_copy(r->body); /* shallow: only top-level keys change */
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(chatreq_own_fields); i++)
+        json_object_del(up, chatreq_own_fields[i]);
+    if (model != NULL && *model != '\0')
+        json_object_set_new(up, "model", json_string(model));
+    if (r->stream) {
+        json_t *opts = json_object_get(r->body, "stream_options");
+        json_t *nopts = json_is_object(opts) ? json_copy(opts) : json_object();
+        json_object_set_new(nopts, "include_usage", json_true());
+        json_object_set_new(up, "stream_options", nopts);
+    }
+    char *s = json_dumps(up, JSON_COMPACT);
+    json_decref(up);
+    if (s == NULL)
+        abort(); /* the tree came from valid JSON: only allocation can fail */
+    *len = strlen(s);
+    return s;
+}
+
+void chatreq_clear(struct chatreq *r)
+{
+    json_decref(r->body);
+    memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,52 @@
+/*
+ * chatreq: parse and validate a client's chat completion request, and build the body sent
+ * upstream.
+ *
+ * Validation is strict where a bad value would otherwise reach storage or crash a consumer
+ * (body shape, messages, roles, types) and lenient elsewhere: unknown fields pass through to
+ * the upstream, which knows its own parameters best.
+ *
+ * Nesting depth is checked on the raw bytes before parsing, so a hostile body never builds a
+ * deep tree.
+ *
+ * Ownership: chatreq_parse() fills a struct chatreq that owns its JSON; release it with
+ * chatreq_clear(). chatreq_upstream_body() returns a string the caller frees.
+ */
+#ifndef MEMPROXY_CHATREQ_H
+#define MEMPROXY_CHATREQ_H
+
+#include "apierr.h"
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct chatreq_limits {
+    size_t max_depth;
+    size_t max_messages;
+};
+
+struct chatreq {
+    json_t *body;        /* the request as parsed (an object) */
+    json_t *messages;    /* borrowed from body */
+    int stream;          /* "stream": true */
+    int include_usage;   /* the client asked for the usage chunk itself */
+    const char *profile; /* body "profile", or NULL; borrowed from body */
+};
+
+/* 0, or -1 with *err describing the problem (and *out left empty). */
+int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
+                  struct chatreq *out, struct apierr *err);
+
+/* Is buf nested deeper than max_depth (objects and arrays)? Strings are skipped correctly. */
+int chatreq_too_deep(const char *buf, size_t len, size_t max_depth);
+
+/*
+ * The upstream body: the request with memproxy's own fields removed, "model" replaced when
+ * model is non-NULL and non-empty, and for streams "stream_options.include_usage": true so
+ * usage is always recorded. Returns a JSON string the caller frees; *len gets its length.
+ */
+char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len);
+
+void chatreq_clear(struct chatreq *r);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
+ */
+#include "cfg.h"
+#include "log.h"
+#include "server.h"
+#include "upstream.h"
+#include "util.h"
+
+#include <event2/thread.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void main_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: memproxy [options]\n"
+            "  -c, --config FILE     YAML configuration (see config/memproxy.example.yaml)\n"
+            "      --listen HOST:PORT  address to listen on (server.listen)\n"
+            "      --upstream URL    base URL of the default upstream, e.g. http://host/v1\n"
+            "      --workers N       network worker threads (server.workers; 0 = CPUs)\n"
+            "      --check-config    validate the configuration and exit\n"
+            "      --options         print every configuration option and exit\n"
+            "      --version         print the version and exit\n"
+            "  -h, --help            this text\n"
+            "environment: MEMPROXY_UPSTREAM_URL, MEMPROXY_UPSTREAM_API_KEY (or OPENAI_API_KEY),\n"
+            "             MEMPROXY_CLIENT_KEY\n");
+}
+
+struct main_args {
+    const char *config, *listen, *upstream, *workers;
+    int check;
+};
+
+/* Returns -1 to go on, or an exit status. */
+static int main_parse(int argc, char **argv, struct main_args *a)
+{
+    enum { O_LISTEN = 256, O_UPSTREAM, O_WORKERS, O_CHECK, O_OPTIONS, O_VERSION };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, O_LISTEN},
+        {"upstream", required_argument, NULL, O_UPSTREAM},
+        {"workers", required_argument, NULL, O_WORKERS},
+        {"check-config", no_argument, NULL, O_CHECK}, {"options", no_argument, NULL, O_OPTIONS},
+        {"version", no_argument, NULL, O_VERSION},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': a->config = optarg; break;
+        case O_LISTEN: a->listen = optarg; break;
+        case O_UPSTREAM: a->upstream = optarg; break;
+        case O_WORKERS: a->workers = optarg; break;
+        case O_CHECK: a->check = 1; break;
+        case O_OPTIONS: cfg_print_options(stdout); return 0;
+        case O_VERSION: printf("memproxy %s\n", MEMPROXY_VERSION); return 0;
+        case 'h': main_usage(stdout); return 0;
+        default: main_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "memproxy: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return -1;
+}
+
+static struct cfg *main_config(const struct main_args *a)
+{
+    char *err = NULL;
+    struct cfg *cfg = a->config ? cfg_load(a->config, &err) : cfg_defaults();
+    if (cfg == NULL)
+        goto fail;
+    cfg_apply_env(cfg);
+    if (a->listen && cfg_set(cfg, "server.listen", a->listen, "--listen", &err) != 0)
+        goto fail;
+    if (a->workers && cfg_set(cfg, "server.workers", a->workers, "--workers", &err) != 0)
+        goto fail;
+    if (a->upstream)
+        cfg_set_upstream_url(cfg, a->upstream);
+    if (cfg_validate(cfg, &err) != 0)
+        goto fail;
+    return cfg;
+fail:
+    fprintf(stderr, "memproxy: %s\n", err);
+    free(err);
+    cfg_destroy(cfg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct main_args a = {0};
+    int rc = main_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    struct cfg *cfg = main_config(&a);
+    if (cfg == NULL)
+        return 2;
+    if (a.check) {
+        printf("%s: ok (%zu upstream(s), %zu profile(s))\n", cfg->source, cfg->nupstreams,
+               cfg->nprofiles);
+        cfg_destroy(cfg);
+        return 0;
+    }
+    enum log_level lvl = LOG_INFO;
+    log_level_parse(cfg->log_level, &lvl);
+    log_set_level(lvl);
+    if (cfg->nclient_keys == 0)
+        log_warn("auth: no client keys configured; anyone who can reach %s can use the "
+                 "upstream (set auth.client_keys or MEMPROXY_CLIENT_KEY)", cfg->listen);
+
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0 || upstream_global_init() != 0) {
+        fprintf(stderr, "memproxy: cannot initialise libevent threads or libcurl\n");
+        cfg_destroy(cfg);
+        return 1;
+    }
+    char *err = NULL;
+    struct server *srv = server_create(cfg, &err);
+    if (srv == NULL) {
+        fprintf(stderr, "memproxy: %s\n", err);
+        free(err);
+        rc = 1;
+    } else {
+        rc = server_run(srv);
+        server_destroy(srv);
+    }
+    upstream_global_cleanup();
+    cfg_destroy(cfg);
+    return rc;
+}

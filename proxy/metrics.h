@@ -1,0 +1,57 @@
+/*
+ * metrics: Prometheus counters and histograms, one set per worker thread.
+ *
+ * Each worker writes only its own set (relaxed atomic stores, no lock, no shared cache line),
+ * and a scrape sums all sets. Histograms use fixed buckets in seconds, from 25 us to 30 s, so
+ * that both the proxy's own microseconds and an upstream's seconds are visible.
+ *
+ * Exposed at GET /metrics:
+ *   memproxy_requests_total{route,status}          counter
+ *   memproxy_upstream_ttft_seconds                  histogram (upstream start -> first token)
+ *   memproxy_added_latency_seconds                  histogram (time memproxy itself spends)
+ *   memproxy_active_streams                         gauge
+ *   memproxy_upstream_failures_total{kind}          counter
+ *   memproxy_upstream_fallbacks_total               counter
+ *   memproxy_client_disconnects_total               counter
+ */
+#ifndef MEMPROXY_METRICS_H
+#define MEMPROXY_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metrics_route {
+    METRICS_ROUTE_CHAT,
+    METRICS_ROUTE_MODELS,
+    METRICS_ROUTE_EMBEDDINGS,
+    METRICS_ROUTE_HEALTH,
+    METRICS_ROUTE_METRICS,
+    METRICS_ROUTE_OTHER,
+    METRICS_ROUTE__COUNT
+};
+
+enum metrics_failure {
+    METRICS_FAIL_UNREACHABLE,
+    METRICS_FAIL_TIMEOUT,
+    METRICS_FAIL_BROKEN,
+    METRICS_FAIL_STATUS, /* upstream answered 4xx/5xx */
+    METRICS_FAIL__COUNT
+};
+
+struct metrics;
+
+struct metrics *metrics_create(void);
+void metrics_destroy(struct metrics *m);
+
+void metrics_request(struct metrics *m, enum metrics_route route, int status);
+void metrics_ttft(struct metrics *m, uint64_t us);
+void metrics_added_latency(struct metrics *m, uint64_t us);
+void metrics_stream_delta(struct metrics *m, int delta);
+void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
+void metrics_fallback(struct metrics *m);
+void metrics_client_disconnect(struct metrics *m);
+
+/* Render the sum of sets[0..n) in Prometheus text format; caller frees. */
+char *metrics_render(struct metrics *const *sets, size_t n, size_t *len);
+
+#endif

@@ -1,0 +1,219 @@
+#include "reply.h"
+
+#include "util.h"
+
+#include <string.h>
+
+struct reply {
+    char *content;
+    size_t len, cap;
+    char *finish_reason;
+    char *model;
+    json_t *usage;
+    json_t *tool_calls; /* array of {id, type, function:{name, arguments}} */
+    size_t chunks;
+    int truncated;
+};
+
+struct reply *reply_create(void)
+{
+    return xcalloc(1, sizeof(struct reply));
+}
+
+void reply_destroy(struct reply *r)
+{
+    if (r == NULL)
+        return;
+    free(r->content);
+    free(r->finish_reason);
+    free(r->model);
+    json_decref(r->usage);
+    json_decref(r->tool_calls);
+    free(r);
+}
+
+static void reply_append(struct reply *r, const char *s, size_t n)
+{
+    if (r->len + n > REPLY_MAX_TEXT) {
+        r->truncated = 1;
+        n = REPLY_MAX_TEXT - r->len;
+    }
+    if (r->len + n + 1 > r->cap) {
+        r->cap = (r->len + n + 1) * 2;
+        r->content = xrealloc(r->content, r->cap);
+    }
+    memcpy(r->content + r->len, s, n);
+    r->len += n;
+    r->content[r->len] = '\0';
+}
+
+static void reply_set_str(char **dst, json_t *v)
+{
+    if (!json_is_string(v))
+        return;
+    free(*dst);
+    *dst = xstrdup(json_string_value(v));
+}
+
+/* Append src's string to dst's string value in obj[key] (tool call arguments arrive in parts). */
+static void reply_concat(struct reply *r, json_t *obj, const char *key, json_t *src)
+{
+    if (!json_is_string(src))
+        return;
+    json_t *cur = json_object_get(obj, key);
+    size_t a = json_is_string(cur) ? json_string_length(cur) : 0;
+    size_t b = json_string_length(src);
+    if (a + b > REPLY_MAX_TEXT) {
+        r->truncated = 1;
+        return;
+    }
+    char *joined = xmalloc(a + b + 1);
+    if (a > 0)
+        memcpy(joined, json_string_value(cur), a);
+    memcpy(joined + a, json_string_value(src), b);
+    joined[a + b] = '\0';
+    json_object_set_new(obj, key, json_stringn_nocheck(joined, a + b));
+    free(joined);
+}
+
+static json_t *reply_tool_slot(struct reply *r, json_t *delta_call)
+{
+    json_t *jidx = json_object_get(delta_call, "index");
+    size_t idx = json_is_integer(jidx) && json_integer_value(jidx) >= 0
+                     ? (size_t)json_integer_value(jidx)
+                     : json_array_size(r->tool_calls);
+    if (r->tool_calls == NULL)
+        r->tool_calls = json_array();
+    if (idx > 128) /* a model does not make hundreds of parallel calls; refuse to grow */
+        return NULL;
+    while (json_array_size(r->tool_calls) <= idx)
+        json_array_append_new(r->tool_calls,
+                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", "", "type",
+                                        "function", "function", "name", "", "arguments", ""));
+    return json_array_get(r->tool_calls, idx);
+}
+
+static void reply_add_tool_calls(struct reply *r, json_t *calls)
+{
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call)
+    {
+        json_t *slot = reply_tool_slot(r, call);
+        if (slot == NULL)
+            continue;
+        json_t *fn = json_object_get(call, "function");
+        json_t *sfn = json_object_get(slot, "function");
+        if (json_is_string(json_object_get(call, "id")))
+            json_object_set(slot, "id", json_object_get(call, "id"));
+        if (json_is_string(json_object_get(call, "type")))
+            json_object_set(slot, "type", json_object_get(call, "type"));
+        reply_concat(r, sfn, "name", json_object_get(fn, "name"));
+        reply_concat(r, sfn, "arguments", json_object_get(fn, "arguments"));
+    }
+}
+
+/* One choice's delta (stream) or message (body): only choice 0 is the spoken reply. */
+static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
+{
+    json_t *msg = json_object_get(choice, part);
+    json_t *content = json_object_get(msg, "content");
+    if (json_is_string(content) && json_string_length(content) > 0) {
+        reply_append(r, json_string_value(content), json_string_length(content));
+        r->chunks++;
+    }
+    json_t *calls = json_object_get(msg, "tool_calls");
+    if (json_is_array(calls)) {
+        if (strcmp(part, "message") == 0) { /* whole calls, not deltas */
+            json_decref(r->tool_calls);
+            r->tool_calls = json_deep_copy(calls);
+        } else {
+            reply_add_tool_calls(r, calls);
+        }
+    }
+    reply_set_str(&r->finish_reason, json_object_get(choice, "finish_reason"));
+}
+
+static void reply_take_common(struct reply *r, json_t *root)
+{
+    json_t *usage = json_object_get(root, "usage");
+    reply_set_str(&r->model, json_object_get(root, "model"));
+    if (json_is_object(usage)) {
+        json_decref(r->usage);
+        r->usage = json_incref(usage);
+    }
+}
+
+enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
+{
+    json_t *root = json_loadb(data, len, 0, NULL);
+    enum reply_chunk kind = REPLY_CHUNK;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return REPLY_INVALID;
+    }
+    json_t *choices = json_object_get(root, "choices");
+    if (json_object_get(root, "error") != NULL) {
+        kind = REPLY_ERROR;
+    } else if (json_is_array(choices) && json_array_size(choices) == 0 &&
+               json_is_object(json_object_get(root, "usage"))) {
+        kind = REPLY_USAGE_ONLY;
+    }
+    reply_take_common(r, root);
+    json_t *choice = json_array_get(choices, 0);
+    if (json_is_object(choice))
+        reply_take_choice(r, choice, "delta");
+    json_decref(root);
+    return kind;
+}
+
+int reply_set_body(struct reply *r, const char *body, size_t len)
+{
+    json_t *root = json_loadb(body, len, 0, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return -1;
+    }
+    reply_take_common(r, root);
+    json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
+    if (json_is_object(choice))
+        reply_take_choice(r, choice, "message");
+    json_decref(root);
+    return 0;
+}
+
+const char *reply_content(const struct reply *r, size_t *len)
+{
+    *len = r->len;
+    return r->content ? r->content : "";
+}
+
+const char *reply_finish_reason(const struct reply *r)
+{
+    return r->finish_reason;
+}
+
+const char *reply_model(const struct reply *r)
+{
+    return r->model;
+}
+
+json_t *reply_usage(const struct reply *r)
+{
+    return r->usage;
+}
+
+json_t *reply_tool_calls(const struct reply *r)
+{
+    return r->tool_calls;
+}
+
+size_t reply_chunks(const struct reply *r)
+{
+    return r->chunks;
+}
+
+int reply_truncated(const struct reply *r)
+{
+    return r->truncated;
+}

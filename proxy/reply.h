@@ -1,0 +1,47 @@
+/*
+ * reply: accumulates what the model said, from the stream's chunks or a whole response body.
+ *
+ * For each chat.completion.chunk the relay passes on, reply_add_chunk() collects the content
+ * text, the tool calls (merged by index, arguments concatenated), the finish reason, the model
+ * and the usage. It also classifies the chunk, so the proxy can hold back the usage-only chunk
+ * a client did not ask for. reply_set_body() does the same for a non-streaming response.
+ *
+ * Caps: content and each tool call's arguments stop growing at REPLY_MAX_TEXT bytes
+ * (reply_truncated() then says so); the stream itself is still forwarded whole.
+ *
+ * Ownership: the reply owns everything it returns; pointers stay valid until the next add or
+ * reply_destroy().
+ */
+#ifndef MEMPROXY_REPLY_H
+#define MEMPROXY_REPLY_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define REPLY_MAX_TEXT (1024 * 1024)
+
+enum reply_chunk {
+    REPLY_CHUNK,      /* an ordinary chunk */
+    REPLY_USAGE_ONLY, /* choices empty, usage set: the include_usage chunk */
+    REPLY_ERROR,      /* {"error": ...} inside the stream */
+    REPLY_INVALID,    /* not a JSON object */
+};
+
+struct reply;
+
+struct reply *reply_create(void);
+void reply_destroy(struct reply *r);
+
+enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len);
+/* A whole chat.completion body; 0, or -1 when it is not a JSON object. */
+int reply_set_body(struct reply *r, const char *body, size_t len);
+
+const char *reply_content(const struct reply *r, size_t *len);
+const char *reply_finish_reason(const struct reply *r); /* NULL until one arrives */
+const char *reply_model(const struct reply *r);         /* NULL until one arrives */
+json_t *reply_usage(const struct reply *r);             /* borrowed; NULL when absent */
+json_t *reply_tool_calls(const struct reply *r);        /* borrowed array; NULL when none */
+size_t reply_chunks(const struct reply *r);             /* content-bearing chunks seen */
+int reply_truncated(const struct reply *r);
+
+#endif

@@ -1,0 +1,37 @@
+#include "respond.h"
+
+#include "server.h"
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <stdlib.h>
+
+void respond_send_buffer(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                         int status, const char *content_type, struct evbuffer *body)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", content_type ? content_type : "application/json");
+    if (w->draining) /* let the client reconnect to a process that is not going away */
+        evhttp_add_header(h, "Connection", "close");
+    server_response_sending(w, req);
+    evhttp_send_reply(req, status, NULL, body);
+    metrics_request(w->metrics, route, status);
+}
+
+void respond_send(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                  int status, const char *content_type, const char *body, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, body, len);
+    respond_send_buffer(w, route, req, status, content_type, buf);
+    evbuffer_free(buf);
+}
+
+void respond_error(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                   const struct apierr *e)
+{
+    size_t len = 0;
+    char *body = apierr_json(e, &len);
+    respond_send(w, route, req, apierr_status(e->kind), NULL, body, len);
+    free(body);
+}

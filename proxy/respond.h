@@ -1,0 +1,25 @@
+/*
+ * respond: sending whole responses (JSON bodies and API errors) and counting them in the
+ * worker's metrics. Error bodies come from apierr, so every route answers errors alike.
+ */
+#ifndef MEMPROXY_RESPOND_H
+#define MEMPROXY_RESPOND_H
+
+#include "apierr.h"
+#include "metrics.h"
+
+#include <event2/http.h>
+#include <stddef.h>
+
+struct worker;
+
+/* Send status with body (copied) as content_type (NULL = application/json). */
+void respond_send(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                  int status, const char *content_type, const char *body, size_t len);
+/* The same with a body already in an evbuffer (drained). */
+void respond_send_buffer(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                         int status, const char *content_type, struct evbuffer *body);
+void respond_error(struct worker *w, enum metrics_route route, struct evhttp_request *req,
+                   const struct apierr *e);
+
+#endif

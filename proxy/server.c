@@ -1,0 +1,297 @@
+#include "server.h"
+
+#include "log.h"
+#include "metrics.h"
+#include "relay.h"
+#include "routes.h"
+#include "upstream.h"
+#include "util.h"
+
+#include <errno.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct server {
+    const struct cfg *cfg;
+    int fd;
+    int port;
+    struct worker *workers;
+    struct metrics **metrics;
+    size_t nworkers;
+    atomic_int running;   /* workers whose loop has not returned */
+    atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
+};
+
+static int server_bind(const struct cfg *cfg, int *port_out, char **err)
+{
+    char *host = NULL, portstr[8];
+    int port = 0, fd = -1, one = 1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
+
+    cfg_parse_listen(cfg->listen, &host, &port); /* validated already */
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(*host ? host : NULL, portstr, &hints, &res);
+    if (rc != 0) {
+        *err = xasprintf("server.listen: cannot resolve '%s': %s", host, gai_strerror(rc));
+        goto out;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        *err = xasprintf("server.listen: cannot listen on %s: %s", cfg->listen, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        goto out;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+out:
+    if (res)
+        freeaddrinfo(res);
+    free(host);
+    return fd;
+}
+
+static void server_worker_init(struct server *srv, struct worker *w, int id)
+{
+    const struct cfg *cfg = srv->cfg;
+    w->id = id;
+    snprintf(w->name, sizeof(w->name), "w%d", id);
+    w->cfg = cfg;
+    w->srv = srv;
+    w->base = event_base_new();
+    w->http = evhttp_new(w->base);
+    if (w->base == NULL || w->http == NULL)
+        abort();
+    /* Past 4x the limit evhttp refuses the body unread (its own 413 page); up to that,
+     * routes answer 413 in JSON. The read is bounded either way. */
+    evhttp_set_max_body_size(w->http, (ev_ssize_t)cfg->max_body_size * 4);
+    evhttp_set_max_headers_size(w->http, (ev_ssize_t)cfg->max_header_size);
+    struct timeval tv = {.tv_sec = cfg->client_timeout_ms / 1000,
+                         .tv_usec = (cfg->client_timeout_ms % 1000) * 1000};
+    evhttp_set_timeout_tv(w->http, &tv);
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+    evhttp_set_default_content_type(w->http, "application/json");
+    evhttp_set_gencb(w->http, routes_handle, w);
+    struct evconnlistener *l =
+        evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
+    if (l == NULL)
+        abort();
+    w->bound = evhttp_bind_listener(w->http, l);
+    w->up = upstream_create(w->base, cfg);
+    w->metrics = metrics_create();
+    srv->metrics[id] = w->metrics;
+}
+
+struct server *server_create(const struct cfg *cfg, char **err)
+{
+    struct server *srv = xcalloc(1, sizeof(*srv));
+    srv->cfg = cfg;
+    srv->fd = server_bind(cfg, &srv->port, err);
+    if (srv->fd < 0) {
+        free(srv);
+        return NULL;
+    }
+    long n = cfg->workers;
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    srv->nworkers = n > 0 ? (size_t)n : 1;
+    srv->workers = xcalloc(srv->nworkers, sizeof(*srv->workers));
+    srv->metrics = xcalloc(srv->nworkers, sizeof(*srv->metrics));
+    for (size_t i = 0; i < srv->nworkers; i++)
+        server_worker_init(srv, &srv->workers[i], (int)i);
+    return srv;
+}
+
+int server_port(const struct server *srv)
+{
+    return srv->port;
+}
+
+struct metrics *const *server_metrics(const struct server *srv, size_t *n)
+{
+    *n = srv->nworkers;
+    return srv->metrics;
+}
+
+/* ---- draining (each runs on the worker's own thread) ---- */
+
+void server_worker_idle_check(struct worker *w)
+{
+    if (w->draining && w->active == 0 && w->sending == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void server_sent(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+    w->sending--;
+    server_worker_idle_check(w);
+}
+
+/* The client went away before the response was written: evhttp will not complete it. */
+static void server_send_failed(struct evhttp_connection *evcon, void *arg)
+{
+    struct worker *w = arg;
+    (void)evcon;
+    w->sending--;
+    server_worker_idle_check(w);
+}
+
+void server_response_sending(struct worker *w, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon == NULL)
+        return;
+    w->sending++;
+    evhttp_request_set_on_complete_cb(req, server_sent, w);
+    evhttp_connection_set_closecb(evcon, server_send_failed, w);
+}
+
+static void server_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    event_base_loopexit(w->base, NULL);
+}
+
+/* The drain deadline: end what is still in flight, give those last bytes a short while to
+ * reach their clients, then stop whatever remains. */
+static void server_force_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (w->active > 0)
+        log_warn("shutdown timeout: ending %zu request(s) still in flight", w->active);
+    relay_abort_all(w);
+    struct timeval grace = {.tv_sec = 1, .tv_usec = 0};
+    event_del(w->force_timer);
+    evtimer_assign(w->force_timer, w->base, server_exit_cb, w);
+    evtimer_add(w->force_timer, &grace);
+    server_worker_idle_check(w);
+}
+
+static void server_drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (w->draining) { /* second signal: stop now */
+        if (w->force_timer != NULL)
+            server_force_cb(-1, 0, w);
+        return;
+    }
+    w->draining = 1;
+    evconnlistener_disable(evhttp_bound_socket_get_listener(w->bound));
+    /* Close the socket once nobody accepts from it, so new clients are refused at once
+     * instead of waiting in the backlog until exit. */
+    if (atomic_fetch_sub(&w->srv->accepting, 1) == 1) {
+        close(w->srv->fd);
+        w->srv->fd = -1;
+    }
+    long ms = w->cfg->shutdown_timeout_ms;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    w->force_timer = evtimer_new(w->base, server_force_cb, w);
+    evtimer_add(w->force_timer, &tv);
+    server_worker_idle_check(w);
+}
+
+static void *server_worker_main(void *arg)
+{
+    struct worker *w = arg;
+    log_set_thread_name(w->name);
+    event_base_dispatch(w->base);
+    atomic_fetch_sub(&w->srv->running, 1);
+    return NULL;
+}
+
+static void server_signal_workers(struct server *srv)
+{
+    struct timeval zero = {0, 0};
+    for (size_t i = 0; i < srv->nworkers; i++)
+        event_base_once(srv->workers[i].base, -1, EV_TIMEOUT, server_drain_cb, &srv->workers[i],
+                        &zero);
+}
+
+/* Wait for signals on the main thread until every worker loop has returned. */
+static void server_wait(struct server *srv, sigset_t *set)
+{
+    int sig = 0, signals = 0;
+    struct timespec poll = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+    sigwait(set, &sig);
+    log_info("%s: draining (up to %ld ms), send again to stop at once", strsignal(sig),
+             srv->cfg->shutdown_timeout_ms);
+    server_signal_workers(srv);
+    while (atomic_load(&srv->running) > 0) {
+        if (sigtimedwait(set, NULL, &poll) > 0 && signals++ == 0)
+            server_signal_workers(srv);
+    }
+}
+
+int server_run(struct server *srv)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* workers inherit the mask */
+
+    atomic_store(&srv->running, (int)srv->nworkers);
+    atomic_store(&srv->accepting, (int)srv->nworkers);
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main,
+                           &srv->workers[i]) != 0)
+            abort();
+    }
+    log_info("memproxy %s listening on %s (port %d), %zu worker(s)", MEMPROXY_VERSION,
+             srv->cfg->listen, srv->port, srv->nworkers);
+    server_wait(srv, &set);
+    for (size_t i = 0; i < srv->nworkers; i++)
+        pthread_join(srv->workers[i].thread, NULL);
+    log_info("stopped");
+    return 0;
+}
+
+void server_destroy(struct server *srv)
+{
+    if (srv == NULL)
+        return;
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        struct worker *w = &srv->workers[i];
+        relay_abort_all(w);
+        evhttp_free(w->http); /* closes kept-alive client connections */
+        upstream_destroy(w->up);
+        if (w->force_timer)
+            event_free(w->force_timer);
+        event_base_free(w->base);
+        metrics_destroy(w->metrics);
+    }
+    if (srv->fd >= 0)
+        close(srv->fd);
+    free(srv->workers);
+    free(srv->metrics);
+    free(srv);
+}

@@ -1,0 +1,74 @@
+/*
+ * server: the listening socket and the worker threads.
+ *
+ * One socket is bound once; every worker accepts from it on its own event_base with its own
+ * evhttp and its own upstream client, so a request lives its whole life on one thread and
+ * needs no locks. TCP_NODELAY is set on the listening socket: Linux copies it to every
+ * accepted socket, which evhttp would otherwise leave with Nagle's algorithm on.
+ *
+ * Shutdown: SIGTERM or SIGINT makes every worker stop accepting and answer new requests on
+ * kept-alive connections with 503; requests in flight (streams included) may finish for up to
+ * server.shutdown_timeout, after which they are ended; then the process exits 0. A second
+ * signal ends them at once.
+ *
+ * struct worker is public because every request handler runs on one and needs its pieces;
+ * handlers read its fields and change only what their own module owns.
+ */
+#ifndef MEMPROXY_SERVER_H
+#define MEMPROXY_SERVER_H
+
+#include "cfg.h"
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <pthread.h>
+#include <stddef.h>
+
+struct server;
+struct relay;
+struct metrics;
+struct upstream;
+
+struct worker {
+    int id;
+    char name[16];
+    const struct cfg *cfg;
+    struct server *srv;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct upstream *up;
+    struct metrics *metrics;
+    struct relay *relays; /* in flight; owned by relay.c */
+    size_t active;        /* relays in flight */
+    size_t sending;       /* responses handed to evhttp, not yet fully written */
+    int draining;
+    struct event *force_timer;
+    pthread_t thread;
+};
+
+/* Bind the listening socket and set up the workers (not started). NULL and *err on failure. */
+struct server *server_create(const struct cfg *cfg, char **err);
+
+/* Start the workers, wait for SIGTERM/SIGINT, drain, join. Returns the exit status. */
+int server_run(struct server *srv);
+
+/* The port actually bound (useful with port 0). */
+int server_port(const struct server *srv);
+
+/* Every worker's metrics set, for a scrape; *n gets the count. */
+struct metrics *const *server_metrics(const struct server *srv, size_t *n);
+
+/* Called by relay.c whenever a relay ends: finishes the drain when it was the last one. */
+void server_worker_idle_check(struct worker *w);
+
+/*
+ * Call just before handing req's final bytes to evhttp (evhttp_send_reply or
+ * evhttp_send_reply_end): a draining worker waits until they are written (or the client is
+ * gone) before its loop ends. Sets req's on-complete and its connection's close callback.
+ */
+void server_response_sending(struct worker *w, struct evhttp_request *req);
+
+void server_destroy(struct server *srv);
+
+#endif

@@ -1,0 +1,403 @@
+#include "upstream.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define UPSTREAM_POOL_MAX 32
+
+struct upstream {
+    struct event_base *base;
+    const struct cfg *cfg;
+    CURLM *multi;
+    struct event *timer;
+    struct curl_slist **hdr_json;   /* per cfg->upstreams[i] */
+    struct curl_slist **hdr_stream; /* per cfg->upstreams[i] */
+    CURL *pool[UPSTREAM_POOL_MAX];  /* idle easy handles, reset, ready for reuse */
+    size_t npool;
+    size_t active;
+    int in_curl; /* inside curl_multi_socket_action: curl calls must be deferred */
+    struct upstream_xfer *zombies; /* cancelled inside curl, removed once it returns */
+};
+
+struct upstream_xfer {
+    struct upstream *up;
+    CURL *easy;
+    const struct upstream_handler *h;
+    void *arg;
+    struct event *fb_timer; /* first-byte timeout; also reports a failed start */
+    struct upstream_xfer *next_zombie;
+    long status;
+    unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1,
+        start_failed : 1, in_multi : 1;
+    char ctype[128];
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+int upstream_global_init(void)
+{
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void upstream_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
+static void upstream_check_done(struct upstream *up);
+
+/* ---- the hiperfifo glue: curl asks, libevent waits ---- */
+
+static void upstream_action(struct upstream *up, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    up->in_curl++;
+    curl_multi_socket_action(up->multi, fd, flags, &running);
+    up->in_curl--;
+    upstream_check_done(up);
+}
+
+static void upstream_event_cb(evutil_socket_t fd, short kind, void *arg)
+{
+    int flags = ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    upstream_action(arg, fd, flags);
+}
+
+static void upstream_timer_event(evutil_socket_t fd, short kind, void *arg)
+{
+    (void)fd;
+    (void)kind;
+    upstream_action(arg, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* CURLMOPT_TIMERFUNCTION. A 0 ms request arms a zero-delay timer: rounding it up to 1 ms
+ * would add a millisecond to every transfer. */
+static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct upstream *up = userp;
+    (void)multi;
+    if (timeout_ms < 0) {
+        evtimer_del(up->timer);
+        return 0;
+    }
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    evtimer_add(up->timer, &tv);
+    return 0;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: one persistent event per socket, re-armed when curl's interest
+ * changes. */
+static int upstream_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    struct upstream *up = userp;
+    struct event *ev = socketp;
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (ev != NULL)
+            event_free(ev);
+        curl_multi_assign(up->multi, s, NULL);
+        return 0;
+    }
+    short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
+                         ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
+    if (ev == NULL) {
+        ev = event_new(up->base, s, kind, upstream_event_cb, up);
+        curl_multi_assign(up->multi, s, ev);
+    } else {
+        event_del(ev);
+        event_assign(ev, up->base, s, kind, upstream_event_cb, up);
+    }
+    event_add(ev, NULL);
+    return 0;
+}
+
+/* ---- transfers ---- */
+
+static void upstream_xfer_free(struct upstream_xfer *x)
+{
+    struct upstream *up = x->up;
+    if (x->in_multi)
+        curl_multi_remove_handle(up->multi, x->easy);
+    event_free(x->fb_timer);
+    if (up->npool < UPSTREAM_POOL_MAX) {
+        curl_easy_reset(x->easy);
+        up->pool[up->npool++] = x->easy;
+    } else {
+        curl_easy_cleanup(x->easy);
+    }
+    up->active--;
+    free(x);
+}
+
+static enum upstream_result upstream_map(const struct upstream_xfer *x, CURLcode rc)
+{
+    if (x->aborted)
+        return UPSTREAM_ABORTED;
+    if (x->timed_out)
+        return UPSTREAM_TIMEOUT;
+    if (rc == CURLE_OK)
+        return UPSTREAM_OK;
+    if (x->head_done)
+        return UPSTREAM_BROKEN;
+    return rc == CURLE_OPERATION_TIMEDOUT ? UPSTREAM_TIMEOUT : UPSTREAM_UNREACHABLE;
+}
+
+/* The end of a transfer: report it (unless cancelled) and free it. Never inside curl. */
+static void upstream_finish(struct upstream_xfer *x, enum upstream_result res)
+{
+    if (!x->cancelled) {
+        const char *detail = x->errbuf[0] ? x->errbuf : "";
+        x->cancelled = 1; /* on_done may not cancel what is already ending */
+        x->h->on_done(x->arg, res, detail);
+    }
+    upstream_xfer_free(x);
+}
+
+static void upstream_check_done(struct upstream *up)
+{
+    CURLMsg *msg;
+    int left = 0;
+    while ((msg = curl_multi_info_read(up->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct upstream_xfer *x = NULL;
+        CURLcode rc = msg->data.result;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        upstream_finish(x, upstream_map(x, rc));
+    }
+    while (up->zombies != NULL) {
+        struct upstream_xfer *x = up->zombies;
+        up->zombies = x->next_zombie;
+        upstream_xfer_free(x);
+    }
+}
+
+static void upstream_head(struct upstream_xfer *x)
+{
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 100 && code < 200) /* interim response: the real one follows */
+        return;
+    x->head_done = 1;
+    x->status = code;
+    evtimer_del(x->fb_timer);
+    if (x->h->on_head(x->arg, code, x->ctype) != 0 && !x->cancelled)
+        x->aborted = 1;
+}
+
+static size_t upstream_header_cb(char *buf, size_t size, size_t n, void *userdata)
+{
+    struct upstream_xfer *x = userdata;
+    size_t len = size * n;
+    if (x->cancelled)
+        return 0;
+    if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+        x->ctype[0] = '\0';
+    } else if (len > 13 && strncasecmp(buf, "content-type:", 13) == 0) {
+        const char *v = buf + 13;
+        size_t vlen = len - 13;
+        while (vlen > 0 && (*v == ' ' || *v == '\t'))
+            v++, vlen--;
+        while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+            vlen--;
+        snprintf(x->ctype, sizeof(x->ctype), "%.*s", (int)vlen, v);
+    } else if ((len == 2 && buf[0] == '\r') || (len == 1 && buf[0] == '\n')) {
+        upstream_head(x);
+        if (x->aborted || x->cancelled)
+            return 0;
+    }
+    return len;
+}
+
+static size_t upstream_write_cb(char *ptr, size_t size, size_t n, void *userdata)
+{
+    struct upstream_xfer *x = userdata;
+    size_t len = size * n;
+    if (x->cancelled || x->aborted)
+        return 0;
+    enum upstream_body_rc rc = x->h->on_body(x->arg, ptr, len);
+    if (x->cancelled)
+        return 0;
+    if (rc == UPSTREAM_BODY_ABORT) {
+        x->aborted = 1;
+        return 0;
+    }
+    if (rc == UPSTREAM_BODY_PAUSE) {
+        x->paused = 1;
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    return len;
+}
+
+/* First-byte timeout, or the deferred report of a transfer that could not start. */
+static void upstream_fb_timer_cb(evutil_socket_t fd, short kind, void *arg)
+{
+    struct upstream_xfer *x = arg;
+    (void)fd;
+    (void)kind;
+    if (x->start_failed) {
+        upstream_finish(x, UPSTREAM_UNREACHABLE);
+        return;
+    }
+    x->timed_out = 1;
+    snprintf(x->errbuf, sizeof(x->errbuf), "no response headers within the first-byte timeout");
+    upstream_finish(x, UPSTREAM_TIMEOUT);
+}
+
+static void upstream_setup(struct upstream_xfer *x, const struct upstream_request *rq)
+{
+    const struct cfg_upstream *t = rq->target;
+    size_t idx = (size_t)(t - x->up->cfg->upstreams);
+    CURL *e = x->easy;
+    char url[2048];
+
+    snprintf(url, sizeof(url), "%s%s", t->url, rq->path);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER,
+                     rq->stream ? x->up->hdr_stream[idx] : x->up->hdr_json[idx]);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t->connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t->total_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (t->idle_timeout_ms + 999) / 1000);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (rq->body != NULL) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, rq->body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+    } else {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    }
+}
+
+struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_request *rq,
+                                     const struct upstream_handler *h, void *arg)
+{
+    struct upstream_xfer *x = xcalloc(1, sizeof(*x));
+    x->up = up;
+    x->h = h;
+    x->arg = arg;
+    x->easy = up->npool > 0 ? up->pool[--up->npool] : curl_easy_init();
+    if (x->easy == NULL)
+        abort(); /* curl_easy_init fails only when out of memory */
+    x->fb_timer = evtimer_new(up->base, upstream_fb_timer_cb, x);
+    up->active++;
+    upstream_setup(x, rq);
+
+    long fb = rq->target->first_byte_timeout_ms;
+    struct timeval tv = {.tv_sec = fb / 1000, .tv_usec = (fb % 1000) * 1000};
+    if (curl_multi_add_handle(up->multi, x->easy) != CURLM_OK) {
+        x->start_failed = 1;
+        snprintf(x->errbuf, sizeof(x->errbuf), "could not start the upstream transfer");
+        tv.tv_sec = tv.tv_usec = 0;
+    } else {
+        x->in_multi = 1;
+    }
+    evtimer_add(x->fb_timer, &tv);
+    return x;
+}
+
+void upstream_cancel(struct upstream_xfer *x)
+{
+    if (x == NULL || x->cancelled)
+        return;
+    x->cancelled = 1;
+    evtimer_del(x->fb_timer);
+    if (x->up->in_curl) { /* curl forbids removing a handle from inside its callbacks */
+        x->next_zombie = x->up->zombies;
+        x->up->zombies = x;
+        return;
+    }
+    upstream_xfer_free(x);
+}
+
+void upstream_resume(struct upstream_xfer *x)
+{
+    if (x == NULL || !x->paused || x->cancelled)
+        return;
+    x->paused = 0;
+    x->up->in_curl++;
+    curl_easy_pause(x->easy, CURLPAUSE_CONT); /* may deliver held data right here */
+    x->up->in_curl--;
+    upstream_check_done(x->up);
+}
+
+int upstream_paused(const struct upstream_xfer *x)
+{
+    return x != NULL && x->paused;
+}
+
+size_t upstream_active(const struct upstream *up)
+{
+    return up->active;
+}
+
+/* ---- per worker ---- */
+
+static struct curl_slist *upstream_headers(const struct cfg_upstream *u, int stream)
+{
+    struct curl_slist *l = NULL;
+    l = curl_slist_append(l, "Content-Type: application/json");
+    l = curl_slist_append(l, stream ? "Accept: text/event-stream" : "Accept: application/json");
+    l = curl_slist_append(l, "Expect:"); /* no 100-continue round trip */
+    l = curl_slist_append(l, "User-Agent: memproxy/" MEMPROXY_VERSION);
+    if (*u->api_key != '\0') {
+        char *auth = xasprintf("Authorization: Bearer %s", u->api_key);
+        l = curl_slist_append(l, auth);
+        free(auth);
+    }
+    if (l == NULL)
+        abort();
+    return l;
+}
+
+struct upstream *upstream_create(struct event_base *base, const struct cfg *cfg)
+{
+    struct upstream *up = xcalloc(1, sizeof(*up));
+    up->base = base;
+    up->cfg = cfg;
+    up->multi = curl_multi_init();
+    if (up->multi == NULL)
+        abort();
+    up->timer = evtimer_new(base, upstream_timer_event, up);
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETFUNCTION, upstream_socket_cb);
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETDATA, up);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERFUNCTION, upstream_timer_cb);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERDATA, up);
+    curl_multi_setopt(up->multi, CURLMOPT_MAXCONNECTS, cfg->upstream_max_connections);
+    up->hdr_json = xcalloc(cfg->nupstreams, sizeof(*up->hdr_json));
+    up->hdr_stream = xcalloc(cfg->nupstreams, sizeof(*up->hdr_stream));
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        up->hdr_json[i] = upstream_headers(&cfg->upstreams[i], 0);
+        up->hdr_stream[i] = upstream_headers(&cfg->upstreams[i], 1);
+    }
+    return up;
+}
+
+void upstream_destroy(struct upstream *up)
+{
+    if (up == NULL)
+        return;
+    /* Transfers still running belong to requests the worker already tore down. */
+    curl_multi_cleanup(up->multi);
+    for (size_t i = 0; i < up->npool; i++)
+        curl_easy_cleanup(up->pool[i]);
+    for (size_t i = 0; i < up->cfg->nupstreams; i++) {
+        curl_slist_free_all(up->hdr_json[i]);
+        curl_slist_free_all(up->hdr_stream[i]);
+    }
+    free(up->hdr_json);
+    free(up->hdr_stream);
+    event_free(up->timer);
+    free(up);
+}

@@ -1,0 +1,199 @@
+"""Integration harness: start the mock upstream and memproxy on free loopback ports, talk
+real HTTP to them, stop them. Every test process owns its servers; nothing leaves 127.0.0.1.
+
+Binaries come from the environment (meson sets them): MEMPROXY_BIN, MOCK_UPSTREAM_BIN.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+MEMPROXY_BIN = os.environ.get("MEMPROXY_BIN", "build/proxy/memproxy")
+MOCK_BIN = os.environ.get("MOCK_UPSTREAM_BIN", "build/tests/mock_upstream")
+
+
+def wait_for(pred, timeout=5.0, step=0.005, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Mock:
+    """The mock upstream (tests/mock_upstream), on a free port."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="mock-")
+        pf = os.path.join(self.dir, "port")
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen([MOCK_BIN, "--port-file", pf, *args],
+                                     stdout=self.log, stderr=self.log)
+        self.port = int(wait_for(lambda: _read(pf), what="mock port"))
+        self.url = "http://127.0.0.1:%d/v1" % self.port
+
+    def _call(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c.request(method, path, body=json.dumps(body) if body is not None else None)
+        r = c.getresponse()
+        data = json.loads(r.read())
+        c.close()
+        return data
+
+    def config(self, **kw):
+        return self._call("POST", "/_mock/config", kw)
+
+    def stats(self):
+        return self._call("GET", "/_mock/stats")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(5)
+        self.log.close()
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            s = f.read().strip()
+            return s or None
+    except FileNotFoundError:
+        return None
+
+
+class Memproxy:
+    """memproxy started with an inline YAML config; {upstream} in it is replaced by url."""
+
+    def __init__(self, config="", args=(), env=None, upstream=None):
+        self.dir = tempfile.mkdtemp(prefix="memproxy-")
+        self.config_path = os.path.join(self.dir, "memproxy.yaml")
+        if upstream is not None:
+            config = config.replace("{upstream}", upstream)
+        with open(self.config_path, "w") as f:
+            f.write(config)
+        self.log_path = os.path.join(self.dir, "log")
+        self.log = open(self.log_path, "w")
+        cmd = [MEMPROXY_BIN, "--config", self.config_path, "--listen", "127.0.0.1:0", *args]
+        if upstream is not None and "upstreams:" not in config:
+            cmd += ["--upstream", upstream]
+        e = dict(os.environ)
+        for k in ("MEMPROXY_UPSTREAM_URL", "MEMPROXY_UPSTREAM_API_KEY", "OPENAI_API_KEY",
+                  "MEMPROXY_CLIENT_KEY"):
+            e.pop(k, None)
+        e.update(env or {})
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e)
+        self.port = int(wait_for(self._port, what="memproxy to listen"))
+
+    def _port(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("memproxy exited early:\n" + self.output())
+        m = re.search(r"\(port (\d+)\)", self.output())
+        return m and m.group(1)
+
+    def output(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=10):
+        """One request; returns (status, headers dict (lower-case), body bytes)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        out = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        return r.status, hdrs, out
+
+    def json(self, method, path, body=None, headers=None):
+        status, hdrs, out = self.request(method, path, body, headers)
+        return status, json.loads(out) if out else None
+
+    def stream(self, body, headers=None, path="/v1/chat/completions"):
+        """A streaming chat request; returns (status, list of SSE data strings)."""
+        status, hdrs, out = self.request("POST", path, body, headers)
+        return status, sse_data(out.decode())
+
+    def terminate(self, timeout=15):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.log.close()
+
+    def stop(self):
+        rc = self.terminate()
+        if rc != 0:
+            raise AssertionError("memproxy exited with %s:\n%s" % (rc, self.output()))
+
+
+def sse_data(text):
+    """The data fields of an SSE body, in order."""
+    out = []
+    for block in re.split(r"\r?\n\r?\n", text):
+        lines = [l[5:].lstrip(" ") if l.startswith("data:") else None for l in block.splitlines()]
+        lines = [l for l in lines if l is not None]
+        if lines:
+            out.append("\n".join(lines))
+    return out
+
+
+def chat_text(events):
+    """Joined delta content of a list of SSE data strings."""
+    text = ""
+    for d in events:
+        if d == "[DONE]":
+            continue
+        obj = json.loads(d)
+        for ch in obj.get("choices", []):
+            text += ch.get("delta", {}).get("content") or ""
+    return text
+
+
+def raw_connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def raw_request(sock, path, body, headers=None):
+    data = json.dumps(body).encode()
+    h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())
+    sock.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  "Content-Length: %d\r\n%s\r\n" % (path, len(data), h)).encode() + data)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+USER_HI = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+
+class StackTest(unittest.TestCase):
+    """A test case with a mock upstream and a memproxy in front of it."""
+    MOCK_ARGS = ()
+    CONFIG = ""
+
+    def setUp(self):
+        self.mock = Mock(*self.MOCK_ARGS)
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(self.CONFIG, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)

@@ -1,0 +1,195 @@
+"""Upstream failures, client hang-ups, slow clients and shutdown."""
+import json
+import os
+import signal
+import socket
+import time
+import unittest
+
+from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, free_port, raw_connect,
+                     raw_request, sse_data, wait_for)
+
+STREAM = dict(USER_HI, stream=True)
+
+
+class UpstreamFailures(StackTest):
+    CONFIG = """
+upstreams:
+  - name: main
+    url: {upstream}
+    first_byte_timeout: 300ms
+"""
+
+    def test_upstream_down_is_502(self):
+        dead = "http://127.0.0.1:%d/v1" % free_port()
+        mp = Memproxy(upstream=dead)
+        self.addCleanup(mp.stop)
+        for body in (USER_HI, STREAM):
+            status, hdrs, out = mp.request("POST", "/v1/chat/completions", body)
+            self.assertEqual(status, 502)
+            self.assertEqual(json.loads(out)["error"]["code"], "upstream_unreachable")
+
+    def test_upstream_slower_than_timeout_is_504(self):
+        self.mock.config(hang=True)
+        t = time.monotonic()
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", STREAM)
+        self.assertEqual(status, 504)
+        self.assertEqual(json.loads(out)["error"]["code"], "upstream_timeout")
+        self.assertLess(time.monotonic() - t, 5)
+
+    def test_mid_stream_failure_is_sse_error_and_clean_end(self):
+        self.mock.config(drop_after=3, token_delay_ms=5)
+        # http.client raises IncompleteRead unless the chunked body ends cleanly
+        status, events = self.mp.stream(STREAM)
+        self.assertEqual(status, 200)
+        self.assertNotIn("[DONE]", events)
+        err = json.loads(events[-1])["error"]
+        self.assertEqual(err["code"], "upstream_bad_response")
+        self.assertEqual(chat_text(events[:-1]), "Hello! This is")
+
+    def test_upstream_error_status_passes_through(self):
+        for code in (400, 429, 500):
+            self.mock.config(fail_status=code)
+            status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", STREAM)
+            self.assertEqual(status, code)
+            self.assertEqual(json.loads(out)["error"]["code"], "mock_failure")
+
+
+class Fallback(unittest.TestCase):
+    def setUp(self):
+        self.bad, self.good = Mock(), Mock("--reply", "from the fallback")
+        self.addCleanup(self.bad.stop)
+        self.addCleanup(self.good.stop)
+        self.dead = "http://127.0.0.1:%d/v1" % free_port()
+        self.mp = Memproxy("""
+upstreams:
+  - {name: dead, url: %s}
+  - {name: bad, url: %s}
+  - {name: good, url: %s}
+profiles:
+  - {name: default, upstream: dead, fallbacks: [bad, good]}
+""" % (self.dead, self.bad.url, self.good.url))
+        self.addCleanup(self.mp.stop)
+
+    def test_fallbacks_tried_before_first_byte(self):
+        self.bad.config(fail_status=503)
+        status, events = self.mp.stream(STREAM)
+        self.assertEqual(status, 200)
+        self.assertEqual(chat_text(events), "from the fallback")
+        self.assertEqual(self.bad.stats()["chat_requests"], 1)
+        _, _, text = self.mp.request("GET", "/metrics")
+        self.assertIn("memproxy_upstream_fallbacks_total 2", text.decode())
+
+    def test_4xx_is_not_retried(self):
+        self.bad.config(fail_status=400)
+        status, _, _ = self.mp.request("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual(status, 400)
+        self.assertEqual(self.good.stats()["chat_requests"], 0)
+
+
+class HangUp(StackTest):
+    MOCK_ARGS = ("--token-delay-ms", "50")
+
+    def test_hangup_cancels_upstream_within_100ms(self):
+        s = raw_connect(self.mp.port)
+        raw_request(s, "/v1/chat/completions", STREAM)
+        buf = b""
+        while buf.count(b'"content":') < 3:
+            buf += s.recv(65536)
+        before = self.mock.stats()["streams_closed_early"]
+        t0 = time.monotonic_ns()
+        s.close()
+        st = wait_for(lambda: (lambda x: x if x["streams_closed_early"] > before else None)(
+            self.mock.stats()), what="the mock to see the close")
+        delay_ms = (st["last_close_ns"] - t0) / 1e6
+        self.assertLess(delay_ms, 100, "upstream saw the hang-up after %.1f ms" % delay_ms)
+        self.assertEqual(st["streams_completed"], 0)
+        wait_for(lambda: "memproxy_client_disconnects_total 1" in
+                 self.mp.request("GET", "/metrics")[2].decode(), what="disconnect metric")
+        wait_for(lambda: "memproxy_active_streams 0" in
+                 self.mp.request("GET", "/metrics")[2].decode(), what="stream gauge")
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class SlowClient(StackTest):
+    CONFIG = """
+server:
+  max_client_buffer: 64KiB
+"""
+    WORDS = 100000  # about 18 MB of SSE
+
+    def test_slow_client_pauses_upstream_not_memory(self):
+        self.mock.config(reply=" ".join(["w"] * self.WORDS))
+        base = rss_kb(self.mp.proc.pid)
+        s = raw_connect(self.mp.port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        raw_request(s, "/v1/chat/completions", STREAM)
+        time.sleep(1.0)  # the client reads nothing; upstream has all 12 MB ready
+        grown = rss_kb(self.mp.proc.pid) - base
+        self.assertLess(grown, 4096, "memproxy buffered %d KiB for a client that reads nothing"
+                        % grown)
+        buf = bytearray()
+        while not buf.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        self.assertEqual(buf.count(b'"content":"w"') + buf.count(b'"content":" w"'), self.WORDS)
+        self.assertIn(b"data: [DONE]", buf)
+
+
+class Shutdown(unittest.TestCase):
+    def test_sigterm_lets_stream_finish_and_exits_0(self):
+        mock = Mock("--token-delay-ms", "40", "--reply", "a b c d e f g h i j")
+        self.addCleanup(mock.stop)
+        mp = Memproxy(upstream=mock.url)
+        s = raw_connect(mp.port)
+        raw_request(s, "/v1/chat/completions", STREAM)
+        buf = s.recv(65536)
+        mp.proc.send_signal(signal.SIGTERM)
+        while not buf.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        s.close()
+        self.assertIn(b"data: [DONE]", buf)
+        events = sse_data(buf.decode().split("\r\n\r\n", 1)[1])
+        self.assertEqual(chat_text([e for e in events if e.startswith(("{", "["))]),
+                         "a b c d e f g h i j")
+        self.assertEqual(mp.terminate(), 0)
+        self.assertIn("stopped", mp.output())
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", mp.port), timeout=1).recv(1)
+
+    def test_shutdown_timeout_bounds_a_long_stream(self):
+        mock = Mock("--token-delay-ms", "200")
+        self.addCleanup(mock.stop)
+        mp = Memproxy("server:\n  shutdown_timeout: 300ms\n", upstream=mock.url)
+        s = raw_connect(mp.port)
+        raw_request(s, "/v1/chat/completions", STREAM)
+        s.recv(65536)
+        t = time.monotonic()
+        mp.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(mp.proc.wait(10), 0)
+        self.assertLess(time.monotonic() - t, 5)
+        rest = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        self.assertIn(b"shutting_down", rest)
+        mp.log.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,208 @@
+"""The request path through memproxy to the mock upstream: what a client sees."""
+import json
+import time
+import unittest
+
+from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, raw_connect, raw_request,
+                     sse_data)
+
+
+def stream_body(**extra):
+    b = dict(USER_HI, stream=True)
+    b.update(extra)
+    return b
+
+
+class Streaming(StackTest):
+    MOCK_ARGS = ("--token-delay-ms", "30", "--reply", "one two three four five")
+
+    def test_tokens_arrive_one_by_one(self):
+        """Each token reaches the client when upstream sends it, not at the end."""
+        s = raw_connect(self.mp.port)
+        raw_request(s, "/v1/chat/completions", stream_body())
+        arrivals, buf = [], b""
+        while b"data: [DONE]" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            n = chunk.count(b'"content":"')
+            arrivals += [time.monotonic()] * n
+        s.close()
+        self.assertIn(b"text/event-stream", buf)
+        # role chunk + 5 tokens; the 30 ms spacing must survive the proxy
+        self.assertGreaterEqual(len(arrivals), 6)
+        spread = arrivals[-1] - arrivals[1]
+        self.assertGreater(spread, 0.09, "tokens were batched, not streamed")
+
+    def test_stream_text_equals_non_stream_text(self):
+        status, events = self.mp.stream(stream_body())
+        self.assertEqual(status, 200)
+        self.assertEqual(events[-1], "[DONE]")
+        status, body = self.mp.json("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual(status, 200)
+        self.assertEqual(chat_text(events), body["choices"][0]["message"]["content"])
+        self.assertEqual(chat_text(events), "one two three four five")
+
+    def test_usage_chunk_only_when_asked(self):
+        _, events = self.mp.stream(stream_body())
+        self.assertFalse(any(json.loads(e).get("choices") == [] for e in events[:-1]),
+                         "client did not ask for usage but got the usage chunk")
+        # memproxy still asked upstream for it (to record it)
+        sent = json.loads(self.mock.stats()["last_body"])
+        self.assertTrue(sent["stream_options"]["include_usage"])
+        _, events = self.mp.stream(stream_body(stream_options={"include_usage": True}))
+        usage = [json.loads(e) for e in events[:-1] if json.loads(e).get("choices") == []]
+        self.assertEqual(len(usage), 1)
+        self.assertEqual(usage[0]["usage"]["completion_tokens"], 5)
+
+
+class Passthrough(StackTest):
+    CONFIG = """
+upstreams:
+  - name: main
+    url: {upstream}
+    api_key: sk-upstream-secret
+auth:
+  client_keys:
+    - key: client-key-1
+      tenant: acme
+"""
+
+    def auth(self, key="client-key-1"):
+        return {"Authorization": "Bearer " + key}
+
+    def test_client_key_never_forwarded(self):
+        status, _ = self.mp.json("POST", "/v1/chat/completions", USER_HI, self.auth())
+        self.assertEqual(status, 200)
+        self.assertEqual(self.mock.stats()["last_authorization"], "Bearer sk-upstream-secret")
+
+    def test_wrong_or_missing_key_is_401(self):
+        for headers in ({}, self.auth("nope"), {"Authorization": "Basic abc"}):
+            status, hdrs, body = self.mp.request("POST", "/v1/chat/completions", USER_HI, headers)
+            self.assertEqual(status, 401)
+            err = json.loads(body)["error"]
+            self.assertEqual(err["code"], "invalid_api_key")
+            self.assertEqual(hdrs.get("www-authenticate"), "Bearer")
+        self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
+    def test_models_and_embeddings_forwarded(self):
+        status, body = self.mp.json("GET", "/v1/models", headers=self.auth())
+        self.assertEqual(status, 200)
+        self.assertEqual(body["data"][0]["id"], "mock-model")
+        status, body = self.mp.json("POST", "/v1/embeddings",
+                                    {"model": "e", "input": ["a", "b"]}, self.auth())
+        self.assertEqual(status, 200)
+        self.assertEqual(len(body["data"]), 2)
+        self.assertEqual(self.mock.stats()["last_authorization"], "Bearer sk-upstream-secret")
+
+    def test_request_fields_reach_upstream_unchanged(self):
+        body = dict(USER_HI, temperature=0.25, max_tokens=7, tools=[
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+        self.mp.json("POST", "/v1/chat/completions", body, self.auth())
+        sent = json.loads(self.mock.stats()["last_body"])
+        for k in ("model", "messages", "temperature", "max_tokens", "tools"):
+            self.assertEqual(sent[k], body[k], k)
+
+
+class BadInput(StackTest):
+    CONFIG = """
+server:
+  max_body_size: 2KiB
+  max_json_depth: 16
+"""
+
+    def check_error(self, status, hdrs, body, want_status, want_code):
+        self.assertEqual(status, want_status, body)
+        self.assertTrue(hdrs["content-type"].startswith("application/json"))
+        err = json.loads(body)["error"]
+        self.assertEqual(err["code"], want_code)
+        self.assertTrue(err["message"])
+        self.assertIn("type", err)
+
+    def test_body_over_limit_is_413_json(self):
+        big = dict(USER_HI, messages=[{"role": "user", "content": "x" * 4096}])
+        self.check_error(*self.mp.request("POST", "/v1/chat/completions", big), 413,
+                         "request_too_large")
+        self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
+    def test_malformed_json_is_400_json(self):
+        for raw in (b"{bad", b"", b"[1,2]", b'{"messages": 5}', b"\xff\xfe", b"null",
+                    b'{"messages":[]}', b'{"messages":[{"role":"robot","content":"x"}]}',
+                    b'{"messages":[{"role":"user"}]}', b'{"messages":[{"role":"user","content":1}]}',
+                    b'{"messages":[{"role":"user","content":"x"}],"stream":"yes"}',
+                    b"[" * 100 + b"]" * 100):
+            status, hdrs, body = self.mp.request("POST", "/v1/chat/completions", raw=raw)
+            self.assertEqual(status, 400, raw)
+            err = json.loads(body)["error"]
+            self.assertEqual(err["type"], "invalid_request_error", raw)
+        self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
+    def test_param_names_the_bad_field(self):
+        raw = b'{"messages":[{"role":"user","content":"a"},{"role":"robot","content":"b"}]}'
+        _, _, body = self.mp.request("POST", "/v1/chat/completions", raw=raw)
+        self.assertEqual(json.loads(body)["error"]["param"], "messages[1].role")
+
+    def test_unknown_route_and_method(self):
+        self.check_error(*self.mp.request("GET", "/v2/nothing"), 404, "not_found")
+        status, hdrs, body = self.mp.request("GET", "/v1/chat/completions")
+        self.check_error(status, hdrs, body, 405, "method_not_allowed")
+        self.assertEqual(hdrs["allow"], "POST")
+
+
+class Profiles(unittest.TestCase):
+    def setUp(self):
+        self.a, self.b = Mock("--reply", "from a"), Mock("--reply", "from b")
+        self.addCleanup(self.a.stop)
+        self.addCleanup(self.b.stop)
+        self.mp = Memproxy("""
+upstreams:
+  - {name: a, url: %s}
+  - {name: b, url: %s}
+profiles:
+  - {name: default, upstream: a}
+  - {name: other, upstream: b, model: forced-model}
+""" % (self.a.url, self.b.url))
+        self.addCleanup(self.mp.stop)
+
+    def content(self, path="/v1/chat/completions", body=USER_HI, headers=None):
+        status, body = self.mp.json("POST", path, body, headers)
+        self.assertEqual(status, 200, body)
+        return body["choices"][0]["message"]["content"]
+
+    def test_profile_by_path_header_and_body(self):
+        self.assertEqual(self.content(), "from a")
+        self.assertEqual(self.content("/p/other/v1/chat/completions"), "from b")
+        self.assertEqual(self.content("/p/other/chat/completions"), "from b")
+        self.assertEqual(self.content(headers={"X-Memproxy-Profile": "other"}), "from b")
+        self.assertEqual(self.content(body=dict(USER_HI, profile="other")), "from b")
+        sent = json.loads(self.b.stats()["last_body"])
+        self.assertNotIn("profile", sent)
+        self.assertEqual(sent["model"], "forced-model")
+
+    def test_unknown_profile(self):
+        status, body = self.mp.json("POST", "/p/nope/v1/chat/completions", USER_HI)
+        self.assertEqual(status, 404)
+        status, body = self.mp.json("POST", "/v1/chat/completions", USER_HI,
+                                    {"X-Memproxy-Profile": "nope"})
+        self.assertEqual(status, 400)
+        self.assertEqual(body["error"]["param"], "X-Memproxy-Profile")
+
+
+class Observability(StackTest):
+    def test_healthz_and_metrics(self):
+        status, body = self.mp.json("GET", "/healthz")
+        self.assertEqual((status, body), (200, {"status": "ok"}))
+        self.mp.stream(stream_body())
+        self.mp.json("POST", "/v1/chat/completions", USER_HI)
+        status, hdrs, text = self.mp.request("GET", "/metrics")
+        text = text.decode()
+        self.assertEqual(status, 200)
+        self.assertIn('memproxy_requests_total{route="chat",status="200"} 2', text)
+        self.assertIn("memproxy_upstream_ttft_seconds_count 1", text)
+        self.assertIn("memproxy_added_latency_seconds_count 2", text)
+        self.assertIn("memproxy_active_streams 0", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

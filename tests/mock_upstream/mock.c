@@ -1,0 +1,463 @@
+/*
+ * mock_upstream: an OpenAI-compatible LLM server for tests, benchmarks and the demo mode.
+ *
+ * Answers POST /v1/chat/completions (streaming and not), GET /v1/models and POST
+ * /v1/embeddings (float or base64). Its behaviour is set by flags at start and changed at run
+ * time with POST /_mock/config (a JSON object with any of the fields below); GET /_mock/stats
+ * tells what it saw. It is single-threaded and listens on loopback.
+ *
+ *   reply            the assistant text (split into tokens at spaces)
+ *   ttft_ms          delay before the first token (and before a non-streaming answer)
+ *   token_delay_ms   delay between tokens
+ *   fail_status      answer every chat request with this HTTP status and an OpenAI error body
+ *   hang             never answer (no headers at all)
+ *   drop_after       close the connection abruptly after this many tokens (-1 = never)
+ *   echo             the reply is the JSON of the messages received, so a test sees what
+ *                    the upstream was sent
+ *
+ * Stats: requests, chat_requests, streams_completed, streams_closed_early (the client hung up
+ * before the end), last_close_ns (CLOCK_MONOTONIC of that hang-up, for latency checks),
+ * last_body and last_authorization.
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct mock_config {
+    char *reply;
+    long ttft_ms, token_delay_ms, fail_status, drop_after;
+    int hang, echo;
+};
+
+struct mock_stats {
+    long requests, chat_requests, streams_completed, streams_closed_early;
+    uint64_t last_close_ns;
+    char *last_body, *last_authorization;
+};
+
+static struct mock_config mock_cfg = {.drop_after = -1};
+static struct mock_stats mock_stats;
+static struct event_base *mock_base;
+static long mock_seq;
+
+/* One response in progress (delays, streams). */
+struct mock_resp {
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct event *timer, *hup;
+    json_t *tokens; /* array of strings */
+    size_t next;
+    int stream, include_usage, headers_sent;
+    char id[48], model[64];
+    long prompt_tokens;
+};
+
+static uint64_t mock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void mock_send_json(struct evhttp_request *req, int status, json_t *body)
+{
+    char *s = json_dumps(body, JSON_COMPACT);
+    struct evbuffer *b = evbuffer_new();
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    evbuffer_add(b, s, strlen(s));
+    evhttp_send_reply(req, status, NULL, b);
+    evbuffer_free(b);
+    free(s);
+    json_decref(body);
+}
+
+static json_t *mock_tokenize(const char *text)
+{
+    json_t *arr = json_array();
+    const char *p = text;
+    while (*p) {
+        const char *q = p + 1;
+        while (*q && *q != ' ')
+            q++;
+        json_array_append_new(arr, json_stringn(p, (size_t)(q - p)));
+        p = q;
+    }
+    return arr;
+}
+
+static void mock_resp_free(struct mock_resp *r)
+{
+    if (r->timer)
+        event_free(r->timer);
+    if (r->hup)
+        event_free(r->hup);
+    if (r->evcon)
+        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    json_decref(r->tokens);
+    free(r);
+}
+
+static void mock_client_gone(struct mock_resp *r)
+{
+    mock_stats.streams_closed_early++;
+    mock_stats.last_close_ns = mock_now_ns();
+}
+
+static void mock_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct mock_resp *r = arg;
+    if (r->req && evhttp_request_get_connection(r->req) == NULL)
+        evhttp_request_free(r->req);
+    r->evcon = NULL;
+    mock_client_gone(r);
+    mock_resp_free(r);
+}
+
+static void mock_hup_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct mock_resp *r = arg;
+    struct evhttp_connection *evcon = r->evcon;
+    mock_client_gone(r);
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+    r->evcon = NULL;
+    mock_resp_free(r);
+    evhttp_connection_free(evcon);
+}
+
+static void mock_chunk(struct mock_resp *r, struct evbuffer *out, json_t *delta, const char *finish)
+{
+    json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o}]}", "id", r->id, "object",
+                          "chat.completion.chunk", "created", (json_int_t)time(NULL), "model",
+                          r->model, "choices", "index", 0, "delta", delta, "finish_reason",
+                          finish ? json_string(finish) : json_null());
+    if (r->include_usage)
+        json_object_set_new(c, "usage", json_null());
+    char *s = json_dumps(c, JSON_COMPACT);
+    evbuffer_add_printf(out, "data: %s\n\n", s);
+    free(s);
+    json_decref(c);
+}
+
+static json_t *mock_usage(struct mock_resp *r)
+{
+    long completion = (long)json_array_size(r->tokens);
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (int)r->prompt_tokens,
+                     "completion_tokens", (int)completion, "total_tokens",
+                     (int)(r->prompt_tokens + completion));
+}
+
+static void mock_stream_end(struct mock_resp *r, struct evbuffer *out)
+{
+    mock_chunk(r, out, json_object(), "stop");
+    if (r->include_usage) {
+        json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", r->id, "object",
+                              "chat.completion.chunk", "created", (json_int_t)time(NULL),
+                              "model", r->model, "choices", "usage", mock_usage(r));
+        char *s = json_dumps(u, JSON_COMPACT);
+        evbuffer_add_printf(out, "data: %s\n\n", s);
+        free(s);
+        json_decref(u);
+    }
+    evbuffer_add_printf(out, "data: [DONE]\n\n");
+}
+
+/* Emit tokens: all remaining ones when there is no per-token delay, else one per tick. */
+static void mock_stream_step(struct mock_resp *r)
+{
+    struct evbuffer *out = evbuffer_new();
+    if (!r->headers_sent) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(r->req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_send_reply_start(r->req, 200, "OK");
+        r->headers_sent = 1;
+        mock_chunk(r, out, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL);
+    }
+    size_t n = json_array_size(r->tokens);
+    do {
+        if (mock_cfg.drop_after >= 0 && (long)r->next >= mock_cfg.drop_after) {
+            evhttp_send_reply_chunk(r->req, out);
+            evbuffer_free(out);
+            struct evhttp_connection *evcon = r->evcon;
+            evhttp_connection_set_closecb(evcon, NULL, NULL);
+            r->evcon = NULL;
+            mock_resp_free(r);
+            evhttp_connection_free(evcon); /* abrupt: no chunk terminator */
+            return;
+        }
+        if (r->next < n)
+            mock_chunk(r, out, json_pack("{s:O}", "content", json_array_get(r->tokens, r->next)),
+                       NULL);
+        r->next++;
+    } while (mock_cfg.token_delay_ms == 0 && r->next < n);
+    if (r->next >= n) {
+        mock_stream_end(r, out);
+        evhttp_send_reply_chunk(r->req, out);
+        evbuffer_free(out);
+        if (r->hup) {
+            event_free(r->hup);
+            r->hup = NULL;
+        }
+        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+        r->evcon = NULL;
+        evhttp_send_reply_end(r->req);
+        mock_stats.streams_completed++;
+        mock_resp_free(r);
+        return;
+    }
+    evhttp_send_reply_chunk(r->req, out);
+    evbuffer_free(out);
+    struct timeval tv = {mock_cfg.token_delay_ms / 1000, (mock_cfg.token_delay_ms % 1000) * 1000};
+    evtimer_add(r->timer, &tv);
+}
+
+static void mock_complete(struct mock_resp *r)
+{
+    json_t *text = json_string("");
+    for (size_t i = 0; i < json_array_size(r->tokens); i++) {
+        const char *t = json_string_value(json_array_get(r->tokens, i));
+        char *joined = NULL;
+        if (asprintf(&joined, "%s%s", json_string_value(text), t) < 0)
+            abort();
+        json_string_set(text, joined);
+        free(joined);
+    }
+    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:o}, s:s}], s:o}", "id",
+                             r->id, "object", "chat.completion", "created",
+                             (json_int_t)time(NULL), "model", r->model, "choices", "index", 0,
+                             "message", "role", "assistant", "content", text, "finish_reason",
+                             "stop", "usage", mock_usage(r));
+    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->hup) {
+        event_free(r->hup);
+        r->hup = NULL;
+    }
+    r->evcon = NULL;
+    mock_send_json(r->req, 200, body);
+    mock_resp_free(r);
+}
+
+static void mock_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct mock_resp *r = arg;
+    if (r->stream)
+        mock_stream_step(r);
+    else
+        mock_complete(r);
+}
+
+static void mock_watch(struct mock_resp *r)
+{
+    r->evcon = evhttp_request_get_connection(r->req);
+    evhttp_connection_set_closecb(r->evcon, mock_conn_closed, r);
+    evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(r->evcon));
+    r->hup = event_new(mock_base, fd, EV_CLOSED, mock_hup_cb, r);
+    event_add(r->hup, NULL);
+}
+
+static void mock_chat(struct evhttp_request *req, json_t *body)
+{
+    mock_stats.chat_requests++;
+    if (mock_cfg.fail_status > 0) {
+        mock_send_json(req, (int)mock_cfg.fail_status,
+                       json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
+                                 "injected failure", "type", "server_error", "param", "code",
+                                 "mock_failure"));
+        return;
+    }
+    struct mock_resp *r = calloc(1, sizeof(*r));
+    r->req = req;
+    r->stream = json_is_true(json_object_get(body, "stream"));
+    r->include_usage =
+        json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
+    snprintf(r->id, sizeof(r->id), "chatcmpl-mock-%ld", ++mock_seq);
+    const char *model = json_string_value(json_object_get(body, "model"));
+    snprintf(r->model, sizeof(r->model), "%s", model ? model : "mock-model");
+    json_t *msgs = json_object_get(body, "messages");
+    r->prompt_tokens = (long)json_array_size(msgs) * 8;
+    char *echo = mock_cfg.echo ? json_dumps(msgs, JSON_COMPACT) : NULL;
+    r->tokens = mock_tokenize(echo ? echo : mock_cfg.reply);
+    free(echo);
+    r->timer = evtimer_new(mock_base, mock_timer_cb, r);
+    mock_watch(r);
+    if (mock_cfg.hang)
+        return; /* the client gives up; mock_conn_closed/mock_hup_cb free r */
+    struct timeval tv = {mock_cfg.ttft_ms / 1000, (mock_cfg.ttft_ms % 1000) * 1000};
+    if (mock_cfg.ttft_ms == 0)
+        mock_timer_cb(-1, 0, r);
+    else
+        evtimer_add(r->timer, &tv);
+}
+
+static void mock_embeddings(struct evhttp_request *req, json_t *body)
+{
+    json_t *input = json_object_get(body, "input");
+    size_t n = json_is_array(input) ? json_array_size(input) : 1;
+    int b64 = json_is_string(json_object_get(body, "encoding_format")) &&
+              strcmp(json_string_value(json_object_get(body, "encoding_format")), "base64") == 0;
+    json_t *data = json_array();
+    for (size_t i = 0; i < n; i++) {
+        float v[8];
+        json_t *vec = json_array();
+        for (int k = 0; k < 8; k++) {
+            v[k] = (float)((i + 1) * (k + 1)) / 16.0f;
+            json_array_append_new(vec, json_real(v[k]));
+        }
+        if (b64) {
+            unsigned char enc[64];
+            EVP_EncodeBlock(enc, (const unsigned char *)v, sizeof(v));
+            json_decref(vec);
+            vec = json_string((const char *)enc);
+        }
+        json_array_append_new(data, json_pack("{s:s, s:i, s:o}", "object", "embedding", "index",
+                                              (int)i, "embedding", vec));
+    }
+    mock_send_json(req, 200,
+                   json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", data,
+                             "model", "mock-embedding", "usage", "prompt_tokens", (int)n * 4,
+                             "total_tokens", (int)n * 4));
+}
+
+static void mock_set_config(json_t *c)
+{
+    json_t *v;
+    if ((v = json_object_get(c, "reply")) && json_is_string(v)) {
+        free(mock_cfg.reply);
+        mock_cfg.reply = strdup(json_string_value(v));
+    }
+    if ((v = json_object_get(c, "ttft_ms")))
+        mock_cfg.ttft_ms = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "token_delay_ms")))
+        mock_cfg.token_delay_ms = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "fail_status")))
+        mock_cfg.fail_status = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "drop_after")))
+        mock_cfg.drop_after = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "hang")))
+        mock_cfg.hang = json_is_true(v);
+    if ((v = json_object_get(c, "echo")))
+        mock_cfg.echo = json_is_true(v);
+}
+
+static json_t *mock_stats_json(void)
+{
+    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:s?, s:s?}", "requests",
+                     (int)mock_stats.requests, "chat_requests", (int)mock_stats.chat_requests,
+                     "streams_completed", (int)mock_stats.streams_completed,
+                     "streams_closed_early", (int)mock_stats.streams_closed_early,
+                     "last_close_ns", (json_int_t)mock_stats.last_close_ns, "last_body",
+                     mock_stats.last_body, "last_authorization", mock_stats.last_authorization);
+}
+
+static void mock_record(struct evhttp_request *req, struct evbuffer *in)
+{
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    free(mock_stats.last_authorization);
+    mock_stats.last_authorization = auth ? strdup(auth) : NULL;
+    free(mock_stats.last_body);
+    size_t len = evbuffer_get_length(in);
+    mock_stats.last_body = malloc(len + 1);
+    evbuffer_copyout(in, mock_stats.last_body, len);
+    mock_stats.last_body[len] = '\0';
+}
+
+static void mock_handle(struct evhttp_request *req, void *arg)
+{
+    const char *uri = evhttp_request_get_uri(req);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), 0,
+                              NULL);
+    if (strcmp(uri, "/_mock/stats") == 0) {
+        mock_send_json(req, 200, mock_stats_json());
+    } else if (strcmp(uri, "/_mock/config") == 0 && json_is_object(body)) {
+        mock_set_config(body);
+        mock_send_json(req, 200, json_pack("{s:b}", "ok", 1));
+    } else {
+        mock_stats.requests++;
+        mock_record(req, in);
+        if (strcmp(uri, "/v1/chat/completions") == 0 && json_is_object(body))
+            mock_chat(req, body);
+        else if (strcmp(uri, "/v1/models") == 0)
+            mock_send_json(req, 200,
+                           json_pack("{s:s, s:[{s:s, s:s, s:i, s:s}]}", "object", "list", "data",
+                                     "id", "mock-model", "object", "model", "created", 0,
+                                     "owned_by", "memproxy-mock"));
+        else if (strcmp(uri, "/v1/embeddings") == 0 && json_is_object(body))
+            mock_embeddings(req, body);
+        else
+            mock_send_json(req, 404, json_pack("{s:{s:s}}", "error", "message", "no such route"));
+    }
+    json_decref(body);
+}
+
+static void mock_sigterm(evutil_socket_t fd, short what, void *arg)
+{
+    event_base_loopbreak(mock_base);
+}
+
+int main(int argc, char **argv)
+{
+    const char *listen_host = "127.0.0.1", *port_file = NULL;
+    int port = 0, c;
+    static const struct option opts[] = {
+        {"port", required_argument, NULL, 'p'},      {"port-file", required_argument, NULL, 'f'},
+        {"ttft-ms", required_argument, NULL, 't'},   {"token-delay-ms", required_argument, NULL, 'd'},
+        {"reply", required_argument, NULL, 'r'},     {NULL, 0, NULL, 0}};
+    mock_cfg.reply = strdup("Hello! This is the memproxy mock upstream, streaming one token at a time.");
+    while ((c = getopt_long(argc, argv, "p:f:t:d:r:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': port = atoi(optarg); break;
+        case 'f': port_file = optarg; break;
+        case 't': mock_cfg.ttft_ms = atol(optarg); break;
+        case 'd': mock_cfg.token_delay_ms = atol(optarg); break;
+        case 'r': free(mock_cfg.reply); mock_cfg.reply = strdup(optarg); break;
+        default:
+            fprintf(stderr, "usage: mock_upstream [--port N] [--port-file F] [--ttft-ms N] "
+                            "[--token-delay-ms N] [--reply TEXT]\n");
+            return 2;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    mock_base = event_base_new();
+    struct evhttp *http = evhttp_new(mock_base);
+    evhttp_set_gencb(http, mock_handle, NULL);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, listen_host, (ev_uint16_t)port);
+    if (bs == NULL) {
+        fprintf(stderr, "mock_upstream: cannot listen on %s:%d\n", listen_host, port);
+        return 1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl);
+    port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        fprintf(f, "%d\n", port);
+        fclose(f);
+    }
+    fprintf(stderr, "mock_upstream listening on http://%s:%d/v1\n", listen_host, port);
+    struct event *term = evsignal_new(mock_base, SIGTERM, mock_sigterm, NULL);
+    struct event *intr = evsignal_new(mock_base, SIGINT, mock_sigterm, NULL);
+    event_add(term, NULL);
+    event_add(intr, NULL);
+    event_base_dispatch(mock_base);
+    event_free(term);
+    event_free(intr);
+    evhttp_free(http);
+    event_base_free(mock_base);
+    free(mock_cfg.reply);
+    free(mock_stats.last_body);
+    free(mock_stats.last_authorization);
+    return 0;
+}

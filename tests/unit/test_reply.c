@@ -1,0 +1,121 @@
+/* Unit tests: accumulating a reply from stream chunks and bodies (proxy/reply.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "reply.h"
+
+#include <string.h>
+
+static enum reply_chunk add(struct reply *r, const char *s)
+{
+    return reply_add_chunk(r, s, strlen(s));
+}
+
+static void test_stream_text_finish_usage(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    assert_int_equal(add(r, "{\"model\":\"gpt\",\"choices\":[{\"delta\":{\"role\":\"assistant\","
+                            "\"content\":\"\"}}]}"),
+                     REPLY_CHUNK);
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\"Hello\"}}],\"usage\":null}");
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\", world\"}}]}");
+    add(r, "{\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}");
+    assert_int_equal(add(r, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                            "\"completion_tokens\":2,\"total_tokens\":5}}"),
+                     REPLY_USAGE_ONLY);
+    assert_string_equal(reply_content(r, &len), "Hello, world");
+    assert_int_equal(len, 12);
+    assert_string_equal(reply_finish_reason(r), "stop");
+    assert_string_equal(reply_model(r), "gpt");
+    assert_int_equal(json_integer_value(json_object_get(reply_usage(r), "total_tokens")), 5);
+    assert_int_equal(reply_chunks(r), 2);
+    reply_destroy(r);
+}
+
+static void test_tool_calls_merge_by_index(void **state)
+{
+    struct reply *r = reply_create();
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+           "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"{\\\"city\\\":\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\","
+           "\"function\":{\"name\":\"t\",\"arguments\":\"{}\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"\\\"Oslo\\\"}\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}");
+    json_t *calls = reply_tool_calls(r);
+    assert_int_equal(json_array_size(calls), 2);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
+                        "call_1");
+    assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")),
+                        "{\"city\":\"Oslo\"}");
+    assert_string_equal(reply_finish_reason(r), "tool_calls");
+    reply_destroy(r);
+}
+
+static void test_odd_chunks(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    assert_int_equal(add(r, "not json"), REPLY_INVALID);
+    assert_int_equal(add(r, "[1]"), REPLY_INVALID);
+    assert_int_equal(add(r, "{\"error\":{\"message\":\"x\"}}"), REPLY_ERROR);
+    assert_int_equal(add(r, "{\"choices\":\"x\"}"), REPLY_CHUNK);
+    assert_int_equal(add(r, "{\"choices\":[{\"delta\":{\"content\":5,\"tool_calls\":"
+                            "[{\"index\":99999}]}}]}"),
+                     REPLY_CHUNK);
+    assert_string_equal(reply_content(r, &len), "");
+    assert_null(reply_finish_reason(r));
+    reply_destroy(r);
+}
+
+static void test_body(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *body = "{\"model\":\"m\",\"choices\":[{\"message\":{\"role\":\"assistant\","
+                       "\"content\":\"Hi there\"},\"finish_reason\":\"stop\"}],"
+                       "\"usage\":{\"total_tokens\":9}}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_content(r, &len), "Hi there");
+    assert_string_equal(reply_finish_reason(r), "stop");
+    assert_int_equal(reply_set_body(r, "oops", 4), -1);
+    reply_destroy(r);
+}
+
+static void test_content_cap(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    char *chunk = malloc(300 * 1024);
+    strcpy(chunk, "{\"choices\":[{\"delta\":{\"content\":\"");
+    size_t off = strlen(chunk);
+    memset(chunk + off, 'a', 256 * 1024);
+    strcpy(chunk + off + 256 * 1024, "\"}}]}");
+    for (int i = 0; i < 5; i++)
+        add(r, chunk);
+    reply_content(r, &len);
+    assert_int_equal(len, REPLY_MAX_TEXT);
+    assert_true(reply_truncated(r));
+    free(chunk);
+    reply_destroy(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_text_finish_usage),
+        cmocka_unit_test(test_tool_calls_merge_by_index),
+        cmocka_unit_test(test_odd_chunks),
+        cmocka_unit_test(test_body),
+        cmocka_unit_test(test_content_cap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
