@@ -506,17 +506,12 @@ static int cfg_parse_file(struct cfg_loader *ld, FILE *f, struct cfg *cfg)
     return rc;
 }
 
-struct cfg *cfg_load(const char *path, char **err)
+static struct cfg *cfg_load_stream(FILE *f, const char *name, char **err)
 {
-    struct cfg_loader ld = {.file = path};
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        *err = xasprintf("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    struct cfg_loader ld = {.file = name};
     struct cfg *cfg = cfg_defaults();
     free(cfg->source);
-    cfg->source = xstrdup(path);
+    cfg->source = xstrdup(name);
     int rc = cfg_parse_file(&ld, f, cfg);
     fclose(f);
     if (rc != 0) {
@@ -525,6 +520,26 @@ struct cfg *cfg_load(const char *path, char **err)
         return NULL;
     }
     return cfg;
+}
+
+struct cfg *cfg_load(const char *path, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        *err = xasprintf("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    return cfg_load_stream(f, path, err);
+}
+
+struct cfg *cfg_load_text(const char *text, size_t len, const char *name, char **err)
+{
+    FILE *f = len > 0 ? fmemopen((void *)text, len, "rb") : fopen("/dev/null", "rb");
+    if (f == NULL) {
+        *err = xasprintf("%s: cannot read: %s", name, strerror(errno));
+        return NULL;
+    }
+    return cfg_load_stream(f, name, err);
 }
 
 int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err)
@@ -595,16 +610,14 @@ void cfg_set_upstream_url(struct cfg *cfg, const char *url)
 void cfg_apply_env(struct cfg *cfg)
 {
     const char *url = getenv("MEMPROXY_UPSTREAM_URL");
-    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
     const char *client = getenv("MEMPROXY_CLIENT_KEY");
+    const char *listen = getenv("MEMPROXY_LISTEN");
 
     if (url != NULL && *url != '\0')
         cfg_set_upstream_url(cfg, url);
-    if (key == NULL || *key == '\0')
-        key = getenv("OPENAI_API_KEY");
-    if (key != NULL && *key != '\0' && cfg->nupstreams > 0 && *cfg->upstreams[0].api_key == '\0') {
-        free(cfg->upstreams[0].api_key);
-        cfg->upstreams[0].api_key = xstrdup(key);
+    if (listen != NULL && *listen != '\0') {
+        free(cfg->listen);
+        cfg->listen = xstrdup(listen);
     }
     if (client != NULL && *client != '\0') {
         size_t n = cfg->nclient_keys + 1;
@@ -674,6 +687,14 @@ int cfg_validate(struct cfg *cfg, char **err)
                            "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
     if (cfg_validate_upstreams(cfg, err) != 0)
         return -1;
+    /* The first upstream's key defaults to the environment's, whichever source made it. */
+    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
+    if (key == NULL || *key == '\0')
+        key = getenv("OPENAI_API_KEY");
+    if (key != NULL && *key != '\0' && *cfg->upstreams[0].api_key == '\0') {
+        free(cfg->upstreams[0].api_key);
+        cfg->upstreams[0].api_key = xstrdup(key);
+    }
     if (cfg->nprofiles == 0)
         cfg_profile_add(cfg, "default", cfg->upstreams[0].name);
     cfg->default_profile = 0;

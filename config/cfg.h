@@ -89,6 +89,9 @@ struct cfg *cfg_defaults(void);
  */
 struct cfg *cfg_load(const char *path, char **err);
 
+/* The same from text in memory; name stands for the file in errors. */
+struct cfg *cfg_load_text(const char *text, size_t len, const char *name, char **err);
+
 /*
  * Set one top-level option by its table name from text, as a flag does. origin names the
  * source in errors (e.g. "--workers"). Returns 0 or -1 with *err set.
@@ -99,10 +102,12 @@ int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *or
  * config has none (the --upstream flag). */
 void cfg_set_upstream_url(struct cfg *cfg, const char *url);
 
-/* Apply MEMPROXY_* environment variables (upstream URL and key, client key). */
+/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN and MEMPROXY_CLIENT_KEY. (The upstream key from the
+ * environment is a default that cfg_validate() fills in.) */
 void cfg_apply_env(struct cfg *cfg);
 
-/* Check cross-option rules and resolve names. 0 or -1 with *err set. */
+/* Check cross-option rules, resolve names, and fill the first upstream's empty api_key from
+ * MEMPROXY_UPSTREAM_API_KEY or OPENAI_API_KEY. 0 or -1 with *err set. */
 int cfg_validate(struct cfg *cfg, char **err);
 
 /* The profile with this name, or NULL. */

@@ -26,8 +26,9 @@ static void main_usage(FILE *out)
             "      --options         print every configuration option and exit\n"
             "      --version         print the version and exit\n"
             "  -h, --help            this text\n"
-            "environment: MEMPROXY_UPSTREAM_URL, MEMPROXY_UPSTREAM_API_KEY (or OPENAI_API_KEY),\n"
-            "             MEMPROXY_CLIENT_KEY\n");
+            "environment (between the file and the flags): MEMPROXY_LISTEN,\n"
+            "  MEMPROXY_UPSTREAM_URL, MEMPROXY_UPSTREAM_API_KEY (or OPENAI_API_KEY),\n"
+            "  MEMPROXY_CLIENT_KEY\n");
 }
 
 struct main_args {

@@ -1,0 +1,96 @@
+"""The memproxy binary's configuration surface: flags, --check-config, errors, environment."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from harness import MEMPROXY_BIN, USER_HI, Memproxy, Mock
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "config", "memproxy.example.yaml")
+
+
+def run(*args, env=None, config=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("MEMPROXY_", "OPENAI_"))}
+    e.update(env or {})
+    if config is not None:
+        fd, path = tempfile.mkstemp(suffix=".yaml")
+        with os.fdopen(fd, "w") as f:
+            f.write(config)
+        args = ("--config", path) + args
+    p = subprocess.run([MEMPROXY_BIN, *args], capture_output=True, text=True, env=e, timeout=10)
+    return p.returncode, p.stdout + p.stderr
+
+
+class Flags(unittest.TestCase):
+    def test_version_and_help(self):
+        rc, out = run("--version")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"^memproxy \d+\.\d+\.\d+")
+        rc, out = run("--help")
+        self.assertEqual(rc, 0)
+        self.assertIn("--check-config", out)
+        rc, out = run("--bogus")
+        self.assertEqual(rc, 2)
+
+    def test_options_table_lists_every_option(self):
+        rc, out = run("--options")
+        self.assertEqual(rc, 0)
+        for name in ("server.listen", "server.max_body_size", "upstreams[].first_byte_timeout",
+                     "profiles[].fallbacks", "auth.client_keys[].tenant"):
+            self.assertIn("`%s`" % name, out)
+
+    def test_check_config_on_the_example(self):
+        rc, out = run("--config", EXAMPLE, "--check-config")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok (2 upstream(s), 1 profile(s))", out)
+
+    def test_bad_config_names_file_line_and_option(self):
+        rc, out = run("--check-config", config="server:\n  listen: 127.0.0.1:1\n  workrs: 2\n")
+        self.assertEqual(rc, 2)
+        self.assertRegex(out, r"\.yaml:3: server\.workrs: unknown option")
+
+    def test_flag_errors_name_the_flag(self):
+        rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--workers", "lots", "--check-config")
+        self.assertEqual(rc, 2)
+        self.assertIn("--workers: server.workers: 'lots' must be a whole number", out)
+
+    def test_no_upstream_is_a_clear_error(self):
+        rc, out = run("--check-config")
+        self.assertEqual(rc, 2)
+        self.assertIn("no upstream configured", out)
+
+    def test_environment(self):
+        rc, out = run("--check-config", env={"MEMPROXY_UPSTREAM_URL": "http://127.0.0.1:9/v1"})
+        self.assertEqual(rc, 0, out)
+        rc, out = run("--check-config", config="upstreams:\n  - {name: a, url: '${MP_X_URL}'}\n",
+                      env={"MP_X_URL": "http://h/v1"})
+        self.assertEqual(rc, 0, out)
+        rc, out = run("--check-config", config="upstreams:\n  - {name: a, url: '${MP_X_URL}'}\n")
+        self.assertEqual(rc, 2)
+        self.assertIn("MP_X_URL is not set", out)
+
+    def test_port_in_use_is_reported(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        rc, out = run("--listen", "127.0.0.1:%d" % mock.port, "--upstream", mock.url)
+        self.assertEqual(rc, 1)
+        self.assertIn("cannot listen", out)
+
+
+class EnvironmentKeys(unittest.TestCase):
+    def test_env_client_key_and_upstream_key(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(upstream=mock.url, env={"MEMPROXY_CLIENT_KEY": "ck",
+                                              "MEMPROXY_UPSTREAM_API_KEY": "uk"})
+        self.addCleanup(mp.stop)
+        self.assertEqual(mp.request("POST", "/v1/chat/completions", USER_HI)[0], 401)
+        status, _, _ = mp.request("POST", "/v1/chat/completions", USER_HI,
+                                  {"Authorization": "Bearer ck"})
+        self.assertEqual(status, 200)
+        self.assertEqual(mock.stats()["last_authorization"], "Bearer uk")
+        self.assertNotIn("no client keys configured", mp.output())
+
+
+if __name__ == "__main__":
+    unittest.main()
