@@ -20,15 +20,15 @@ struct cfg_option {
     enum cfg_section section;
     const char *name; /* dotted path inside its section */
     enum cfg_type type;
-    size_t offset; /* into struct cfg or the section's item struct */
+    size_t offset;   /* into struct cfg or the section's item struct */
     const char *def; /* text parsed like a value; NULL = required (item sections only) */
     long long min, max;
     const char *help;
 };
 
-#define KIB 1024LL
-#define MIB (1024LL * 1024)
-#define SEC 1000LL
+#define KIB     1024LL
+#define MIB     (1024LL * 1024)
+#define SEC     1000LL
 #define TOP(f)  offsetof(struct cfg, f)
 #define UPS(f)  offsetof(struct cfg_upstream, f)
 #define PRO(f)  offsetof(struct cfg_profile, f)
@@ -48,18 +48,17 @@ static const struct cfg_option cfg_options[] = {
      "Deepest nesting accepted in a request body."},
     {S_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
      "Most messages accepted in one chat request."},
-    {S_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC,
-     3600 * SEC, "Time a client has to send its request; idle keep-alive connections close after it."},
-    {S_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0,
-     600 * SEC, "On SIGTERM, how long in-flight requests may take to finish before exit."},
-    {S_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB,
-     64 * MIB, "Unsent bytes queued for one slow client before the upstream transfer pauses."},
-    {S_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB",
-     64 * KIB, 256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
+    {S_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
+     "Time a client has to send its request; idle keep-alive connections close after it."},
+    {S_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0, 600 * SEC,
+     "On SIGTERM, how long in-flight requests may take to finish before exit."},
+    {S_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB, 64 * MIB,
+     "Unsent bytes queued for one slow client before the upstream transfer pauses."},
+    {S_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB", 64 * KIB,
+     256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
     {S_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
      "Idle upstream connections each worker keeps open for reuse."},
-    {S_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0,
-     "debug, info, warn or error."},
+    {S_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0, "debug, info, warn or error."},
     {S_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
      "Serve Prometheus metrics at GET /metrics."},
 
@@ -76,12 +75,12 @@ static const struct cfg_option cfg_options[] = {
      "$OPENAI_API_KEY for the first upstream."},
     {S_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
      "Time to connect (and finish TLS); past it the next fallback is tried, then 502."},
-    {S_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1,
-     3600 * SEC, "Time from sending the request to the response headers; past it: 504."},
+    {S_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1, 3600 * SEC,
+     "Time from sending the request to the response headers; past it: 504."},
     {S_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
      "Longest silence inside a response (whole seconds)."},
-    {S_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC,
-     86400 * SEC, "Longest whole transfer, streams included."},
+    {S_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC, 86400 * SEC,
+     "Longest whole transfer, streams included."},
 
     {S_PROFILE, "name", T_STR, PRO(name), NULL, 0, 0,
      "Chosen by X-Memproxy-Profile, body 'profile' or /p/{name}/v1/...; 'default' otherwise."},
@@ -186,10 +185,10 @@ static void cfg_format_bound(const struct cfg_option *o, long long v, char *out,
 static int cfg_store(const struct cfg_option *o, void *base, const char *text, char *why,
                      size_t whylen)
 {
-    static const struct cfg_unit sizes[] = {{"B", 1}, {"KiB", KIB}, {"MiB", MIB},
-                                            {"GiB", 1024 * MIB}, {"K", KIB}, {"M", MIB}};
-    static const struct cfg_unit durs[] = {{"ms", 1}, {"s", SEC}, {"m", 60 * SEC},
-                                           {"h", 3600 * SEC}};
+    static const struct cfg_unit sizes[] = {
+        {"B", 1}, {"KiB", KIB}, {"MiB", MIB}, {"GiB", 1024 * MIB}, {"K", KIB}, {"M", MIB}};
+    static const struct cfg_unit durs[] = {
+        {"ms", 1}, {"s", SEC}, {"m", 60 * SEC}, {"h", 3600 * SEC}};
     char *field = (char *)base + o->offset;
     long long v = 0;
     int rc = 0;
@@ -225,8 +224,9 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
         break;
     case T_DURATION:
         rc = cfg_parse_scaled(text, durs, UTIL_ARRAY_LEN(durs), 1, &v);
-        snprintf(why, whylen, "%s", rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
-                                             : "must be a duration such as 250ms, 30s, 5m or 1h");
+        snprintf(why, whylen, "%s",
+                 rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
+                          : "must be a duration such as 250ms, 30s, 5m or 1h");
         break;
     }
     if (rc != 0)
@@ -309,7 +309,8 @@ static char *cfg_expand_env(const char *s, char **why)
             const char *val = getenv(var);
             if (val == NULL && dflt == NULL) {
                 *why = xasprintf("environment variable %s is not set (use ${%s:-} to allow "
-                                 "empty)", var, var);
+                                 "empty)",
+                                 var, var);
                 free(var);
                 free(out);
                 return NULL;
@@ -350,10 +351,9 @@ cfg_fail(struct cfg_loader *ld, const yaml_node_t *node, const char *opt, const 
     va_end(ap);
     if (ld->err == NULL) {
         int in_item = ld->item[0] != '\0' && opt != NULL;
-        ld->err = xasprintf("%s:%lu: %s%s%s%s%s", ld->file,
-                            node ? (unsigned long)node->start_mark.line + 1 : 0UL,
-                            in_item ? ld->item : "", in_item ? "." : "", opt ? opt : "",
-                            opt ? ": " : "", msg);
+        ld->err = xasprintf(
+            "%s:%lu: %s%s%s%s%s", ld->file, node ? (unsigned long)node->start_mark.line + 1 : 0UL,
+            in_item ? ld->item : "", in_item ? "." : "", opt ? opt : "", opt ? ": " : "", msg);
     }
     free(msg);
     return -1;
@@ -387,8 +387,8 @@ static int cfg_option_value(struct cfg_loader *ld, yaml_node_t *val, const struc
     if (val->type != YAML_SEQUENCE_NODE || o->type != T_STRLIST)
         return cfg_fail(ld, val, full, "expected a single value");
     cfg_strlist_clear((struct cfg_strlist *)((char *)base + o->offset));
-    for (yaml_node_item_t *it = val->data.sequence.items.start;
-         it < val->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = val->data.sequence.items.start; it < val->data.sequence.items.top;
+         it++) {
         yaml_node_t *item = yaml_document_get_node(&ld->doc, *it);
         if (item->type != YAML_SCALAR_NODE)
             return cfg_fail(ld, item, full, "expected a list of names");
@@ -430,8 +430,7 @@ static int cfg_walk_list(struct cfg_loader *ld, yaml_node_t *seq, const struct c
             return -1;
         for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
             const struct cfg_option *o = &cfg_options[i];
-            if (o->section == ls->section && o->def == NULL &&
-                *(char **)(item + o->offset) == NULL)
+            if (o->section == ls->section && o->def == NULL && *(char **)(item + o->offset) == NULL)
                 return cfg_fail(ld, node, ls->name, "item is missing '%s'", o->name);
         }
     }
@@ -645,8 +644,10 @@ static int cfg_validate_upstreams(struct cfg *cfg, char **err)
     for (size_t i = 0; i < cfg->nupstreams; i++) {
         struct cfg_upstream *u = &cfg->upstreams[i];
         if (strncmp(u->url, "http://", 7) != 0 && strncmp(u->url, "https://", 8) != 0)
-            return cfg_invalid(cfg, err, "upstreams[%s].url: '%s' must start with http:// or "
-                               "https://", u->name, u->url);
+            return cfg_invalid(cfg, err,
+                               "upstreams[%s].url: '%s' must start with http:// or "
+                               "https://",
+                               u->name, u->url);
         size_t n = strlen(u->url);
         while (n > 0 && u->url[n - 1] == '/')
             u->url[--n] = '\0';
@@ -683,7 +684,8 @@ int cfg_validate(struct cfg *cfg, char **err)
         return cfg_invalid(cfg, err, "server.listen: '%s' must be host:port", cfg->listen);
     free(host);
     if (cfg->nupstreams == 0)
-        return cfg_invalid(cfg, err, "no upstream configured: add 'upstreams' to the config, "
+        return cfg_invalid(cfg, err,
+                           "no upstream configured: add 'upstreams' to the config, "
                            "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
     if (cfg_validate_upstreams(cfg, err) != 0)
         return -1;
@@ -730,8 +732,7 @@ int cfg_parse_listen(const char *listen, char **host, int *port)
 {
     const char *colon = strrchr(listen, ':');
     long long p = 0;
-    if (colon == NULL || colon == listen || util_parse_ll(colon + 1, &p) != 0 || p < 0 ||
-        p > 65535)
+    if (colon == NULL || colon == listen || util_parse_ll(colon + 1, &p) != 0 || p < 0 || p > 65535)
         return -1;
     const char *h = listen;
     size_t hlen = (size_t)(colon - listen);
@@ -748,8 +749,8 @@ int cfg_parse_listen(const char *listen, char **host, int *port)
 
 void cfg_print_options(FILE *out)
 {
-    static const char *const types[] = {"string", "integer", "bool",  "size",
-                                        "duration", "list",  "level"};
+    static const char *const types[] = {"string",   "integer", "bool", "size",
+                                        "duration", "list",    "level"};
     static const char *const sections[] = {"", "upstreams[].", "profiles[].",
                                            "auth.client_keys[]."};
     fprintf(out, "| option | type | default | help |\n|---|---|---|---|\n");

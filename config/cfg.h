@@ -25,8 +25,8 @@
 
 struct cfg_upstream {
     char *name;
-    char *url;      /* base URL up to and including /v1, no trailing slash */
-    char *api_key;  /* sent upstream as "Authorization: Bearer"; "" sends none */
+    char *url;     /* base URL up to and including /v1, no trailing slash */
+    char *api_key; /* sent upstream as "Authorization: Bearer"; "" sends none */
     long connect_timeout_ms;
     long first_byte_timeout_ms; /* request sent -> response headers; past it: 504 */
     long idle_timeout_ms;       /* no byte from upstream for this long mid-response */
@@ -42,7 +42,7 @@ struct cfg_profile {
     char *name;
     char *upstream;               /* name of the primary upstream */
     struct cfg_strlist fallbacks; /* tried in order before the first byte reaches the client */
-    char *model; /* replaces the client's "model" when non-empty */
+    char *model;                  /* replaces the client's "model" when non-empty */
     /* Resolved by validation: indexes into cfg.upstreams, primary first. */
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;

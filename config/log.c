@@ -48,8 +48,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s%s%s",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, tags[level], log_thread_name ? "[" : "",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, tags[level], log_thread_name ? "[" : "",
                      log_thread_name ? log_thread_name : "", log_thread_name ? "] " : "");
     va_list ap;
     va_start(ap, fmt);

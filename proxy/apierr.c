@@ -57,10 +57,9 @@ const char *apierr_code(enum apierr_kind kind)
 
 char *apierr_json(const struct apierr *e, size_t *len)
 {
-    json_t *err = json_pack("{s:s, s:s, s:o, s:s}", "message", e->message, "type",
-                            apierr_type(e->kind), "param",
-                            e->param[0] ? json_string(e->param) : json_null(), "code",
-                            apierr_code(e->kind));
+    json_t *err = json_pack(
+        "{s:s, s:s, s:o, s:s}", "message", e->message, "type", apierr_type(e->kind), "param",
+        e->param[0] ? json_string(e->param) : json_null(), "code", apierr_code(e->kind));
     json_t *root = json_pack("{s:o}", "error", err);
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);

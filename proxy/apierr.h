@@ -13,17 +13,17 @@
 #include <stddef.h>
 
 enum apierr_kind {
-    APIERR_INVALID_REQUEST, /* 400 */
-    APIERR_INVALID_JSON,    /* 400 */
-    APIERR_UNAUTHORIZED,    /* 401 */
-    APIERR_NOT_FOUND,       /* 404 */
-    APIERR_METHOD,          /* 405 */
-    APIERR_TOO_LARGE,       /* 413 */
-    APIERR_INTERNAL,        /* 500 */
-    APIERR_UPSTREAM_UNREACHABLE, /* 502 */
+    APIERR_INVALID_REQUEST,       /* 400 */
+    APIERR_INVALID_JSON,          /* 400 */
+    APIERR_UNAUTHORIZED,          /* 401 */
+    APIERR_NOT_FOUND,             /* 404 */
+    APIERR_METHOD,                /* 405 */
+    APIERR_TOO_LARGE,             /* 413 */
+    APIERR_INTERNAL,              /* 500 */
+    APIERR_UPSTREAM_UNREACHABLE,  /* 502 */
     APIERR_UPSTREAM_BAD_RESPONSE, /* 502 */
-    APIERR_UNAVAILABLE,     /* 503: shutting down */
-    APIERR_UPSTREAM_TIMEOUT, /* 504 */
+    APIERR_UNAVAILABLE,           /* 503: shutting down */
+    APIERR_UPSTREAM_TIMEOUT,      /* 504 */
     APIERR__COUNT
 };
 

@@ -13,16 +13,25 @@ struct chat {
     struct reply *reply;
 };
 
+/* On the forwarding path: decide cheaply, parse later (chat_after_send). */
 static int chat_on_event(void *arg, const struct sse_event *ev)
 {
     struct chat *c = arg;
-    enum reply_chunk kind = reply_add_chunk(c->reply, ev->data, ev->data_len);
-    return !(kind == REPLY_USAGE_ONLY && !c->creq.include_usage);
+    int usage_only = reply_is_usage_only(ev->data, ev->data_len);
+    reply_queue_chunk(c->reply, ev->data, ev->data_len);
+    return !(usage_only && !c->creq.include_usage);
+}
+
+static void chat_after_send(void *arg)
+{
+    struct chat *c = arg;
+    reply_flush(c->reply);
 }
 
 static void chat_on_complete(void *arg, struct relay *r, const char *body, size_t len)
 {
     struct chat *c = arg;
+    reply_flush(c->reply);
     if (body != NULL && reply_set_body(c->reply, body, len) != 0)
         log_warn("upstream answered 2xx with a body that is not a JSON object");
     relay_finish(r);
@@ -33,6 +42,7 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     struct chat *c = arg;
     size_t len = 0;
     (void)r;
+    reply_flush(c->reply);
     reply_content(c->reply, &len);
     log_debug("client gone after %zu bytes of reply text", len);
 }
@@ -50,6 +60,7 @@ static const struct relay_hooks chat_hooks = {
     .on_complete = chat_on_complete,
     .on_client_gone = chat_on_client_gone,
     .release = chat_release,
+    .after_send = chat_after_send,
 };
 
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
@@ -69,8 +80,10 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     if (prof == NULL)
         goto fail;
 
-    struct relay_params p = {.profile = prof, .path = "/chat/completions",
-                             .stream = c->creq.stream, .route = rc->route,
+    struct relay_params p = {.profile = prof,
+                             .path = "/chat/completions",
+                             .stream = c->creq.stream,
+                             .route = rc->route,
                              .t_start = rc->t_start};
     p.body = chatreq_upstream_body(&c->creq, prof->model, &p.body_len);
     c->reply = reply_create();

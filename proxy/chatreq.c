@@ -7,8 +7,8 @@
 /* Fields that route a request inside memproxy and mean nothing to an upstream. */
 static const char *const chatreq_own_fields[] = {"profile"};
 
-static const char *const chatreq_roles[] = {"system", "developer", "user",
-                                            "assistant", "tool", "function"};
+static const char *const chatreq_roles[] = {"system",    "developer", "user",
+                                            "assistant", "tool",      "function"};
 
 int chatreq_too_deep(const char *buf, size_t len, size_t max_depth)
 {

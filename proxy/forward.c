@@ -19,8 +19,7 @@ static void forward_on_complete(void *arg, struct relay *r, const char *body, si
 static const struct relay_hooks forward_hooks = {.on_complete = forward_on_complete};
 
 /* The body must be a JSON object: the upstream would refuse anything else less clearly. */
-static int forward_check_body(const struct worker *w, const struct route_ctx *rc,
-                              struct apierr *e)
+static int forward_check_body(const struct worker *w, const struct route_ctx *rc, struct apierr *e)
 {
     if (rc->body == NULL) {
         apierr_set(e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
@@ -48,8 +47,8 @@ void forward_handle(struct worker *w, struct evhttp_request *req, const struct r
         respond_error(w, rc->route, req, &e);
         return;
     }
-    struct relay_params p = {.profile = prof, .path = path, .route = rc->route,
-                             .t_start = rc->t_start};
+    struct relay_params p = {
+        .profile = prof, .path = path, .route = rc->route, .t_start = rc->t_start};
     if (post) {
         p.body = xstrndup(rc->body, rc->body_len);
         p.body_len = rc->body_len;

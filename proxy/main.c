@@ -16,19 +16,18 @@
 
 static void main_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: memproxy [options]\n"
-            "  -c, --config FILE     YAML configuration (see config/memproxy.example.yaml)\n"
-            "      --listen HOST:PORT  address to listen on (server.listen)\n"
-            "      --upstream URL    base URL of the default upstream, e.g. http://host/v1\n"
-            "      --workers N       network worker threads (server.workers; 0 = CPUs)\n"
-            "      --check-config    validate the configuration and exit\n"
-            "      --options         print every configuration option and exit\n"
-            "      --version         print the version and exit\n"
-            "  -h, --help            this text\n"
-            "environment (between the file and the flags): MEMPROXY_LISTEN,\n"
-            "  MEMPROXY_UPSTREAM_URL, MEMPROXY_UPSTREAM_API_KEY (or OPENAI_API_KEY),\n"
-            "  MEMPROXY_CLIENT_KEY\n");
+    fprintf(out, "usage: memproxy [options]\n"
+                 "  -c, --config FILE     YAML configuration (see config/memproxy.example.yaml)\n"
+                 "      --listen HOST:PORT  address to listen on (server.listen)\n"
+                 "      --upstream URL    base URL of the default upstream, e.g. http://host/v1\n"
+                 "      --workers N       network worker threads (server.workers; 0 = CPUs)\n"
+                 "      --check-config    validate the configuration and exit\n"
+                 "      --options         print every configuration option and exit\n"
+                 "      --version         print the version and exit\n"
+                 "  -h, --help            this text\n"
+                 "environment (between the file and the flags): MEMPROXY_LISTEN,\n"
+                 "  MEMPROXY_UPSTREAM_URL, MEMPROXY_UPSTREAM_API_KEY (or OPENAI_API_KEY),\n"
+                 "  MEMPROXY_CLIENT_KEY\n");
 }
 
 struct main_args {
@@ -40,25 +39,45 @@ struct main_args {
 static int main_parse(int argc, char **argv, struct main_args *a)
 {
     enum { O_LISTEN = 256, O_UPSTREAM, O_WORKERS, O_CHECK, O_OPTIONS, O_VERSION };
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, O_LISTEN},
-        {"upstream", required_argument, NULL, O_UPSTREAM},
-        {"workers", required_argument, NULL, O_WORKERS},
-        {"check-config", no_argument, NULL, O_CHECK}, {"options", no_argument, NULL, O_OPTIONS},
-        {"version", no_argument, NULL, O_VERSION},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"listen", required_argument, NULL, O_LISTEN},
+                                         {"upstream", required_argument, NULL, O_UPSTREAM},
+                                         {"workers", required_argument, NULL, O_WORKERS},
+                                         {"check-config", no_argument, NULL, O_CHECK},
+                                         {"options", no_argument, NULL, O_OPTIONS},
+                                         {"version", no_argument, NULL, O_VERSION},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': a->config = optarg; break;
-        case O_LISTEN: a->listen = optarg; break;
-        case O_UPSTREAM: a->upstream = optarg; break;
-        case O_WORKERS: a->workers = optarg; break;
-        case O_CHECK: a->check = 1; break;
-        case O_OPTIONS: cfg_print_options(stdout); return 0;
-        case O_VERSION: printf("memproxy %s\n", MEMPROXY_VERSION); return 0;
-        case 'h': main_usage(stdout); return 0;
-        default: main_usage(stderr); return 2;
+        case 'c':
+            a->config = optarg;
+            break;
+        case O_LISTEN:
+            a->listen = optarg;
+            break;
+        case O_UPSTREAM:
+            a->upstream = optarg;
+            break;
+        case O_WORKERS:
+            a->workers = optarg;
+            break;
+        case O_CHECK:
+            a->check = 1;
+            break;
+        case O_OPTIONS:
+            cfg_print_options(stdout);
+            return 0;
+        case O_VERSION:
+            printf("memproxy %s\n", MEMPROXY_VERSION);
+            return 0;
+        case 'h':
+            main_usage(stdout);
+            return 0;
+        default:
+            main_usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -111,7 +130,8 @@ int main(int argc, char **argv)
     log_set_level(lvl);
     if (cfg->nclient_keys == 0)
         log_warn("auth: no client keys configured; anyone who can reach %s can use the "
-                 "upstream (set auth.client_keys or MEMPROXY_CLIENT_KEY)", cfg->listen);
+                 "upstream (set auth.client_keys or MEMPROXY_CLIENT_KEY)",
+                 cfg->listen);
 
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0 || upstream_global_init() != 0) {

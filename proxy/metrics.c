@@ -8,21 +8,19 @@
 #include <string.h>
 
 /* Status codes counted by exact value; anything else lands in "other". */
-static const int metrics_statuses[] = {200, 400, 401, 403, 404, 405, 409, 413,
-                                       429, 500, 502, 503, 504};
+static const int metrics_statuses[] = {200, 400, 401, 403, 404, 405, 409,
+                                       413, 429, 500, 502, 503, 504};
 #define METRICS_NSTATUS (UTIL_ARRAY_LEN(metrics_statuses) + 1)
 
 /* Upper bounds in microseconds. */
-static const uint64_t metrics_bounds_us[] = {25,     50,     100,     250,     500,     1000,
-                                             2500,   5000,   10000,   25000,   50000,   100000,
-                                             250000, 500000, 1000000, 2500000, 5000000, 10000000,
-                                             30000000};
+static const uint64_t metrics_bounds_us[] = {
+    25,    50,     100,    250,    500,     1000,    2500,    5000,     10000,   25000,
+    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
 #define METRICS_NBUCKETS (UTIL_ARRAY_LEN(metrics_bounds_us) + 1)
 
-static const char *const metrics_route_names[] = {"chat", "models", "embeddings",
+static const char *const metrics_route_names[] = {"chat",   "models",  "embeddings",
                                                   "health", "metrics", "other"};
-static const char *const metrics_failure_names[] = {"unreachable", "timeout", "broken",
-                                                    "status"};
+static const char *const metrics_failure_names[] = {"unreachable", "timeout", "broken", "status"};
 
 struct metrics_hist {
     _Atomic uint64_t buckets[METRICS_NBUCKETS];
@@ -192,16 +190,16 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
     int64_t active = 0;
     for (size_t k = 0; k < n; k++)
         active += atomic_load_explicit(&sets[k]->active_streams, memory_order_relaxed);
-    metrics_printf(o, "# HELP memproxy_active_streams Responses being streamed now.\n"
-                      "# TYPE memproxy_active_streams gauge\nmemproxy_active_streams %lld\n",
+    metrics_printf(o,
+                   "# HELP memproxy_active_streams Responses being streamed now.\n"
+                   "# TYPE memproxy_active_streams gauge\nmemproxy_active_streams %lld\n",
                    (long long)active);
     metrics_printf(o, "# HELP memproxy_upstream_failures_total Upstream attempts that failed.\n"
                       "# TYPE memproxy_upstream_failures_total counter\n");
     for (size_t f = 0; f < METRICS_FAIL__COUNT; f++)
-        metrics_printf(o, "memproxy_upstream_failures_total{kind=\"%s\"} %llu\n",
-                       metrics_failure_names[f],
-                       (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics,
-                                                                         failures[f])));
+        metrics_printf(
+            o, "memproxy_upstream_failures_total{kind=\"%s\"} %llu\n", metrics_failure_names[f],
+            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, failures[f])));
     metrics_printf(o,
                    "# HELP memproxy_upstream_fallbacks_total Requests moved to a fallback.\n"
                    "# TYPE memproxy_upstream_fallbacks_total counter\n"
@@ -211,8 +209,7 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# HELP memproxy_client_disconnects_total Clients that hung up mid-response.\n"
                    "# TYPE memproxy_client_disconnects_total counter\n"
                    "memproxy_client_disconnects_total %llu\n",
-                   (unsigned long long)metrics_sum(sets, n,
-                                                   offsetof(struct metrics, disconnects)));
+                   (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
 }
 
 char *metrics_render(struct metrics *const *sets, size_t n, size_t *len)

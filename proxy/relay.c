@@ -16,6 +16,11 @@
 /* Largest single SSE event accepted from an upstream. */
 #define RELAY_MAX_EVENT (1024 * 1024)
 
+/* The hang-up watch is armed this long after the request arrives. Arming costs two epoll_ctl
+ * calls; an upstream that answers sooner never pays them, and a real model's first token is
+ * hundreds of milliseconds away, so a hang-up is still seen within a millisecond or so. */
+#define RELAY_HUP_ARM_US 1000
+
 enum relay_state {
     RELAY_WAITING,   /* no response headers yet */
     RELAY_STREAMING, /* SSE headers sent to the client, events flowing */
@@ -25,18 +30,20 @@ enum relay_state {
 
 struct relay {
     struct worker *w;
-    struct relay *prev, *next; /* w->relays */
+    struct relay *prev, *next;  /* w->relays */
     struct evhttp_request *req; /* NULL once the client is gone */
     struct evhttp_connection *evcon;
-    struct event *hup;
+    struct event *hup;     /* EV_CLOSED on the client socket, once armed */
+    struct event *hup_arm; /* timer that arms it */
+    struct event *after;   /* zero-delay timer for hooks->after_send */
     struct upstream_xfer *xfer;
     const struct relay_hooks *hooks;
     void *arg;
     struct relay_params p;
-    size_t attempt;  /* index into p.profile->chain */
-    int fall_back;   /* on_head chose to try the next upstream */
-    int too_large;   /* the buffered response passed its cap */
-    int sse_broken;  /* an event could not be parsed or was too large */
+    size_t attempt; /* index into p.profile->chain */
+    int fall_back;  /* on_head chose to try the next upstream */
+    int too_large;  /* the buffered response passed its cap */
+    int sse_broken; /* an event could not be parsed or was too large */
     enum relay_state state;
     long status;
     char ctype[128];
@@ -74,6 +81,10 @@ static void relay_unlink(struct relay *r)
 /* Stop watching the client connection: before the response ends or the connection goes. */
 static void relay_unwatch(struct relay *r)
 {
+    if (r->hup_arm) {
+        event_free(r->hup_arm);
+        r->hup_arm = NULL;
+    }
     if (r->hup) {
         event_free(r->hup);
         r->hup = NULL;
@@ -88,6 +99,8 @@ static void relay_destroy(struct relay *r)
     struct worker *w = r->w;
     relay_unwatch(r);
     upstream_cancel(r->xfer);
+    if (r->after)
+        event_free(r->after);
     if (r->sse != NULL) /* the stream was started */
         metrics_stream_delta(w->metrics, -1);
     if (r->hooks->release)
@@ -147,17 +160,29 @@ static void relay_hup_cb(evutil_socket_t fd, short what, void *arg)
     relay_client_gone(r);
 }
 
-static void relay_watch(struct relay *r)
+static void relay_arm_hup(evutil_socket_t unused, short what, void *arg)
 {
+    struct relay *r = arg;
     struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
     evutil_socket_t fd = bufferevent_getfd(bev);
     int early = event_base_get_features(r->w->base) & EV_FEATURE_EARLY_CLOSE;
-    evhttp_connection_set_closecb(r->evcon, relay_conn_closed, r);
+    (void)unused;
+    (void)what;
     if (fd < 0)
         return;
     r->hup = event_new(r->w->base, fd, (short)((early ? EV_CLOSED : EV_READ) | EV_PERSIST),
                        relay_hup_cb, r);
     event_add(r->hup, NULL);
+}
+
+/* evhttp tells us when a write fails (closecb); the EV_CLOSED watch catches a hang-up while
+ * nothing is being written, e.g. before the first token, when evhttp reads nothing. */
+static void relay_watch(struct relay *r)
+{
+    struct timeval tv = {.tv_sec = 0, .tv_usec = RELAY_HUP_ARM_US};
+    evhttp_connection_set_closecb(r->evcon, relay_conn_closed, r);
+    r->hup_arm = evtimer_new(r->w->base, relay_arm_hup, r);
+    evtimer_add(r->hup_arm, &tv);
 }
 
 /* ---- answers ---- */
@@ -199,8 +224,8 @@ void relay_finish(struct relay *r)
         evhttp_send_reply_end(r->req);
         metrics_request(r->w->metrics, r->p.route, (int)r->status);
     } else {
-        respond_send_buffer(r->w, r->p.route, r->req, (int)r->status,
-                            r->ctype[0] ? r->ctype : NULL, r->out);
+        respond_send_buffer(r->w, r->p.route, r->req, (int)r->status, r->ctype[0] ? r->ctype : NULL,
+                            r->out);
     }
     relay_record_added(r);
     r->req = NULL;
@@ -267,6 +292,27 @@ static int relay_on_sse(void *arg, const struct sse_event *ev)
     return 0;
 }
 
+static void relay_after_send(evutil_socket_t fd, short what, void *arg)
+{
+    struct relay *r = arg;
+    (void)fd;
+    (void)what;
+    r->hooks->after_send(r->arg);
+}
+
+/* Run hooks->after_send on the next loop turn: libevent runs timers after the I/O callbacks
+ * of a turn, so the socket write of what was just queued happens first. */
+static void relay_schedule_after_send(struct relay *r)
+{
+    static const struct timeval zero = {0, 0};
+    if (r->hooks->after_send == NULL)
+        return;
+    if (r->after == NULL)
+        r->after = evtimer_new(r->w->base, relay_after_send, r);
+    if (!evtimer_pending(r->after, NULL))
+        evtimer_add(r->after, &zero);
+}
+
 /* The client's output buffer drained: resume a paused transfer. */
 static void relay_drained(struct evhttp_connection *evcon, void *arg)
 {
@@ -278,16 +324,17 @@ static void relay_drained(struct evhttp_connection *evcon, void *arg)
 
 static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *data, size_t len)
 {
-    struct evbuffer *pending =
-        bufferevent_get_output(evhttp_connection_get_bufferevent(r->evcon));
+    struct evbuffer *pending = bufferevent_get_output(evhttp_connection_get_bufferevent(r->evcon));
     if (evbuffer_get_length(pending) > (size_t)r->w->cfg->max_client_buffer)
         return UPSTREAM_BODY_PAUSE; /* relay_drained() resumes it */
     if (sse_parser_feed(r->sse, data, len, relay_on_sse, r) != 0) {
         r->sse_broken = 1;
         return UPSTREAM_BODY_ABORT;
     }
-    if (evbuffer_get_length(r->out) > 0)
+    if (evbuffer_get_length(r->out) > 0) {
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
+        relay_schedule_after_send(r);
+    }
     return UPSTREAM_BODY_OK;
 }
 
@@ -388,6 +435,7 @@ static void relay_attempt(struct relay *r)
     evbuffer_drain(r->out, evbuffer_get_length(r->out));
     r->t_upstream = util_now_us();
     r->xfer = upstream_start(r->w->up, &rq, &relay_upstream_handler, r);
+    upstream_kick(r->w->up); /* may end (and free) r: nothing after this */
 }
 
 void relay_start(struct worker *w, struct evhttp_request *req, const struct relay_params *p,
@@ -403,5 +451,5 @@ void relay_start(struct worker *w, struct evhttp_request *req, const struct rela
     r->out = evbuffer_new();
     relay_link(r);
     relay_watch(r);
-    relay_attempt(r);
+    relay_attempt(r); /* last: r may be gone when it returns */
 }

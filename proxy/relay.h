@@ -45,6 +45,11 @@ struct relay_hooks {
     void (*on_client_gone)(void *arg, struct relay *r);
     /* The relay is being destroyed: free arg. May be NULL. */
     void (*release)(void *arg);
+    /*
+     * Streams: called on the loop turn after events were handed to the client, once their
+     * bytes have gone out: the place for work on them that must not delay them. May be NULL.
+     */
+    void (*after_send)(void *arg);
 };
 
 struct relay_params {

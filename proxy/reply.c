@@ -13,6 +13,8 @@ struct reply {
     json_t *tool_calls; /* array of {id, type, function:{name, arguments}} */
     size_t chunks;
     int truncated;
+    char *queue; /* chunks waiting for reply_flush(): [size_t len][bytes]... */
+    size_t qlen, qcap;
 };
 
 struct reply *reply_create(void)
@@ -24,6 +26,7 @@ void reply_destroy(struct reply *r)
 {
     if (r == NULL)
         return;
+    free(r->queue);
     free(r->content);
     free(r->finish_reason);
     free(r->model);
@@ -88,8 +91,8 @@ static json_t *reply_tool_slot(struct reply *r, json_t *delta_call)
         return NULL;
     while (json_array_size(r->tool_calls) <= idx)
         json_array_append_new(r->tool_calls,
-                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", "", "type",
-                                        "function", "function", "name", "", "arguments", ""));
+                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", "", "type", "function",
+                                        "function", "name", "", "arguments", ""));
     return json_array_get(r->tool_calls, idx);
 }
 
@@ -216,4 +219,71 @@ size_t reply_chunks(const struct reply *r)
 int reply_truncated(const struct reply *r)
 {
     return r->truncated;
+}
+
+/* "choices" followed by an empty array, outside any string (a quote inside a JSON string is
+ * escaped, so the key's opening quote is never preceded by a backslash). */
+static int reply_has_empty_choices(const char *data, size_t len)
+{
+    static const char key[] = "\"choices\"";
+    const char *end = data + len, *p = data;
+    while ((p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1)) != NULL) {
+        const char *q = p + sizeof(key) - 1;
+        int escaped = p > data && p[-1] == '\\';
+        p = q;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (escaped || q >= end || *q++ != ':')
+            continue;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (q >= end || *q++ != '[')
+            continue;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (q < end && *q == ']')
+            return 1;
+    }
+    return 0;
+}
+
+int reply_is_usage_only(const char *data, size_t len)
+{
+    if (!reply_has_empty_choices(data, len))
+        return 0;
+    json_t *root = json_loadb(data, len, 0, NULL); /* rare: confirm it */
+    json_t *choices = json_object_get(root, "choices");
+    int yes = json_is_array(choices) && json_array_size(choices) == 0 &&
+              json_is_object(json_object_get(root, "usage"));
+    json_decref(root);
+    return yes;
+}
+
+void reply_queue_chunk(struct reply *r, const char *data, size_t len)
+{
+    if (r->qlen + sizeof(size_t) + len > REPLY_MAX_QUEUE)
+        reply_flush(r);
+    if (sizeof(size_t) + len > REPLY_MAX_QUEUE) {
+        reply_add_chunk(r, data, len);
+        return;
+    }
+    if (r->qlen + sizeof(size_t) + len > r->qcap) {
+        r->qcap = (r->qlen + sizeof(size_t) + len) * 2;
+        r->queue = xrealloc(r->queue, r->qcap);
+    }
+    memcpy(r->queue + r->qlen, &len, sizeof(size_t));
+    memcpy(r->queue + r->qlen + sizeof(size_t), data, len);
+    r->qlen += sizeof(size_t) + len;
+}
+
+void reply_flush(struct reply *r)
+{
+    size_t off = 0;
+    while (off < r->qlen) {
+        size_t len;
+        memcpy(&len, r->queue + off, sizeof(size_t));
+        reply_add_chunk(r, r->queue + off + sizeof(size_t), len);
+        off += sizeof(size_t) + len;
+    }
+    r->qlen = 0;
 }

@@ -10,7 +10,7 @@
  * (reply_truncated() then says so); the stream itself is still forwarded whole.
  *
  * Ownership: the reply owns everything it returns; pointers stay valid until the next add or
- * reply_destroy().
+ * reply_destroy(). Getters see queued chunks only after reply_flush().
  */
 #ifndef MEMPROXY_REPLY_H
 #define MEMPROXY_REPLY_H
@@ -33,6 +33,18 @@ struct reply *reply_create(void);
 void reply_destroy(struct reply *r);
 
 enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len);
+
+/*
+ * The streaming path's split: reply_is_usage_only() decides from the raw bytes (cheaply;
+ * a parse confirms only what looks like one) whether a chunk is the usage-only chunk, and
+ * reply_queue_chunk() keeps the chunk for reply_flush() to parse later, once its bytes are on
+ * their way to the client. At most REPLY_MAX_QUEUE bytes wait; past that the queue is parsed
+ * at once.
+ */
+#define REPLY_MAX_QUEUE (256 * 1024)
+int reply_is_usage_only(const char *data, size_t len);
+void reply_queue_chunk(struct reply *r, const char *data, size_t len);
+void reply_flush(struct reply *r);
 /* A whole chat.completion body; 0, or -1 when it is not a JSON object. */
 int reply_set_body(struct reply *r, const char *body, size_t len);
 

@@ -35,7 +35,8 @@ static int server_bind(const struct cfg *cfg, int *port_out, char **err)
 {
     char *host = NULL, portstr[8];
     int port = 0, fd = -1, one = 1;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
                     *res = NULL;
 
@@ -75,7 +76,12 @@ static void server_worker_init(struct server *srv, struct worker *w, int id)
     snprintf(w->name, sizeof(w->name), "w%d", id);
     w->cfg = cfg;
     w->srv = srv;
-    w->base = event_base_new();
+    /* The epoll changelist folds the interest changes made while handling one batch of
+     * events (evhttp toggling read/write, curl re-arming its socket) into one epoll_ctl. */
+    struct event_config *ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = event_base_new_with_config(ec);
+    event_config_free(ec);
     w->http = evhttp_new(w->base);
     if (w->base == NULL || w->http == NULL)
         abort();
@@ -87,8 +93,8 @@ static void server_worker_init(struct server *srv, struct worker *w, int id)
                          .tv_usec = (cfg->client_timeout_ms % 1000) * 1000};
     evhttp_set_timeout_tv(w->http, &tv);
     evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_OPTIONS);
     evhttp_set_default_content_type(w->http, "application/json");
     evhttp_set_gencb(w->http, routes_handle, w);
     struct evconnlistener *l =
@@ -262,8 +268,8 @@ int server_run(struct server *srv)
     atomic_store(&srv->running, (int)srv->nworkers);
     atomic_store(&srv->accepting, (int)srv->nworkers);
     for (size_t i = 0; i < srv->nworkers; i++) {
-        if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main,
-                           &srv->workers[i]) != 0)
+        if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main, &srv->workers[i]) !=
+            0)
             abort();
     }
     log_info("memproxy %s listening on %s (port %d), %zu worker(s)", MEMPROXY_VERSION,

@@ -36,8 +36,7 @@ struct sse_parser *sse_parser_create(size_t max_event);
 void sse_parser_destroy(struct sse_parser *p);
 
 /* Feed bytes; complete events are passed to cb. 0, or -1 (event too large, or cb stopped). */
-int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_cb cb,
-                    void *arg);
+int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_cb cb, void *arg);
 
 /* Bytes of an incomplete event held back; at end of stream these are discarded (per spec). */
 size_t sse_parser_pending(const struct sse_parser *p);

@@ -32,8 +32,8 @@ struct upstream_xfer {
     struct event *fb_timer; /* first-byte timeout; also reports a failed start */
     struct upstream_xfer *next_zombie;
     long status;
-    unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1,
-        start_failed : 1, in_multi : 1;
+    unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1, start_failed : 1,
+        in_multi : 1;
     char ctype[128];
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -63,7 +63,8 @@ static void upstream_action(struct upstream *up, curl_socket_t fd, int flags)
 
 static void upstream_event_cb(evutil_socket_t fd, short kind, void *arg)
 {
-    int flags = ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    int flags =
+        ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
     upstream_action(arg, fd, flags);
 }
 
@@ -305,6 +306,12 @@ struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_
     }
     evtimer_add(x->fb_timer, &tv);
     return x;
+}
+
+void upstream_kick(struct upstream *up)
+{
+    if (!up->in_curl)
+        upstream_action(up, CURL_SOCKET_TIMEOUT, 0);
 }
 
 void upstream_cancel(struct upstream_xfer *x)

@@ -45,10 +45,10 @@ struct upstream_handler {
 
 struct upstream_request {
     const struct cfg_upstream *target;
-    const char *path;   /* appended to target->url, e.g. "/chat/completions" */
-    const char *body;   /* NULL for GET */
+    const char *path; /* appended to target->url, e.g. "/chat/completions" */
+    const char *body; /* NULL for GET */
     size_t body_len;
-    int stream;         /* ask for text/event-stream */
+    int stream; /* ask for text/event-stream */
 };
 
 /* max_connections: idle upstream connections kept (CURLMOPT_MAXCONNECTS). */
@@ -58,6 +58,13 @@ void upstream_destroy(struct upstream *up);
 /* Start a transfer; never NULL (a failure to start is reported through on_done later). */
 struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_request *rq,
                                      const struct upstream_handler *h, void *arg);
+/*
+ * Let curl work on new transfers now instead of on its 0 ms timer one loop turn later, so a
+ * request is on the wire before the current callback returns. Any transfer may finish inside
+ * (on_done runs): call it after storing what upstream_start() returned, and touch nothing
+ * that on_done may free afterwards.
+ */
+void upstream_kick(struct upstream *up);
 void upstream_cancel(struct upstream_xfer *x);
 /* Resume a transfer whose on_body asked to pause. Safe outside curl callbacks only. */
 void upstream_resume(struct upstream_xfer *x);

@@ -55,8 +55,8 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) != 0 || (S_ISDIR(st.st_mode) ? replay_dir(argv[i])
-                                                             : replay_file(argv[i])) != 0)
+        if (stat(argv[i], &st) != 0 ||
+            (S_ISDIR(st.st_mode) ? replay_dir(argv[i]) : replay_file(argv[i])) != 0)
             rc = 1;
     }
     return rc;

@@ -153,9 +153,8 @@ static void mock_chunk(struct mock_resp *r, struct evbuffer *out, json_t *delta,
 static json_t *mock_usage(struct mock_resp *r)
 {
     long completion = (long)json_array_size(r->tokens);
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (int)r->prompt_tokens,
-                     "completion_tokens", (int)completion, "total_tokens",
-                     (int)(r->prompt_tokens + completion));
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (int)r->prompt_tokens, "completion_tokens",
+                     (int)completion, "total_tokens", (int)(r->prompt_tokens + completion));
 }
 
 static void mock_stream_end(struct mock_resp *r, struct evbuffer *out)
@@ -163,8 +162,8 @@ static void mock_stream_end(struct mock_resp *r, struct evbuffer *out)
     mock_chunk(r, out, json_object(), "stop");
     if (r->include_usage) {
         json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", r->id, "object",
-                              "chat.completion.chunk", "created", (json_int_t)time(NULL),
-                              "model", r->model, "choices", "usage", mock_usage(r));
+                              "chat.completion.chunk", "created", (json_int_t)time(NULL), "model",
+                              r->model, "choices", "usage", mock_usage(r));
         char *s = json_dumps(u, JSON_COMPACT);
         evbuffer_add_printf(out, "data: %s\n\n", s);
         free(s);
@@ -233,11 +232,11 @@ static void mock_complete(struct mock_resp *r)
         json_string_set(text, joined);
         free(joined);
     }
-    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:o}, s:s}], s:o}", "id",
-                             r->id, "object", "chat.completion", "created",
-                             (json_int_t)time(NULL), "model", r->model, "choices", "index", 0,
-                             "message", "role", "assistant", "content", text, "finish_reason",
-                             "stop", "usage", mock_usage(r));
+    json_t *body =
+        json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:o}, s:s}], s:o}", "id", r->id, "object",
+                  "chat.completion", "created", (json_int_t)time(NULL), "model", r->model,
+                  "choices", "index", 0, "message", "role", "assistant", "content", text,
+                  "finish_reason", "stop", "usage", mock_usage(r));
     evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     if (r->hup) {
         event_free(r->hup);
@@ -271,9 +270,8 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
     mock_stats.chat_requests++;
     if (mock_cfg.fail_status > 0) {
         mock_send_json(req, (int)mock_cfg.fail_status,
-                       json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message",
-                                 "injected failure", "type", "server_error", "param", "code",
-                                 "mock_failure"));
+                       json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "injected failure",
+                                 "type", "server_error", "param", "code", "mock_failure"));
         return;
     }
     struct mock_resp *r = calloc(1, sizeof(*r));
@@ -352,12 +350,12 @@ static void mock_set_config(json_t *c)
 
 static json_t *mock_stats_json(void)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:s?, s:s?}", "requests",
-                     (int)mock_stats.requests, "chat_requests", (int)mock_stats.chat_requests,
-                     "streams_completed", (int)mock_stats.streams_completed,
-                     "streams_closed_early", (int)mock_stats.streams_closed_early,
-                     "last_close_ns", (json_int_t)mock_stats.last_close_ns, "last_body",
-                     mock_stats.last_body, "last_authorization", mock_stats.last_authorization);
+    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:s?, s:s?}", "requests", (int)mock_stats.requests,
+                     "chat_requests", (int)mock_stats.chat_requests, "streams_completed",
+                     (int)mock_stats.streams_completed, "streams_closed_early",
+                     (int)mock_stats.streams_closed_early, "last_close_ns",
+                     (json_int_t)mock_stats.last_close_ns, "last_body", mock_stats.last_body,
+                     "last_authorization", mock_stats.last_authorization);
 }
 
 static void mock_record(struct evhttp_request *req, struct evbuffer *in)
@@ -376,8 +374,8 @@ static void mock_handle(struct evhttp_request *req, void *arg)
 {
     const char *uri = evhttp_request_get_uri(req);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), 0,
-                              NULL);
+    json_t *body =
+        json_loadb((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), 0, NULL);
     if (strcmp(uri, "/_mock/stats") == 0) {
         mock_send_json(req, 200, mock_stats_json());
     } else if (strcmp(uri, "/_mock/config") == 0 && json_is_object(body)) {
@@ -411,17 +409,29 @@ int main(int argc, char **argv)
     const char *listen_host = "127.0.0.1", *port_file = NULL;
     int port = 0, c;
     static const struct option opts[] = {
-        {"port", required_argument, NULL, 'p'},      {"port-file", required_argument, NULL, 'f'},
-        {"ttft-ms", required_argument, NULL, 't'},   {"token-delay-ms", required_argument, NULL, 'd'},
-        {"reply", required_argument, NULL, 'r'},     {NULL, 0, NULL, 0}};
-    mock_cfg.reply = strdup("Hello! This is the memproxy mock upstream, streaming one token at a time.");
+        {"port", required_argument, NULL, 'p'},    {"port-file", required_argument, NULL, 'f'},
+        {"ttft-ms", required_argument, NULL, 't'}, {"token-delay-ms", required_argument, NULL, 'd'},
+        {"reply", required_argument, NULL, 'r'},   {NULL, 0, NULL, 0}};
+    mock_cfg.reply =
+        strdup("Hello! This is the memproxy mock upstream, streaming one token at a time.");
     while ((c = getopt_long(argc, argv, "p:f:t:d:r:", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': port = atoi(optarg); break;
-        case 'f': port_file = optarg; break;
-        case 't': mock_cfg.ttft_ms = atol(optarg); break;
-        case 'd': mock_cfg.token_delay_ms = atol(optarg); break;
-        case 'r': free(mock_cfg.reply); mock_cfg.reply = strdup(optarg); break;
+        case 'p':
+            port = atoi(optarg);
+            break;
+        case 'f':
+            port_file = optarg;
+            break;
+        case 't':
+            mock_cfg.ttft_ms = atol(optarg);
+            break;
+        case 'd':
+            mock_cfg.token_delay_ms = atol(optarg);
+            break;
+        case 'r':
+            free(mock_cfg.reply);
+            mock_cfg.reply = strdup(optarg);
+            break;
         default:
             fprintf(stderr, "usage: mock_upstream [--port N] [--port-file F] [--ttft-ms N] "
                             "[--token-delay-ms N] [--reply TEXT]\n");
@@ -432,7 +442,8 @@ int main(int argc, char **argv)
     mock_base = event_base_new();
     struct evhttp *http = evhttp_new(mock_base);
     evhttp_set_gencb(http, mock_handle, NULL);
-    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, listen_host, (ev_uint16_t)port);
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(http, listen_host, (ev_uint16_t)port);
     if (bs == NULL) {
         fprintf(stderr, "mock_upstream: cannot listen on %s:%d\n", listen_host, port);
         return 1;

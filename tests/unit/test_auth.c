@@ -79,8 +79,8 @@ static void test_status_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bearer),         cmocka_unit_test(test_client_keys),
-        cmocka_unit_test(test_ct_equal),       cmocka_unit_test(test_error_body),
+        cmocka_unit_test(test_bearer),       cmocka_unit_test(test_client_keys),
+        cmocka_unit_test(test_ct_equal),     cmocka_unit_test(test_error_body),
         cmocka_unit_test(test_status_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

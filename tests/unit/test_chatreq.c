@@ -31,10 +31,11 @@ static void test_valid_request(void **state)
 {
     struct chatreq r;
     struct apierr e;
-    const char *body = "{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                       "\"profile\":\"p1\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
-                       "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
-                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}";
+    const char *body =
+        "{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"profile\":\"p1\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}";
     assert_int_equal(parse(body, &r, &e), 0);
     assert_true(r.stream);
     assert_true(r.include_usage);
@@ -79,9 +80,10 @@ static void test_limits(void **state)
     for (int i = 0; i < 20; i++)
         strcat(deep, "[");
     expect_error(deep, APIERR_INVALID_JSON, "");
-    const char *five = "{\"messages\":[{\"role\":\"user\",\"content\":\"1\"},"
-                       "{\"role\":\"user\",\"content\":\"2\"},{\"role\":\"user\",\"content\":\"3\"},"
-                       "{\"role\":\"user\",\"content\":\"4\"},{\"role\":\"user\",\"content\":\"5\"}]}";
+    const char *five =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"1\"},"
+        "{\"role\":\"user\",\"content\":\"2\"},{\"role\":\"user\",\"content\":\"3\"},"
+        "{\"role\":\"user\",\"content\":\"4\"},{\"role\":\"user\",\"content\":\"5\"}]}";
     expect_error(five, APIERR_INVALID_REQUEST, "messages");
 }
 

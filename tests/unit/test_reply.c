@@ -39,8 +39,9 @@ static void test_stream_text_finish_usage(void **state)
 static void test_tool_calls_merge_by_index(void **state)
 {
     struct reply *r = reply_create();
-    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
-           "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}");
+    add(r,
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}");
     add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
            "{\"arguments\":\"{\\\"city\\\":\"}}]}}]}");
     add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\","
@@ -54,8 +55,7 @@ static void test_tool_calls_merge_by_index(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
                         "call_1");
     assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
-    assert_string_equal(json_string_value(json_object_get(fn, "arguments")),
-                        "{\"city\":\"Oslo\"}");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"city\":\"Oslo\"}");
     assert_string_equal(reply_finish_reason(r), "tool_calls");
     reply_destroy(r);
 }
@@ -108,6 +108,45 @@ static void test_content_cap(void **state)
     reply_destroy(r);
 }
 
+static void test_usage_only_check(void **state)
+{
+    const char *yes[] = {"{\"choices\":[],\"usage\":{\"total_tokens\":1}}",
+                         "{\"id\":\"x\", \"choices\" : [ ] , \"usage\": {}}"};
+    const char *no[] = {"{\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":null}",
+                        "{\"choices\":[],\"usage\":null}",
+                        "{\"choices\":[{\"delta\":{\"content\":\"say \\\"choices\\\":[] now\"}}]}",
+                        "{\"choices\":[]",
+                        "\"choices\"",
+                        ""};
+    for (size_t i = 0; i < 2; i++)
+        assert_true(reply_is_usage_only(yes[i], strlen(yes[i])));
+    for (size_t i = 0; i < 6; i++)
+        assert_false(reply_is_usage_only(no[i], strlen(no[i])));
+}
+
+static void test_queue_then_flush(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *a = "{\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}";
+    const char *b = "{\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}";
+    reply_queue_chunk(r, a, strlen(a));
+    reply_queue_chunk(r, b, strlen(b));
+    assert_string_equal(reply_content(r, &len), ""); /* parsed only on flush */
+    reply_flush(r);
+    assert_string_equal(reply_content(r, &len), "Hello");
+    assert_string_equal(reply_finish_reason(r), "stop");
+    /* the queue is bounded: enough chunks flush themselves */
+    for (int i = 0; i < 20000; i++)
+        reply_queue_chunk(r, a, strlen(a));
+    reply_content(r, &len);
+    assert_true(len > 5);
+    reply_flush(r);
+    reply_content(r, &len);
+    assert_int_equal(len, 5 + 20000 * 3);
+    reply_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +155,8 @@ int main(void)
         cmocka_unit_test(test_odd_chunks),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_content_cap),
+        cmocka_unit_test(test_usage_only_check),
+        cmocka_unit_test(test_queue_then_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

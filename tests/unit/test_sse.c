@@ -139,8 +139,7 @@ static void test_callback_can_stop(void **state)
 {
     int calls = 0;
     struct sse_parser *p = sse_parser_create(4096);
-    assert_int_equal(sse_parser_feed(p, openai_stream, strlen(openai_stream), stop_cb, &calls),
-                     -1);
+    assert_int_equal(sse_parser_feed(p, openai_stream, strlen(openai_stream), stop_cb, &calls), -1);
     assert_int_equal(calls, 1);
     sse_parser_destroy(p);
 }

@@ -1,0 +1,368 @@
+/*
+ * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
+ *
+ *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
+ *
+ * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
+ *    and each pair's difference is one sample (so drift in the machine cancels out).
+ * 2. Added time to first token on streams, the same way: send -> first content event.
+ * 3. Throughput: closed loop, C connections (16 and 64) for S seconds on one epoll thread,
+ *    direct and proxied; with --pid also memproxy's CPU seconds, giving requests per
+ *    CPU-second ("per core").
+ * 4. With --pid: memproxy's RSS before and after, and its peak.
+ *
+ * Output: a Markdown table on stdout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#define BUF_MAX (1 << 20)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static int bench_connect(int port, int nonblock)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        die("connect");
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (nonblock)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+static char *bench_request(const char *body, size_t *len)
+{
+    char *req = NULL;
+    int n = asprintf(&req,
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    if (n < 0)
+        die("asprintf");
+    *len = (size_t)n;
+    return req;
+}
+
+/* ---- response framing: is buf[0..len) one whole HTTP response? ---- */
+
+/* Returns the response length when complete, 0 when more is needed. */
+static size_t resp_complete(const char *buf, size_t len)
+{
+    const char *end = memmem(buf, len, "\r\n\r\n", 4);
+    if (end == NULL)
+        return 0;
+    size_t head = (size_t)(end - buf) + 4;
+    const char *cl = memmem(buf, head, "Content-Length: ", 16);
+    if (cl != NULL) {
+        size_t body = strtoul(cl + 16, NULL, 10);
+        return len >= head + body ? head + body : 0;
+    }
+    size_t off = head; /* chunked */
+    for (;;) {
+        const char *crlf = memmem(buf + off, len - off, "\r\n", 2);
+        if (crlf == NULL)
+            return 0;
+        size_t n = strtoul(buf + off, NULL, 16);
+        size_t next = (size_t)(crlf - buf) + 2 + n + 2;
+        if (next > len)
+            return 0;
+        if (n == 0)
+            return next;
+        off = next;
+    }
+}
+
+struct conn {
+    int fd;
+    char *buf;
+    size_t len;
+};
+
+/* Blocking: send one request, read until the response is complete. Optionally stamps the
+ * first time a content event is seen. Returns the latency in ns. */
+static uint64_t one_request(struct conn *c, const char *req, size_t reqlen, uint64_t *ttft)
+{
+    uint64_t t0 = now_ns();
+    if (write(c->fd, req, reqlen) != (ssize_t)reqlen)
+        die("write");
+    c->len = 0;
+    if (ttft)
+        *ttft = 0;
+    for (;;) {
+        ssize_t n = read(c->fd, c->buf + c->len, BUF_MAX - c->len);
+        if (n <= 0)
+            die("read");
+        c->len += (size_t)n;
+        if (ttft && *ttft == 0 && memmem(c->buf, c->len, "\"content\":\"", 11) &&
+            memmem(c->buf, c->len, "data: ", 6))
+            *ttft = now_ns() - t0;
+        size_t done = resp_complete(c->buf, c->len);
+        if (done) {
+            if (memcmp(c->buf, "HTTP/1.1 200", 12) != 0) {
+                fprintf(stderr, "unexpected response: %.200s\n", c->buf);
+                exit(1);
+            }
+            return now_ns() - t0;
+        }
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(int64_t *v, size_t n, double p)
+{
+    size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+    return (double)v[i] / 1000.0; /* us */
+}
+
+struct pair_result {
+    double direct_p50, direct_p99, proxy_p50, proxy_p99, added_p50, added_p90, added_p99;
+};
+
+/* Alternate direct and proxied requests; stream = measure TTFT instead of full latency. */
+static struct pair_result pairwise(int dport, int pport, const char *req, size_t reqlen, int n,
+                                   int stream)
+{
+    struct conn d = {bench_connect(dport, 0), malloc(BUF_MAX), 0};
+    struct conn p = {bench_connect(pport, 0), malloc(BUF_MAX), 0};
+    int64_t *dv = calloc((size_t)n, 8), *pv = calloc((size_t)n, 8), *av = calloc((size_t)n, 8);
+    for (int i = 0; i < n / 10; i++) { /* warm up: connections, caches, curl's pool */
+        one_request(&d, req, reqlen, NULL);
+        one_request(&p, req, reqlen, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t td, tp, fd_, fp;
+        if (i % 2 == 0) {
+            td = one_request(&d, req, reqlen, stream ? &fd_ : NULL);
+            tp = one_request(&p, req, reqlen, stream ? &fp : NULL);
+        } else {
+            tp = one_request(&p, req, reqlen, stream ? &fp : NULL);
+            td = one_request(&d, req, reqlen, stream ? &fd_ : NULL);
+        }
+        dv[i] = (int64_t)(stream ? fd_ : td);
+        pv[i] = (int64_t)(stream ? fp : tp);
+        av[i] = pv[i] - dv[i];
+    }
+    qsort(dv, (size_t)n, 8, cmp_i64);
+    qsort(pv, (size_t)n, 8, cmp_i64);
+    qsort(av, (size_t)n, 8, cmp_i64);
+    struct pair_result r = {pct(dv, (size_t)n, 50), pct(dv, (size_t)n, 99), pct(pv, (size_t)n, 50),
+                            pct(pv, (size_t)n, 99), pct(av, (size_t)n, 50), pct(av, (size_t)n, 90),
+                            pct(av, (size_t)n, 99)};
+    close(d.fd);
+    close(p.fd);
+    free(d.buf);
+    free(p.buf);
+    free(dv);
+    free(pv);
+    free(av);
+    return r;
+}
+
+/* ---- throughput: C connections, closed loop, one epoll thread ---- */
+
+static double cpu_seconds(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    /* fields after ')': state(3) ... utime(14) stime(15) */
+    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long rss_kb(int pid, const char *field)
+{
+    char path[64], line[256];
+    long v = 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0)
+            v = strtol(line + strlen(field), NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static double throughput(int port, int nconn, double seconds, const char *req, size_t reqlen,
+                         int pid, double *cpu)
+{
+    int ep = epoll_create1(0);
+    struct conn *cs = calloc((size_t)nconn, sizeof(*cs));
+    for (int i = 0; i < nconn; i++) {
+        cs[i].fd = bench_connect(port, 1);
+        cs[i].buf = malloc(BUF_MAX);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+        if (write(cs[i].fd, req, reqlen) != (ssize_t)reqlen)
+            die("write");
+    }
+    long done = 0;
+    double cpu0 = pid ? cpu_seconds(pid) : 0;
+    uint64_t t0 = now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+    struct epoll_event evs[128];
+    while (now_ns() < end) {
+        int n = epoll_wait(ep, evs, 128, 100);
+        for (int k = 0; k < n; k++) {
+            struct conn *c = &cs[evs[k].data.u32];
+            ssize_t r = read(c->fd, c->buf + c->len, BUF_MAX - c->len);
+            if (r <= 0) {
+                if (r < 0 && errno == EAGAIN)
+                    continue;
+                die("read (throughput)");
+            }
+            c->len += (size_t)r;
+            size_t whole = resp_complete(c->buf, c->len);
+            if (whole) {
+                done++;
+                memmove(c->buf, c->buf + whole, c->len - whole);
+                c->len -= whole;
+                if (write(c->fd, req, reqlen) != (ssize_t)reqlen)
+                    die("write");
+            }
+        }
+    }
+    double elapsed = (double)(now_ns() - t0) / 1e9;
+    if (pid)
+        *cpu = cpu_seconds(pid) - cpu0;
+    for (int i = 0; i < nconn; i++) {
+        close(cs[i].fd);
+        free(cs[i].buf);
+    }
+    free(cs);
+    close(ep);
+    return (double)done / elapsed;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        die(path);
+    char *s = calloc(1, BUF_MAX);
+    size_t n = fread(s, 1, BUF_MAX - 1, f);
+    fclose(f);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    int dport = 0, pport = 0, pid = 0, n = 5000, c;
+    double seconds = 5;
+    char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
+                        "\"content\":\"Hello there\"}]}");
+    static const struct option opts[] = {{"direct", 1, NULL, 'd'},  {"proxy", 1, NULL, 'p'},
+                                         {"pid", 1, NULL, 'P'},     {"requests", 1, NULL, 'n'},
+                                         {"seconds", 1, NULL, 's'}, {"body", 1, NULL, 'b'},
+                                         {NULL, 0, NULL, 0}};
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            dport = atoi(optarg);
+            break;
+        case 'p':
+            pport = atoi(optarg);
+            break;
+        case 'P':
+            pid = atoi(optarg);
+            break;
+        case 'n':
+            n = atoi(optarg);
+            break;
+        case 's':
+            seconds = atof(optarg);
+            break;
+        case 'b':
+            free(body);
+            body = read_file(optarg);
+            break;
+        default:
+            return 2;
+        }
+    }
+    if (!dport || !pport) {
+        fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
+                        "[--seconds S] [--body FILE]\n");
+        return 2;
+    }
+    size_t plain_len, stream_len;
+    char *plain = bench_request(body, &plain_len);
+    char *sbody = NULL;
+    if (asprintf(&sbody, "{\"stream\":true,%s", body + 1) < 0)
+        die("asprintf");
+    char *stream = bench_request(sbody, &stream_len);
+    long rss0 = pid ? rss_kb(pid, "VmRSS:") : 0;
+
+    struct pair_result lat = pairwise(dport, pport, plain, plain_len, n, 0);
+    struct pair_result ttft = pairwise(dport, pport, stream, stream_len, n, 1);
+    printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
+    printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
+           lat.direct_p50, lat.proxy_p50, lat.added_p50);
+    printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
+           lat.direct_p99, lat.proxy_p99, lat.added_p99, lat.added_p90);
+    printf("| stream time to first token p50 | %.1f us | %.1f us | **%.1f us** |\n",
+           ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
+    printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
+           ttft.direct_p99, ttft.proxy_p99, ttft.added_p99);
+    int conns[] = {16, 64};
+    for (int i = 0; i < 2; i++) {
+        double cpu = 0;
+        double d = throughput(dport, conns[i], seconds, plain, plain_len, 0, NULL);
+        double p = throughput(pport, conns[i], seconds, plain, plain_len, pid, &cpu);
+        printf("| throughput, %d connections | %.0f req/s | %.0f req/s |", conns[i], d, p);
+        if (pid && cpu > 0)
+            printf(" memproxy used %.2f CPU-s in %.0f s: **%.0f req per CPU-second** |\n", cpu,
+                   seconds, p * seconds / cpu);
+        else
+            printf(" |\n");
+    }
+    if (pid)
+        printf("| memproxy RSS | | %ld KiB before, %ld KiB after, peak %ld KiB | |\n", rss0,
+               rss_kb(pid, "VmRSS:"), rss_kb(pid, "VmHWM:"));
+    free(plain);
+    free(stream);
+    free(sbody);
+    free(body);
+    return 0;
+}
