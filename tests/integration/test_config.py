@@ -39,6 +39,13 @@ class Flags(unittest.TestCase):
                      "profiles[].fallbacks", "auth.client_keys[].tenant"):
             self.assertIn("`%s`" % name, out)
 
+    def test_docs_match_the_options_table(self):
+        rc, out = run("--options")
+        docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "configuration.md")
+        with open(docs) as f:
+            self.assertIn(out, f.read(), "docs/configuration.md is out of date: regenerate its "
+                          "table with memproxy --options")
+
     def test_check_config_on_the_example(self):
         rc, out = run("--config", EXAMPLE, "--check-config")
         self.assertEqual(rc, 0, out)
