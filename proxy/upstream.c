@@ -33,7 +33,7 @@ struct upstream_xfer {
     struct upstream_xfer *next_zombie;
     long status;
     unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1, start_failed : 1,
-        in_multi : 1;
+        in_multi : 1, zombie : 1;
     char ctype[128];
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -168,6 +168,8 @@ static void upstream_check_done(struct upstream *up)
         struct upstream_xfer *x = NULL;
         CURLcode rc = msg->data.result;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        if (x->zombie) /* cancelled inside curl: freed from the zombie list below */
+            continue;
         upstream_finish(x, upstream_map(x, rc));
     }
     while (up->zombies != NULL) {
@@ -321,6 +323,7 @@ void upstream_cancel(struct upstream_xfer *x)
     x->cancelled = 1;
     evtimer_del(x->fb_timer);
     if (x->up->in_curl) { /* curl forbids removing a handle from inside its callbacks */
+        x->zombie = 1;
         x->next_zombie = x->up->zombies;
         x->up->zombies = x;
         return;
