@@ -110,6 +110,35 @@ class HangUp(StackTest):
                  self.mp.request("GET", "/metrics")[2].decode(), what="stream gauge")
 
 
+class HangUpBeforeFirstToken(StackTest):
+    """Barge-in while the model is still thinking: nothing has been written to the client,
+    so only memproxy's own watch on the socket can notice."""
+    MOCK_ARGS = ("--ttft-ms", "3000")
+
+    def hang_up_after(self, body, wait=0.2):
+        s = raw_connect(self.mp.port)
+        raw_request(s, "/v1/chat/completions", body)
+        wait_for(lambda: self.mock.stats()["chat_requests"] > self.before, what="upstream call")
+        time.sleep(wait)
+        t0 = time.monotonic_ns()
+        s.close()
+        st = wait_for(lambda: (lambda x: x if x["streams_closed_early"] > self.closed else None)(
+            self.mock.stats()), what="the mock to see the close")
+        return (st["last_close_ns"] - t0) / 1e6
+
+    def setUp(self):
+        super().setUp()
+        self.before = self.closed = 0
+
+    def test_stream(self):
+        delay = self.hang_up_after(STREAM)
+        self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
+
+    def test_non_stream(self):
+        delay = self.hang_up_after(USER_HI)
+        self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
