@@ -1,0 +1,416 @@
+#include "reconcile.h"
+
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- normalization ---- */
+
+static int64_t rec_number(json_t *v)
+{
+    long long n = -1;
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    if (json_is_real(v)) { /* in range only: converting 1e300 is undefined */
+        double d = json_real_value(v);
+        return d >= 0 && d < 9.2e18 ? (int64_t)d : -1;
+    }
+    if (json_is_string(v) && util_parse_ll(json_string_value(v), &n) == 0)
+        return n;
+    return -1;
+}
+
+int64_t rec_timestamp_ms(json_t *v)
+{
+    int64_t n = rec_number(v);
+    if (n <= 0)
+        return -1;
+    return n < REC_MS_THRESHOLD ? n * 1000 : n;
+}
+
+int64_t rec_turn_id(json_t *v)
+{
+    int64_t n = rec_number(v);
+    return n >= 0 && !json_is_real(v) ? n : -1;
+}
+
+static double rec_importance(const char *role)
+{
+    if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0)
+        return 0.3;
+    if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)
+        return 0.1;
+    return 0.5;
+}
+
+/* Text of a message's content: a string as is; an array's text parts joined by "\n", the
+ * other parts (images, audio) counted in *dropped. */
+static json_t *rec_text(json_t *content, int *dropped)
+{
+    size_t i;
+    json_t *part;
+    *dropped = 0;
+    if (json_is_string(content))
+        return json_copy(content);
+    if (!json_is_array(content))
+        return json_string("");
+    char *text = xstrdup("");
+    json_array_foreach(content, i, part)
+    {
+        json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t)) {
+            (*dropped)++;
+            continue;
+        }
+        char *joined = xasprintf("%s%s%s", text, *text ? "\n" : "", json_string_value(t));
+        free(text);
+        text = joined;
+    }
+    json_t *s = json_string(text);
+    free(text);
+    return s ? s : json_string("");
+}
+
+static void rec_set_opt_string(json_t *turn, const char *key, json_t *v)
+{
+    json_object_set_new(turn, key, json_is_string(v) ? json_copy(v) : json_null());
+}
+
+/* Lift the voice fields out of the client's metadata; the rest stays in metadata. */
+static void rec_voice_fields(json_t *turn, json_t *meta)
+{
+    json_t *rest = json_is_object(meta) ? json_deep_copy(meta) : json_object();
+    int64_t its = rec_timestamp_ms(json_object_get(rest, "interrupt_timestamp"));
+    rec_set_opt_string(turn, "source", json_object_get(rest, "source"));
+    rec_set_opt_string(turn, "original", json_object_get(rest, "original"));
+    json_object_set_new(turn, "interrupted",
+                        json_boolean(json_is_true(json_object_get(rest, "interrupted"))));
+    json_object_set_new(turn, "interrupt_timestamp", its > 0 ? json_integer(its) : json_null());
+    static const char *const lifted[] = {"source", "original", "interrupted",
+                                         "interrupt_timestamp"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(lifted); i++)
+        json_object_del(rest, lifted[i]);
+    json_object_set_new(turn, "metadata", rest);
+}
+
+json_t *rec_normalize(json_t *msg, int64_t now_ms)
+{
+    json_t *role = json_object_get(msg, "role");
+    if (!json_is_string(role))
+        return NULL;
+    int dropped = 0;
+    int64_t ts = rec_timestamp_ms(json_object_get(msg, "timestamp"));
+    json_t *turn = json_object();
+    json_object_set(turn, "role", role);
+    json_object_set_new(turn, "content", rec_text(json_object_get(msg, "content"), &dropped));
+    json_object_set_new(turn, "turn_id",
+                        json_integer(rec_turn_id(json_object_get(msg, "turn_id"))));
+    rec_voice_fields(turn, json_object_get(msg, "metadata"));
+    if (dropped > 0)
+        json_object_set_new(json_object_get(turn, "metadata"), "dropped_parts",
+                            json_integer(dropped));
+    json_object_set_new(turn, "timestamp", json_integer(ts > 0 ? ts : now_ms));
+    json_object_set_new(turn, "importance", json_real(rec_importance(json_string_value(role))));
+    static const char *const copied[] = {"tool_calls", "tool_call_id", "name"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(copied); i++) {
+        json_t *v = json_object_get(msg, copied[i]);
+        if (v != NULL && !json_is_null(v))
+            json_object_set(turn, copied[i], v);
+    }
+    return turn;
+}
+
+json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
+                       int64_t now_ms)
+{
+    json_t *turn =
+        json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:o, s:o, s:{}, s:I, s:f}", "role", "assistant",
+                  "content", content, "turn_id", (json_int_t)turn_id, "turn_idx",
+                  (json_int_t)turn_idx, "source", "llm", "interrupted", interrupted,
+                  "interrupt_timestamp", interrupted ? json_integer(now_ms) : json_null(),
+                  "original", interrupted ? json_string(content) : json_null(), "metadata",
+                  "timestamp", (json_int_t)now_ms, "importance", 0.5);
+    if (turn == NULL) /* content was not UTF-8: keep the turn, lose the text */
+        turn = rec_reply_turn("", turn_id, turn_idx, interrupted, now_ms);
+    return turn;
+}
+
+/* ---- matching ---- */
+
+static const char *rec_str(json_t *turn, const char *key)
+{
+    const char *s = json_string_value(json_object_get(turn, key));
+    return s ? s : "";
+}
+
+static int64_t rec_int(json_t *turn, const char *key)
+{
+    json_t *v = json_object_get(turn, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* w is what was heard of s: an assistant reply cut short. */
+static int rec_heard_of(json_t *s, json_t *w)
+{
+    const char *sc = rec_str(s, "content"), *wc = rec_str(w, "content");
+    const char *orig = rec_str(s, "original");
+    size_t wl = strlen(wc);
+    if (strcmp(rec_str(s, "role"), "assistant") != 0 || wl == 0)
+        return 0;
+    return (wl < strlen(sc) && strncmp(sc, wc, wl) == 0) ||
+           (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
+}
+
+static int rec_matches(json_t *s, json_t *w)
+{
+    if (strcmp(rec_str(s, "role"), rec_str(w, "role")) != 0)
+        return 0;
+    return strcmp(rec_str(s, "content"), rec_str(w, "content")) == 0 || rec_heard_of(s, w);
+}
+
+/* The stored turn s came back as w: record an interruption when w says or shows one. */
+static void rec_update(json_t *s, json_t *w, int64_t now_ms, json_t *updates)
+{
+    int w_int = json_is_true(json_object_get(w, "interrupted"));
+    int s_int = json_is_true(json_object_get(s, "interrupted"));
+    int same = strcmp(rec_str(s, "content"), rec_str(w, "content")) == 0;
+    if (strcmp(rec_str(s, "role"), "assistant") != 0 || (same && (s_int || !w_int)))
+        return;
+    if (!same && !w_int && !rec_heard_of(s, w))
+        return;
+    json_t *orig = json_object_get(w, "original");
+    if (!json_is_string(orig))
+        orig = json_is_string(json_object_get(s, "original")) ? json_object_get(s, "original")
+                                                              : json_object_get(s, "content");
+    json_t *its = json_object_get(s, "interrupt_timestamp"); /* the first one is kept */
+    if (!json_is_integer(its))
+        its = json_object_get(w, "interrupt_timestamp");
+    json_array_append_new(
+        updates, json_pack("{s:I, s:O, s:O, s:b, s:o}", "seq", (json_int_t)rec_int(s, "seq"),
+                           "content", json_object_get(w, "content"), "original", orig,
+                           "interrupted", 1, "interrupt_timestamp",
+                           json_is_integer(its) ? json_copy(its) : json_integer(now_ms)));
+}
+
+/* ---- the two modes ---- */
+
+struct rec_ctx {
+    json_t *stored, *turns;
+    char *used; /* per stored turn */
+    int64_t next_seq, now_ms;
+    struct rec_result *out;
+};
+
+/* Turns with (turn_id, role) among stored and already inserted. */
+static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
+{
+    size_t i;
+    json_t *x;
+    int64_t n = 0;
+    json_array_foreach(c->stored, i, x) n +=
+        rec_int(x, "turn_id") == t && strcmp(rec_str(x, "role"), role) == 0;
+    json_array_foreach(c->out->inserts, i, x) n +=
+        rec_int(x, "turn_id") == t && strcmp(rec_str(x, "role"), role) == 0;
+    return n;
+}
+
+static void rec_insert(struct rec_ctx *c, json_t *w, int64_t turn_id)
+{
+    json_t *t = json_copy(w);
+    json_object_set_new(t, "turn_id", json_integer(turn_id));
+    json_object_set_new(t, "turn_idx", json_integer(rec_count(c, turn_id, rec_str(w, "role"))));
+    json_object_set_new(t, "seq", json_integer(c->next_seq++));
+    json_array_append_new(c->out->inserts, t);
+}
+
+/* The stored turn matching incoming w of turn t: by index, or by content in the window's
+ * oldest turn (which the window may have cut). Returns its position or -1. */
+static long rec_find_by_turn(struct rec_ctx *c, json_t *w, int64_t t, int64_t idx, int oldest)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(c->stored, i, s)
+    {
+        if (c->used[i] || rec_int(s, "turn_id") != t ||
+            strcmp(rec_str(s, "role"), rec_str(w, "role")) != 0)
+            continue;
+        if (oldest ? rec_matches(s, w) : rec_int(s, "turn_idx") == idx)
+            return (long)i;
+    }
+    return -1;
+}
+
+static void rec_turn_mode(struct rec_ctx *c)
+{
+    size_t i, j;
+    json_t *w, *p;
+    int64_t oldest = INT64_MAX;
+    json_array_foreach(c->turns, i, w) if (rec_int(w, "turn_id") < oldest) oldest =
+        rec_int(w, "turn_id");
+    json_array_foreach(c->turns, i, w)
+    {
+        int64_t t = rec_int(w, "turn_id"), idx = 0;
+        for (j = 0; j < i && (p = json_array_get(c->turns, j)) != NULL; j++)
+            idx +=
+                rec_int(p, "turn_id") == t && strcmp(rec_str(p, "role"), rec_str(w, "role")) == 0;
+        long at = rec_find_by_turn(c, w, t, idx, t == oldest);
+        if (at < 0) {
+            rec_insert(c, w, t);
+            continue;
+        }
+        c->used[at] = 1;
+        rec_update(json_array_get(c->stored, (size_t)at), w, c->now_ms, c->out->updates);
+    }
+}
+
+/* How a window lines up with the stored turns: turns[w + j] is stored[s + j] for j < len,
+ * and the window's turns from new_from on are new. */
+struct rec_span {
+    size_t w, s, len, new_from;
+};
+
+static size_t rec_run_back(struct rec_ctx *c, size_t wend, size_t send)
+{
+    size_t k = 0;
+    while (k <= wend && k <= send &&
+           rec_matches(json_array_get(c->stored, send - k), json_array_get(c->turns, wend - k)))
+        k++;
+    return k;
+}
+
+static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
+{
+    size_t k = 0, ns = json_array_size(c->stored), nw = json_array_size(c->turns);
+    while (s + k < ns && w + k < nw &&
+           rec_matches(json_array_get(c->stored, s + k), json_array_get(c->turns, w + k)))
+        k++;
+    return k;
+}
+
+/*
+ * 1. Where does the end of what is stored appear in the window? The longest run wins; on a
+ *    tie the earlier position, so an exchange repeated word for word is not mistaken for the
+ *    one before it. What follows is new.
+ * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
+ *    its reply was being recorded): nothing is new.
+ * 3. Otherwise the longest run of the window's start found anywhere; the rest is new.
+ */
+static struct rec_span rec_align(struct rec_ctx *c)
+{
+    size_t ns = json_array_size(c->stored), nw = json_array_size(c->turns);
+    struct rec_span best = {.new_from = 0};
+    for (size_t p = 0; ns > 0 && p < nw; p++) {
+        size_t l = rec_run_back(c, p, ns - 1);
+        if (l > best.len)
+            best = (struct rec_span){p + 1 - l, ns - l, l, p + 1};
+    }
+    if (best.len > 0)
+        return best;
+    for (size_t i = 0; i < ns; i++) {
+        size_t k = rec_run_fwd(c, 0, i);
+        if (k > best.len)
+            best = (struct rec_span){0, i, k, k};
+    }
+    return best;
+}
+
+static void rec_align_mode(struct rec_ctx *c)
+{
+    size_t i;
+    json_t *s;
+    struct rec_span sp = rec_align(c);
+    for (i = 0; i < sp.len; i++)
+        rec_update(json_array_get(c->stored, sp.s + i), json_array_get(c->turns, sp.w + i),
+                   c->now_ms, c->out->updates);
+    int64_t turn = 0;
+    json_array_foreach(c->stored, i, s) if (rec_int(s, "turn_id") > turn) turn =
+        rec_int(s, "turn_id");
+    for (i = sp.new_from; i < json_array_size(c->turns); i++) {
+        json_t *w = json_array_get(c->turns, i);
+        if (turn == 0 || strcmp(rec_str(w, "role"), "user") == 0)
+            turn++; /* each new user message opens a turn */
+        rec_insert(c, w, turn);
+    }
+}
+
+/* Split the client's messages into system messages and normalized turns. */
+static void rec_split(struct rec_ctx *c, json_t *incoming)
+{
+    size_t i;
+    json_t *m;
+    c->turns = json_array();
+    json_array_foreach(incoming, i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)) {
+            if (c->out->system == NULL)
+                c->out->system = json_array();
+            json_t *n = rec_normalize(m, c->now_ms);
+            json_array_append_new(c->out->system, json_pack("{s:s, s:O}", "role", role, "content",
+                                                            json_object_get(n, "content")));
+            json_decref(n);
+            continue;
+        }
+        json_t *t = rec_normalize(m, c->now_ms);
+        if (t != NULL)
+            json_array_append_new(c->turns, t);
+    }
+}
+
+/* FNV-1a over each turn's role, turn id, content and interruption flag. */
+static uint64_t rec_hash(json_t *turns)
+{
+    uint64_t h = 1469598103934665603ULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(turns, i, t)
+    {
+        char head[64];
+        snprintf(head, sizeof(head), "%s|%lld|%d|", rec_str(t, "role"),
+                 (long long)rec_int(t, "turn_id"), json_is_true(json_object_get(t, "interrupted")));
+        const char *parts[] = {head, rec_str(t, "content")};
+        for (size_t k = 0; k < 2; k++) {
+            for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+                h = (h ^ *p) * 1099511628211ULL;
+            h = (h ^ 0xff) * 1099511628211ULL; /* separator: no byte of UTF-8 text */
+        }
+    }
+    return h ? h : 1;
+}
+
+void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
+                   struct rec_result *out)
+{
+    size_t i;
+    json_t *x;
+    struct rec_ctx c = {.stored = stored, .now_ms = now_ms, .out = out, .next_seq = 1};
+    memset(out, 0, sizeof(*out));
+    out->inserts = json_array();
+    out->updates = json_array();
+    rec_split(&c, incoming);
+    out->window_hash = rec_hash(c.turns);
+    if (out->window_hash == last_hash) { /* the same request again */
+        json_decref(c.turns);
+        return;
+    }
+    c.used = xcalloc(json_array_size(stored) + 1, 1);
+    json_array_foreach(stored, i, x) if (rec_int(x, "seq") >= c.next_seq) c.next_seq =
+        rec_int(x, "seq") + 1;
+    int turn_mode = json_array_size(c.turns) > 0;
+    json_array_foreach(c.turns, i, x) turn_mode &= rec_int(x, "turn_id") >= 0;
+    if (turn_mode)
+        rec_turn_mode(&c);
+    else
+        rec_align_mode(&c);
+    free(c.used);
+    json_decref(c.turns);
+}
+
+void rec_result_clear(struct rec_result *r)
+{
+    json_decref(r->inserts);
+    json_decref(r->updates);
+    json_decref(r->system);
+    memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,79 @@
+/*
+ * reconcile: match the window of messages a voice platform (or any client) sends against the
+ * turns already stored for the session, and say what to write. Pure: no SQLite, no HTTP.
+ *
+ * The platform resends a window of the conversation on every request (Agora: the last
+ * max_history items). The rules (DESIGN §6):
+ *   - replaying a request writes nothing; a window that slid forward deletes nothing;
+ *   - with turn ids (Agora custom mode) a message is (turn_id, role, its index among that
+ *     turn's messages of that role); the oldest turn of a window may be cut, so its messages
+ *     are matched by content instead;
+ *   - without turn ids the window is aligned against the stored tail by role and content
+ *     (where the end of what is stored appears in the window, what follows is new), and each
+ *     new user message opens a new turn. This needs the window to carry context, as voice
+ *     platforms' windows do; a client that sends only its new messages is the stored
+ *     history mode's case and must not be reconciled;
+ *   - an assistant reply that comes back shortened (metadata.interrupted, or its text a strict
+ *     prefix of what was recorded) updates its row: content = what was heard, original = what
+ *     was generated, the interruption time kept;
+ *   - system messages are not turns: the latest list is returned for the session.
+ *
+ * A message in stored shape ("turn") is a JSON object:
+ *   role, content (text), turn_id (integer), turn_idx (index among the turn's messages of
+ *   that role), source (string|null), interrupted (bool), interrupt_timestamp (ms|null),
+ *   original (string|null), metadata (object), timestamp (ms), importance (real), and when
+ *   present tool_calls, tool_call_id, name. Stored turns also carry seq.
+ *
+ * Ownership: every json_t returned is new (caller decrefs); inputs are only read.
+ */
+#ifndef MEMPROXY_RECONCILE_H
+#define MEMPROXY_RECONCILE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+/* Epoch values below this are seconds, not milliseconds. */
+#define REC_MS_THRESHOLD 100000000000LL
+
+/* Milliseconds from a client's timestamp (number or numeric string); -1 when unusable. */
+int64_t rec_timestamp_ms(json_t *v);
+
+/* A turn id from a number or a numeric string; -1 when absent or unusable. */
+int64_t rec_turn_id(json_t *v);
+
+/*
+ * One client message in stored shape: text content only (image and other non-text parts are
+ * dropped and counted in metadata.dropped_parts), the voice fields lifted out of metadata,
+ * timestamps in ms (now_ms when absent), importance by role. turn_id is -1 when absent and
+ * turn_idx is not set. Returns NULL for a message that is not an object with a string role.
+ */
+json_t *rec_normalize(json_t *msg, int64_t now_ms);
+
+struct rec_result {
+    uint64_t window_hash; /* fingerprint of the window's turns; keep it for the next call */
+    json_t *inserts;      /* new turns in order, with turn_id, turn_idx and seq assigned */
+    json_t *updates;      /* [{seq, content, original, interrupted, interrupt_timestamp}] */
+    json_t *system;       /* the window's system messages [{role, content}], or NULL if none */
+};
+
+/*
+ * stored: the session's stored turns in seq order — in turn-id mode every stored turn whose
+ * turn_id is at least the window's oldest, otherwise the recent tail. incoming: the
+ * messages as the client sent them. last_hash: the window_hash of the session's previous
+ * request (0 if unknown); the same window again writes nothing, exactly, even where content
+ * alone could not tell (a window that repeats a message word for word). Always succeeds.
+ */
+void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
+                   struct rec_result *out);
+void rec_result_clear(struct rec_result *r);
+
+/*
+ * The turn to record for a reply memproxy streamed or received: source "llm", the given
+ * turn id (the request's turn_id, or the last user message's) and its index, content as
+ * generated. When interrupted (the client hung up), original is the same text and
+ * interrupt_timestamp is now_ms.
+ */
+json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
+                       int64_t now_ms);
+
+#endif
