@@ -104,9 +104,14 @@ static void test_normalize(void **state)
     assert_true(json_real_value(json_object_get(t, "importance")) == 0.5);
     json_decref(t);
     json_decref(m);
-    assert_null(rec_normalize(json_integer(1), NOW));
-    assert_int_equal(rec_timestamp_ms(json_integer(1763800104000)), 1763800104000);
-    assert_int_equal(rec_turn_id(json_string("x")), -1);
+    json_t *one = json_integer(1), *ms = json_integer(1763800104000), *x = json_string("x");
+    assert_null(rec_normalize(one, NOW));
+    assert_int_equal(rec_timestamp_ms(ms), 1763800104000);
+    assert_int_equal(rec_timestamp_ms(one), 1000);
+    assert_int_equal(rec_turn_id(x), -1);
+    json_decref(one);
+    json_decref(ms);
+    json_decref(x);
 }
 
 static void test_agora_custom_conversation(void **state)
