@@ -1,0 +1,600 @@
+#include "store.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- schema ---- */
+
+static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
+    /* 1: sessions and their turns */
+    "CREATE TABLE sessions ("
+    "  sid INTEGER PRIMARY KEY,"
+    "  tenant TEXT NOT NULL, id TEXT NOT NULL,"
+    "  user_id TEXT, profile TEXT NOT NULL DEFAULT 'default',"
+    "  status TEXT NOT NULL DEFAULT 'RUNNING',"
+    "  labels TEXT NOT NULL DEFAULT '{}', metadata TEXT NOT NULL DEFAULT '{}',"
+    "  system_messages TEXT, window_hash INTEGER,"
+    "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, stopped_ms INTEGER,"
+    "  UNIQUE (tenant, id));"
+    "CREATE INDEX sessions_user ON sessions(tenant, user_id);"
+    "CREATE TABLE messages ("
+    "  sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,"
+    "  seq INTEGER NOT NULL, turn_id INTEGER NOT NULL, turn_idx INTEGER NOT NULL,"
+    "  role TEXT NOT NULL, content TEXT NOT NULL, source TEXT,"
+    "  interrupted INTEGER NOT NULL DEFAULT 0, interrupt_ms INTEGER, original TEXT,"
+    "  metadata TEXT NOT NULL DEFAULT '{}', tool_calls TEXT, tool_call_id TEXT, name TEXT,"
+    "  timestamp_ms INTEGER NOT NULL, importance REAL NOT NULL,"
+    "  model TEXT, usage TEXT, finish_reason TEXT, ttft_us INTEGER, latency_us INTEGER,"
+    "  PRIMARY KEY (sid, seq),"
+    "  UNIQUE (sid, turn_id, role, turn_idx)) WITHOUT ROWID;",
+};
+
+static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
+                                    "PRAGMA synchronous=NORMAL;"
+                                    "PRAGMA foreign_keys=ON;"
+                                    "PRAGMA journal_size_limit=67108864;";
+
+/* ---- types ---- */
+
+enum store_op_kind { STORE_OP_SESSION, STORE_OP_WINDOW, STORE_OP_INSERT, STORE_OP_UPDATE };
+
+struct store_op {
+    enum store_op_kind kind;
+    json_t *data;
+    char *a, *b; /* user_id, profile */
+    uint64_t hash;
+};
+
+struct store_batch {
+    char *tenant, *session_id;
+    struct store_op *ops;
+    size_t n, cap;
+    struct event_base *base;
+    store_done_cb cb;
+    void *arg;
+    int ok;
+    struct store_batch *next;
+};
+
+enum store_stmt {
+    ST_SESSION_ENSURE,
+    ST_SESSION_SID,
+    ST_SESSION_SET,
+    ST_SESSION_WINDOW,
+    ST_INSERT,
+    ST_UPDATE,
+    ST__COUNT
+};
+
+static const char *const store_sql[ST__COUNT] = {
+    [ST_SESSION_ENSURE] = "INSERT INTO sessions(tenant, id, created_ms, updated_ms) "
+                          "VALUES (?1, ?2, ?3, ?3) "
+                          "ON CONFLICT(tenant, id) DO UPDATE SET updated_ms = excluded.updated_ms",
+    [ST_SESSION_SID] = "SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2",
+    [ST_SESSION_SET] = "UPDATE sessions SET user_id = COALESCE(?2, user_id), "
+                       "profile = COALESCE(?3, profile) WHERE sid = ?1",
+    [ST_SESSION_WINDOW] = "UPDATE sessions SET system_messages = COALESCE(?2, system_messages), "
+                          "window_hash = ?3 WHERE sid = ?1",
+    [ST_INSERT] = "INSERT OR IGNORE INTO messages(sid, seq, turn_id, turn_idx, role, content, "
+                  "source, interrupted, interrupt_ms, original, metadata, tool_calls, "
+                  "tool_call_id, name, timestamp_ms, importance, model, usage, finish_reason, "
+                  "ttft_us, latency_us) VALUES (?1, "
+                  "(SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE sid = ?1), "
+                  "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+                  "?19, ?20)",
+    [ST_UPDATE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
+                  "interrupt_ms = ?6 WHERE sid = ?1 AND seq = ?2",
+};
+
+struct store {
+    char *path;
+    sqlite3 *db; /* the write connection: the writer thread's alone after open */
+    sqlite3_stmt *stmt[ST__COUNT];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct store_batch *head, *tail;
+    int stopping;
+};
+
+struct store_reader {
+    sqlite3 *db;
+    sqlite3_stmt *turns, *session;
+};
+
+/* ---- batches ---- */
+
+struct store_batch *store_batch_new(const char *tenant, const char *session_id)
+{
+    struct store_batch *b = xcalloc(1, sizeof(*b));
+    b->tenant = xstrdup(tenant);
+    b->session_id = xstrdup(session_id);
+    return b;
+}
+
+static struct store_op *store_batch_add(struct store_batch *b, enum store_op_kind kind,
+                                        json_t *data)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 8;
+        b->ops = xrealloc(b->ops, b->cap * sizeof(*b->ops));
+    }
+    struct store_op *op = &b->ops[b->n++];
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    op->data = data ? json_incref(data) : NULL;
+    return op;
+}
+
+void store_batch_session(struct store_batch *b, const char *user_id, const char *profile)
+{
+    struct store_op *op = store_batch_add(b, STORE_OP_SESSION, NULL);
+    op->a = user_id ? xstrdup(user_id) : NULL;
+    op->b = profile ? xstrdup(profile) : NULL;
+}
+
+void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash)
+{
+    store_batch_add(b, STORE_OP_WINDOW, system)->hash = window_hash;
+}
+
+void store_batch_insert(struct store_batch *b, json_t *turn)
+{
+    store_batch_add(b, STORE_OP_INSERT, turn);
+}
+
+void store_batch_update(struct store_batch *b, json_t *update)
+{
+    store_batch_add(b, STORE_OP_UPDATE, update);
+}
+
+size_t store_batch_ops(const struct store_batch *b)
+{
+    return b->n;
+}
+
+void store_batch_free(struct store_batch *b)
+{
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < b->n; i++) {
+        json_decref(b->ops[i].data);
+        free(b->ops[i].a);
+        free(b->ops[i].b);
+    }
+    free(b->ops);
+    free(b->tenant);
+    free(b->session_id);
+    free(b);
+}
+
+/* ---- binding turns to columns ---- */
+
+static void store_bind_text(sqlite3_stmt *s, int i, json_t *v)
+{
+    if (json_is_string(v))
+        sqlite3_bind_text(s, i, json_string_value(v), (int)json_string_length(v), SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+/* JSON values (objects, arrays) are stored as their compact text. */
+static void store_bind_json(sqlite3_stmt *s, int i, json_t *v)
+{
+    char *text = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT) : NULL;
+    if (text)
+        sqlite3_bind_text(s, i, text, -1, free);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static void store_bind_int(sqlite3_stmt *s, int i, json_t *v)
+{
+    if (json_is_integer(v))
+        sqlite3_bind_int64(s, i, json_integer_value(v));
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static void store_bind_turn(sqlite3_stmt *s, json_t *t)
+{
+    json_t *meta = json_object_get(t, "metadata");
+    store_bind_int(s, 2, json_object_get(t, "turn_id"));
+    store_bind_int(s, 3, json_object_get(t, "turn_idx"));
+    store_bind_text(s, 4, json_object_get(t, "role"));
+    store_bind_text(s, 5, json_object_get(t, "content"));
+    store_bind_text(s, 6, json_object_get(t, "source"));
+    sqlite3_bind_int(s, 7, json_is_true(json_object_get(t, "interrupted")));
+    store_bind_int(s, 8, json_object_get(t, "interrupt_timestamp"));
+    store_bind_text(s, 9, json_object_get(t, "original"));
+    if (json_is_object(meta))
+        store_bind_json(s, 10, meta);
+    else
+        sqlite3_bind_text(s, 10, "{}", 2, SQLITE_STATIC);
+    store_bind_json(s, 11, json_object_get(t, "tool_calls"));
+    store_bind_text(s, 12, json_object_get(t, "tool_call_id"));
+    store_bind_text(s, 13, json_object_get(t, "name"));
+    store_bind_int(s, 14, json_object_get(t, "timestamp"));
+    sqlite3_bind_double(s, 15, json_number_value(json_object_get(t, "importance")));
+    store_bind_text(s, 16, json_object_get(t, "model"));
+    store_bind_json(s, 17, json_object_get(t, "usage"));
+    store_bind_text(s, 18, json_object_get(t, "finish_reason"));
+    store_bind_int(s, 19, json_object_get(t, "ttft_us"));
+    store_bind_int(s, 20, json_object_get(t, "latency_us"));
+}
+
+/* ---- the writer ---- */
+
+static int store_step(sqlite3 *db, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        log_error("store: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t store_sid(struct store *st, struct store_batch *b)
+{
+    sqlite3_stmt *s = st->stmt[ST_SESSION_ENSURE];
+    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, util_wall_ms());
+    if (store_step(st->db, s) != 0)
+        return -1;
+    s = st->stmt[ST_SESSION_SID];
+    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
+    int64_t sid = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return sid;
+}
+
+static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
+{
+    sqlite3_stmt *s = NULL;
+    switch (op->kind) {
+    case STORE_OP_SESSION:
+        s = st->stmt[ST_SESSION_SET];
+        sqlite3_bind_text(s, 2, op->a, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, op->b, -1, SQLITE_STATIC);
+        break;
+    case STORE_OP_WINDOW:
+        s = st->stmt[ST_SESSION_WINDOW];
+        store_bind_json(s, 2, op->data);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)op->hash);
+        break;
+    case STORE_OP_INSERT:
+        s = st->stmt[ST_INSERT];
+        store_bind_turn(s, op->data);
+        break;
+    case STORE_OP_UPDATE:
+        s = st->stmt[ST_UPDATE];
+        store_bind_int(s, 2, json_object_get(op->data, "seq"));
+        store_bind_text(s, 3, json_object_get(op->data, "content"));
+        store_bind_text(s, 4, json_object_get(op->data, "original"));
+        sqlite3_bind_int(s, 5, json_is_true(json_object_get(op->data, "interrupted")));
+        store_bind_int(s, 6, json_object_get(op->data, "interrupt_timestamp"));
+        break;
+    }
+    sqlite3_bind_int64(s, 1, sid);
+    return store_step(st->db, s);
+}
+
+static int store_sql_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
+        return 0;
+    log_error("store: %s: %s", sql, msg ? msg : "?");
+    sqlite3_free(msg);
+    return -1;
+}
+
+/* One batch inside the group's transaction; a savepoint keeps a failed batch's writes out. */
+static void store_apply(struct store *st, struct store_batch *b)
+{
+    store_sql_exec(st->db, "SAVEPOINT batch");
+    int64_t sid = store_sid(st, b);
+    b->ok = sid >= 0;
+    for (size_t i = 0; b->ok && i < b->n; i++)
+        b->ok = store_exec_op(st, sid, &b->ops[i]) == 0;
+    if (!b->ok)
+        store_sql_exec(st->db, "ROLLBACK TO batch");
+    store_sql_exec(st->db, "RELEASE batch");
+}
+
+static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_batch *b = arg;
+    (void)fd;
+    (void)what;
+    b->cb(b->arg, b->ok);
+    store_batch_free(b);
+}
+
+static void store_complete(struct store_batch *b)
+{
+    static const struct timeval now = {0, 0};
+    if (b->cb == NULL || b->base == NULL ||
+        event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0) {
+        if (b->cb != NULL && b->base == NULL)
+            b->cb(b->arg, b->ok);
+        store_batch_free(b);
+    }
+}
+
+/* Commit a group of batches in one transaction, then report each. */
+static void store_commit_group(struct store *st, struct store_batch *list)
+{
+    int began = store_sql_exec(st->db, "BEGIN IMMEDIATE") == 0;
+    for (struct store_batch *b = list; b != NULL; b = b->next)
+        store_apply(st, b);
+    if (!began || store_sql_exec(st->db, "COMMIT") != 0) {
+        store_sql_exec(st->db, "ROLLBACK");
+        for (struct store_batch *b = list; b != NULL; b = b->next)
+            b->ok = 0;
+    }
+    while (list != NULL) {
+        struct store_batch *next = list->next;
+        store_complete(list);
+        list = next;
+    }
+}
+
+static void *store_writer(void *arg)
+{
+    struct store *st = arg;
+    log_set_thread_name("store");
+    for (;;) {
+        pthread_mutex_lock(&st->mu);
+        while (st->head == NULL && !st->stopping)
+            pthread_cond_wait(&st->cv, &st->mu);
+        struct store_batch *list = st->head;
+        st->head = st->tail = NULL;
+        int stop = st->stopping;
+        pthread_mutex_unlock(&st->mu);
+        if (list != NULL)
+            store_commit_group(st, list);
+        else if (stop)
+            return NULL;
+    }
+}
+
+void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
+                  store_done_cb cb, void *arg)
+{
+    b->base = base;
+    b->cb = cb;
+    b->arg = arg;
+    pthread_mutex_lock(&st->mu);
+    if (st->tail)
+        st->tail->next = b;
+    else
+        st->head = b;
+    st->tail = b;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- open, migrate, close ---- */
+
+static int store_migrate(sqlite3 *db, char **err)
+{
+    sqlite3_stmt *s = NULL;
+    int version = 0;
+    sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        version = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    if (version > STORE_SCHEMA_VERSION) {
+        *err = xasprintf("the database has schema version %d; this memproxy knows up to %d",
+                         version, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
+        char *sql =
+            xasprintf("BEGIN; %s PRAGMA user_version = %d; COMMIT;", store_migrations[v], v + 1);
+        char *msg = NULL;
+        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+        free(sql);
+        if (rc != SQLITE_OK) {
+            *err = xasprintf("migration to schema version %d failed: %s", v + 1, msg ? msg : "?");
+            sqlite3_free(msg);
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int store_prepare(struct store *st, char **err)
+{
+    for (int i = 0; i < ST__COUNT; i++) {
+        if (sqlite3_prepare_v3(st->db, store_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[i],
+                               NULL) != SQLITE_OK) {
+            *err = xasprintf("cannot prepare a statement: %s", sqlite3_errmsg(st->db));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct store *store_open(const char *path, char **err)
+{
+    struct store *st = xcalloc(1, sizeof(*st));
+    st->path = xstrdup(path);
+    if (sqlite3_open_v2(path, &st->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        *err = xasprintf("%s: cannot open: %s", path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (store_sql_exec(st->db, store_pragmas) != 0) {
+        *err = xasprintf("%s: cannot set up: %s", path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    if (store_migrate(st->db, err) != 0 || store_prepare(st, err) != 0)
+        goto fail;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    if (pthread_create(&st->thread, NULL, store_writer, st) != 0)
+        abort();
+    return st;
+fail:
+    for (int i = 0; i < ST__COUNT; i++)
+        sqlite3_finalize(st->stmt[i]);
+    sqlite3_close(st->db);
+    free(st->path);
+    free(st);
+    return NULL;
+}
+
+void store_close(struct store *st)
+{
+    if (st == NULL)
+        return;
+    pthread_mutex_lock(&st->mu);
+    st->stopping = 1;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    pthread_join(st->thread, NULL);
+    for (int i = 0; i < ST__COUNT; i++)
+        sqlite3_finalize(st->stmt[i]);
+    sqlite3_close(st->db);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st->path);
+    free(st);
+}
+
+/* ---- readers ---- */
+
+static const char store_turn_cols[] =
+    "seq, turn_id, turn_idx, role, content, source, interrupted, interrupt_ms, original, "
+    "metadata, tool_calls, tool_call_id, name, timestamp_ms, importance, model, usage, "
+    "finish_reason, ttft_us, latency_us";
+
+struct store_reader *store_reader_open(struct store *st, char **err)
+{
+    struct store_reader *r = xcalloc(1, sizeof(*r));
+    char *sql = xasprintf("SELECT * FROM (SELECT %s FROM messages WHERE sid = "
+                          "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
+                          "AND turn_id >= ?3 ORDER BY seq DESC LIMIT ?4) ORDER BY seq",
+                          store_turn_cols);
+    int ok = sqlite3_open_v2(st->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) ==
+                 SQLITE_OK &&
+             sqlite3_busy_timeout(r->db, 5000) == SQLITE_OK &&
+             sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->turns, NULL) ==
+                 SQLITE_OK &&
+             sqlite3_prepare_v3(r->db,
+                                "SELECT id, tenant, user_id, profile, status, system_messages, "
+                                "window_hash, created_ms, updated_ms, stopped_ms, (SELECT "
+                                "COUNT(*) FROM messages m WHERE m.sid = s.sid) FROM sessions s "
+                                "WHERE tenant = ?1 AND id = ?2",
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->session, NULL) == SQLITE_OK;
+    free(sql);
+    if (!ok) {
+        *err = xasprintf("%s: cannot open for reading: %s", st->path, sqlite3_errmsg(r->db));
+        store_reader_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+void store_reader_close(struct store_reader *r)
+{
+    if (r == NULL)
+        return;
+    sqlite3_finalize(r->turns);
+    sqlite3_finalize(r->session);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+static json_t *store_col(sqlite3_stmt *s, int i, int as_json)
+{
+    switch (sqlite3_column_type(s, i)) {
+    case SQLITE_INTEGER:
+        return json_integer(sqlite3_column_int64(s, i));
+    case SQLITE_FLOAT:
+        return json_real(sqlite3_column_double(s, i));
+    case SQLITE_TEXT: {
+        const char *t = (const char *)sqlite3_column_text(s, i);
+        json_t *v = as_json ? json_loads(t, 0, NULL) : json_string(t);
+        return v ? v : json_null();
+    }
+    default:
+        return json_null();
+    }
+}
+
+static json_t *store_turn_row(sqlite3_stmt *s)
+{
+    static const char *const names[] = {
+        "seq",      "turn_id",       "turn_idx",    "role",
+        "content",  "source",        "interrupted", "interrupt_timestamp",
+        "original", "metadata",      "tool_calls",  "tool_call_id",
+        "name",     "timestamp",     "importance",  "model",
+        "usage",    "finish_reason", "ttft_us",     "latency_us"};
+    json_t *t = json_object();
+    for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++) {
+        int as_json = i == 9 || i == 10 || i == 16;
+        int optional = i >= 10 && i != 13 && i != 14; /* tool and reply fields: when they apply */
+        json_t *v = store_col(s, i, as_json);
+        if (optional && json_is_null(v))
+            continue;
+        if (i == 6) { /* interrupted: stored 0/1, a boolean in JSON */
+            json_t *b = json_boolean(json_integer_value(v) != 0);
+            json_decref(v);
+            v = b;
+        }
+        json_object_set_new(t, names[i], v);
+    }
+    return t;
+}
+
+json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
+                    int64_t min_turn, size_t limit)
+{
+    json_t *out = json_array();
+    sqlite3_stmt *s = r->turns;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, min_turn);
+    sqlite3_bind_int64(s, 4, limit ? (sqlite3_int64)limit : -1);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, store_turn_row(s));
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return out;
+}
+
+json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id)
+{
+    static const char *const names[] = {
+        "id",          "tenant",     "user_id",    "profile",    "status", "system_messages",
+        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns"};
+    sqlite3_stmt *s = r->session;
+    json_t *out = NULL;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        out = json_object();
+        for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
+            json_object_set_new(out, names[i], store_col(s, i, i == 5));
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return out;
+}

@@ -1,0 +1,85 @@
+/*
+ * store: the SQLite database behind memproxy's memory — sessions and their turns.
+ *
+ * Writes: one writer thread owns the only write connection. Worker threads build a batch
+ * (a list of writes that belong together, e.g. one request's turns) and submit it; the
+ * writer takes everything queued, commits it in one transaction (group commit: one fsync for
+ * many requests), then hands each batch's completion back to the event base of the thread
+ * that submitted it. A caller that must know its rows are durable waits for that callback;
+ * nothing on a worker ever waits on SQLite.
+ *
+ * Reads: each worker opens its own read-only connection (store_reader); WAL lets readers run
+ * beside the writer.
+ *
+ * Settings: journal_mode=WAL, synchronous=NORMAL, busy_timeout, foreign_keys=ON,
+ * journal_size_limit. The schema version lives in PRAGMA user_version; store_open() applies
+ * the missing migrations in order, each in its own transaction.
+ *
+ * Turns are JSON objects in the shape memory/reconcile.h describes; the store maps them to
+ * columns and back. A session is identified by (tenant, id): the same id used by two tenants
+ * names two sessions.
+ *
+ * Ownership: store_open() returns a store closed with store_close(), which first commits
+ * everything already submitted. A submitted batch belongs to the store. JSON returned by
+ * readers is new (caller decrefs).
+ */
+#ifndef MEMPROXY_STORE_H
+#define MEMPROXY_STORE_H
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+struct store_batch;
+struct store_reader;
+
+/* Open (creating and migrating as needed). NULL with *err set on failure. */
+struct store *store_open(const char *path, char **err);
+/* Commit what is queued, stop the writer, close. */
+void store_close(struct store *st);
+
+/* ---- writes ---- */
+
+struct store_batch *store_batch_new(const char *tenant, const char *session_id);
+/* Create the session if new (RUNNING); set user and profile when given (NULL keeps them). */
+void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
+/* The client's latest system messages and window fingerprint (reconcile's window_hash). */
+void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
+/* A new turn (reconcile's insert, or a recorded reply). The seq is assigned at commit, after
+ * the session's last one; a turn whose (turn_id, role, turn_idx) exists is skipped. */
+void store_batch_insert(struct store_batch *b, json_t *turn);
+/* Change a stored turn: reconcile's update {seq, content, original, interrupted,
+ * interrupt_timestamp}. */
+void store_batch_update(struct store_batch *b, json_t *update);
+size_t store_batch_ops(const struct store_batch *b);
+void store_batch_free(struct store_batch *b);
+
+/* ok: 1 when committed, 0 when the transaction failed (logged; the rows are not there). */
+typedef void (*store_done_cb)(void *arg, int ok);
+
+/*
+ * Queue b for the writer. When it is committed, cb(arg, ok) runs on base's thread (base may
+ * be NULL when nobody waits). Takes b.
+ */
+void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
+                  store_done_cb cb, void *arg);
+
+/* ---- reads (one reader per thread) ---- */
+
+struct store_reader *store_reader_open(struct store *st, char **err);
+void store_reader_close(struct store_reader *r);
+
+/* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
+ * created/updated/stopped ms, turn count), or NULL when there is none. */
+json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id);
+
+/* The session's turns in seq order: those with turn_id >= min_turn, at most the last
+ * limit of them (0 = all). An unknown session gives an empty array. */
+json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
+                    int64_t min_turn, size_t limit);
+
+#endif

@@ -1,0 +1,209 @@
+/* Unit tests: the SQLite store, its writer thread and readers (memory/store.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "store.h"
+#include "util.h"
+
+#include <event2/thread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct waiter {
+    int done, ok, want;
+    struct event_base *base;
+};
+
+static void on_done(void *arg, int ok)
+{
+    struct waiter *w = arg;
+    w->done++;
+    w->ok += ok;
+    if (w->done == w->want)
+        event_base_loopbreak(w->base);
+}
+
+static char *tmp_db(void)
+{
+    char *dir = xstrdup("/tmp/memproxy-store-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char *path = xasprintf("%s/test.db", dir);
+    free(dir);
+    return path;
+}
+
+static struct store *open_ok(const char *path)
+{
+    char *err = NULL;
+    struct store *st = store_open(path, &err);
+    if (st == NULL)
+        fail_msg("%s", err);
+    return st;
+}
+
+static json_t *turn(const char *role, const char *content, int turn_id, int idx)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:n, s:n, s:{s:s}, s:I, s:f}", "role", role,
+                     "content", content, "turn_id", turn_id, "turn_idx", idx, "source", "asr",
+                     "interrupted", 0, "interrupt_timestamp", "original", "metadata", "user",
+                     "1002", "timestamp", (json_int_t)1763800104000, "importance", 0.5);
+}
+
+/* Submit b and run the loop until it is committed. */
+static int commit(struct store *st, struct store_batch *b)
+{
+    struct waiter w = {.want = 1, .base = event_base_new()};
+    store_submit(st, b, w.base, on_done, &w);
+    event_base_loop(w.base, EVLOOP_NO_EXIT_ON_EMPTY); /* until on_done breaks it */
+    event_base_free(w.base);
+    assert_int_equal(w.done, 1);
+    return w.ok;
+}
+
+static void test_round_trip(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_batch *b = store_batch_new("acme", "room-42");
+    json_t *sys = json_pack("[{s:s, s:s}]", "role", "system", "content", "Be brief.");
+    json_t *u = turn("user", "Tell me a joke.", 2, 0);
+    json_t *a =
+        json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:I, s:s, s:{}, s:[{s:s}], s:I, s:f, "
+                  "s:s, s:{s:i}, s:s, s:I, s:I}",
+                  "role", "assistant", "content", "A cat walks into a", "turn_id", 2, "turn_idx", 0,
+                  "source", "llm", "interrupted", 1, "interrupt_timestamp",
+                  (json_int_t)1763800106500, "original", "A cat walks into a library.", "metadata",
+                  "tool_calls", "id", "c1", "timestamp", (json_int_t)1763800105000, "importance",
+                  0.5, "model", "gpt-4o-mini", "usage", "total_tokens", 12, "finish_reason", "stop",
+                  "ttft_us", (json_int_t)210000, "latency_us", (json_int_t)900000);
+    store_batch_session(b, "1002", "default");
+    store_batch_window(b, sys, 77);
+    store_batch_insert(b, u);
+    store_batch_insert(b, a);
+    store_batch_insert(b, u); /* the same turn again: skipped */
+    assert_int_equal(store_batch_ops(b), 5);
+    assert_int_equal(commit(st, b), 1);
+
+    struct store_reader *r = store_reader_open(st, &err);
+    assert_non_null(r);
+    json_t *turns = store_turns(r, "acme", "room-42", 0, 0);
+    assert_int_equal(json_array_size(turns), 2);
+    json_t *got = json_array_get(turns, 1);
+    assert_int_equal(json_integer_value(json_object_get(got, "seq")), 2);
+    json_object_set_new(a, "seq", json_integer(2));
+    if (!json_equal(got, a)) {
+        char *g = json_dumps(got, JSON_SORT_KEYS), *w = json_dumps(a, JSON_SORT_KEYS);
+        fail_msg("round trip changed the turn:\n got %s\nwant %s", g, w);
+    }
+    json_t *sess = store_session_get(r, "acme", "room-42");
+    assert_string_equal(json_string_value(json_object_get(sess, "user_id")), "1002");
+    assert_string_equal(json_string_value(json_object_get(sess, "status")), "RUNNING");
+    assert_true(json_equal(json_object_get(sess, "system_messages"), sys));
+    assert_int_equal(json_integer_value(json_object_get(sess, "window_hash")), 77);
+    assert_int_equal(json_integer_value(json_object_get(sess, "turns")), 2);
+    assert_null(store_session_get(r, "other-tenant", "room-42"));
+    json_t *none = store_turns(r, "other-tenant", "room-42", 0, 0);
+    assert_int_equal(json_array_size(none), 0);
+    json_decref(none);
+    json_decref(sess);
+    json_decref(turns);
+
+    /* an update: what was heard replaces the content, the original stays */
+    b = store_batch_new("acme", "room-42");
+    json_t *upd = json_pack("{s:i, s:s, s:s, s:b, s:I}", "seq", 2, "content", "A cat", "original",
+                            "A cat walks into a library.", "interrupted", 1, "interrupt_timestamp",
+                            (json_int_t)1763800106000);
+    store_batch_update(b, upd);
+    assert_int_equal(commit(st, b), 1);
+    turns = store_turns(r, "acme", "room-42", 2, 1); /* the last one only */
+    assert_int_equal(json_array_size(turns), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(turns, 0), "content")),
+                        "A cat");
+    json_decref(turns);
+    json_decref(upd);
+    json_decref(u);
+    json_decref(a);
+    json_decref(sys);
+    store_reader_close(r);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
+/* Many batches submitted at once are committed (in groups) and each is reported once. */
+static void test_group_commit(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct waiter w = {.want = 200, .base = event_base_new()};
+    for (int i = 0; i < 200; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "s%d", i % 20);
+        struct store_batch *b = store_batch_new("t", id);
+        json_t *t = turn("user", "hi", i / 20 + 1, 0);
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_submit(st, b, w.base, on_done, &w);
+    }
+    event_base_loop(w.base, EVLOOP_NO_EXIT_ON_EMPTY); /* until on_done breaks it */
+    assert_int_equal(w.done, 200);
+    assert_int_equal(w.ok, 200);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *turns = store_turns(r, "t", "s7", 0, 0);
+    assert_int_equal(json_array_size(turns), 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(turns, i), "seq")),
+                         (json_int_t)i + 1);
+    json_decref(turns);
+    store_reader_close(r);
+    event_base_free(w.base);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
+static void test_persistence_and_schema(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_batch *b = store_batch_new("t", "s");
+    json_t *t = turn("user", "remember me", 1, 0);
+    store_batch_insert(b, t);
+    json_decref(t);
+    store_submit(st, b, NULL, NULL, NULL); /* nobody waits: close commits it */
+    store_close(st);
+
+    st = open_ok(path);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *turns = store_turns(r, "t", "s", 0, 0);
+    assert_int_equal(json_array_size(turns), 1);
+    json_decref(turns);
+    store_reader_close(r);
+    store_close(st);
+
+    sqlite3 *db = NULL;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL);
+    sqlite3_close(db);
+    assert_null(store_open(path, &err));
+    assert_non_null(strstr(err, "schema version 99"));
+    free(err);
+    unlink(path);
+    free(path);
+}
+
+int main(void)
+{
+    evthread_use_pthreads(); /* completions arrive from the writer thread */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_persistence_and_schema),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
