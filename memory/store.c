@@ -322,15 +322,16 @@ static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
     store_batch_free(b);
 }
 
+/* Hand the result to the submitter's thread; event_base_once fails only without memory. */
 static void store_complete(struct store_batch *b)
 {
     static const struct timeval now = {0, 0};
-    if (b->cb == NULL || b->base == NULL ||
-        event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0) {
-        if (b->cb != NULL && b->base == NULL)
-            b->cb(b->arg, b->ok);
+    if (b->cb == NULL) {
         store_batch_free(b);
+        return;
     }
+    if (event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0)
+        abort();
 }
 
 /* Commit a group of batches in one transaction, then report each. */
@@ -374,7 +375,7 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
                   store_done_cb cb, void *arg)
 {
     b->base = base;
-    b->cb = cb;
+    b->cb = base != NULL ? cb : NULL; /* a completion needs a thread to run on */
     b->arg = arg;
     pthread_mutex_lock(&st->mu);
     if (st->tail)

@@ -62,8 +62,8 @@ void store_batch_free(struct store_batch *b);
 typedef void (*store_done_cb)(void *arg, int ok);
 
 /*
- * Queue b for the writer. When it is committed, cb(arg, ok) runs on base's thread (base may
- * be NULL when nobody waits). Takes b.
+ * Queue b for the writer. When it is committed, cb(arg, ok) runs on base's thread. With base
+ * NULL nobody waits and cb is not called. Takes b.
  */
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg);

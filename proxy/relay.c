@@ -25,7 +25,6 @@ enum relay_state {
     RELAY_WAITING,   /* no response headers yet */
     RELAY_STREAMING, /* SSE headers sent to the client, events flowing */
     RELAY_BUFFERING, /* collecting a whole response */
-    RELAY_COMPLETE,  /* upstream done, waiting for the hook to call relay_finish() */
 };
 
 struct relay {
@@ -187,6 +186,15 @@ static void relay_watch(struct relay *r)
 
 /* ---- answers ---- */
 
+/* The last event of a stream (already in r->out), then the chunked end. */
+static void relay_end_stream(struct relay *r, int status)
+{
+    evhttp_send_reply_chunk(r->req, r->out);
+    server_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
+    evhttp_send_reply_end(r->req);
+    metrics_request(r->w->metrics, r->p.route, status);
+}
+
 static void relay_fail(struct relay *r, const struct apierr *e)
 {
     if (r->sse != NULL) { /* the SSE headers are out: the error becomes an event */
@@ -195,10 +203,7 @@ static void relay_fail(struct relay *r, const struct apierr *e)
         relay_unwatch(r);
         evbuffer_add_printf(r->out, "data: %s\n\n", json);
         free(json);
-        evhttp_send_reply_chunk(r->req, r->out);
-        server_response_sending(r->w, r->req);
-        evhttp_send_reply_end(r->req);
-        metrics_request(r->w->metrics, r->p.route, 200);
+        relay_end_stream(r, 200);
     } else {
         relay_unwatch(r);
         respond_error(r->w, r->p.route, r->req, e);
@@ -219,10 +224,7 @@ void relay_finish(struct relay *r)
     relay_unwatch(r);
     if (r->sse != NULL) {
         evbuffer_add(r->out, "data: [DONE]\n\n", 14);
-        evhttp_send_reply_chunk(r->req, r->out);
-        server_response_sending(r->w, r->req);
-        evhttp_send_reply_end(r->req);
-        metrics_request(r->w->metrics, r->p.route, (int)r->status);
+        relay_end_stream(r, (int)r->status);
     } else {
         respond_send_buffer(r->w, r->p.route, r->req, (int)r->status, r->ctype[0] ? r->ctype : NULL,
                             r->out);
@@ -403,10 +405,8 @@ static void relay_on_done(void *arg, enum upstream_result res, const char *detai
     if (!ok)
         metrics_upstream_failure(r->w->metrics, METRICS_FAIL_STATUS);
     if (r->state == RELAY_STREAMING) {
-        r->state = RELAY_COMPLETE;
         r->hooks->on_complete(r->arg, r, NULL, 0);
     } else if (ok) {
-        r->state = RELAY_COMPLETE;
         r->hooks->on_complete(r->arg, r, (const char *)evbuffer_pullup(r->out, -1),
                               evbuffer_get_length(r->out));
     } else {

@@ -19,7 +19,6 @@ struct upstream {
     struct curl_slist **hdr_stream; /* per cfg->upstreams[i] */
     CURL *pool[UPSTREAM_POOL_MAX];  /* idle easy handles, reset, ready for reuse */
     size_t npool;
-    size_t active;
     int in_curl; /* inside curl_multi_socket_action: curl calls must be deferred */
     struct upstream_xfer *zombies; /* cancelled inside curl, removed once it returns */
 };
@@ -130,7 +129,6 @@ static void upstream_xfer_free(struct upstream_xfer *x)
     } else {
         curl_easy_cleanup(x->easy);
     }
-    up->active--;
     free(x);
 }
 
@@ -294,7 +292,6 @@ struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_
     if (x->easy == NULL)
         abort(); /* curl_easy_init fails only when out of memory */
     x->fb_timer = evtimer_new(up->base, upstream_fb_timer_cb, x);
-    up->active++;
     upstream_setup(x, rq);
 
     long fb = rq->target->first_byte_timeout_ms;
@@ -345,11 +342,6 @@ void upstream_resume(struct upstream_xfer *x)
 int upstream_paused(const struct upstream_xfer *x)
 {
     return x != NULL && x->paused;
-}
-
-size_t upstream_active(const struct upstream *up)
-{
-    return up->active;
 }
 
 /* ---- per worker ---- */

@@ -70,9 +70,6 @@ void upstream_cancel(struct upstream_xfer *x);
 void upstream_resume(struct upstream_xfer *x);
 int upstream_paused(const struct upstream_xfer *x);
 
-/* Transfers currently running on this worker. */
-size_t upstream_active(const struct upstream *up);
-
 /* Call once before any thread starts / after all have stopped. */
 int upstream_global_init(void);
 void upstream_global_cleanup(void);
