@@ -71,6 +71,14 @@ struct cfg {
     char *log_level;
     int metrics_enabled;
 
+    char *db_path;
+    long busy_timeout_ms;
+    int sessions_require;
+    struct cfg_strlist session_id_fields;
+    long ws_session_turns;
+    long ws_max_turns;
+    long retention_days;
+
     struct cfg_client_key *client_keys;
     size_t nclient_keys;
     struct cfg_upstream *upstreams;

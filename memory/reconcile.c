@@ -202,17 +202,20 @@ struct rec_ctx {
     struct rec_result *out;
 };
 
-/* Turns with (turn_id, role) among stored and already inserted. */
-static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
+int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role)
 {
     size_t i;
     json_t *x;
     int64_t n = 0;
-    json_array_foreach(c->stored, i, x) n +=
-        rec_int(x, "turn_id") == t && strcmp(rec_str(x, "role"), role) == 0;
-    json_array_foreach(c->out->inserts, i, x) n +=
-        rec_int(x, "turn_id") == t && strcmp(rec_str(x, "role"), role) == 0;
+    json_array_foreach(turns, i, x) n +=
+        rec_int(x, "turn_id") == turn_id && strcmp(rec_str(x, "role"), role) == 0;
     return n;
+}
+
+/* Turns with (turn_id, role) among stored and already inserted. */
+static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
+{
+    return rec_count_role(c->stored, t, role) + rec_count_role(c->out->inserts, t, role);
 }
 
 static void rec_insert(struct rec_ctx *c, json_t *w, int64_t turn_id)

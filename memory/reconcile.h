@@ -67,6 +67,10 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
                    struct rec_result *out);
 void rec_result_clear(struct rec_result *r);
 
+/* How many of turns (stored shape) belong to turn_id with this role: the turn_idx the next
+ * one of them gets. */
+int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role);
+
 /*
  * The turn to record for a reply memproxy streamed or received: source "llm", the given
  * turn id (the request's turn_id, or the last user message's) and its index, content as

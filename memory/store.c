@@ -32,6 +32,8 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "  model TEXT, usage TEXT, finish_reason TEXT, ttft_us INTEGER, latency_us INTEGER,"
     "  PRIMARY KEY (sid, seq),"
     "  UNIQUE (sid, turn_id, role, turn_idx)) WITHOUT ROWID;",
+    /* 2: retention finds idle sessions without a scan */
+    "CREATE INDEX sessions_updated ON sessions(updated_ms);",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -41,7 +43,13 @@ static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
 
 /* ---- types ---- */
 
-enum store_op_kind { STORE_OP_SESSION, STORE_OP_WINDOW, STORE_OP_INSERT, STORE_OP_UPDATE };
+enum store_op_kind {
+    STORE_OP_SESSION,
+    STORE_OP_WINDOW,
+    STORE_OP_INSERT,
+    STORE_OP_UPDATE,
+    STORE_OP_REPLACE
+};
 
 struct store_op {
     enum store_op_kind kind;
@@ -68,6 +76,8 @@ enum store_stmt {
     ST_SESSION_WINDOW,
     ST_INSERT,
     ST_UPDATE,
+    ST_REPLACE,
+    ST_PURGE,
     ST__COUNT
 };
 
@@ -83,23 +93,32 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_INSERT] = "INSERT OR IGNORE INTO messages(sid, seq, turn_id, turn_idx, role, content, "
                   "source, interrupted, interrupt_ms, original, metadata, tool_calls, "
                   "tool_call_id, name, timestamp_ms, importance, model, usage, finish_reason, "
-                  "ttft_us, latency_us) VALUES (?1, "
-                  "(SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE sid = ?1), "
-                  "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+                  "ttft_us, latency_us) VALUES (?1, ?21, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                  "?12, ?13, ?14, ?15, ?16, ?17, ?18, "
                   "?19, ?20)",
     [ST_UPDATE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
                   "interrupt_ms = ?6 WHERE sid = ?1 AND seq = ?2",
+    [ST_REPLACE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
+                   "interrupt_ms = ?6, model = ?7, usage = ?8, finish_reason = ?9, ttft_us = ?10, "
+                   "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13 "
+                   "WHERE sid = ?1 AND seq = ?2",
+    [ST_PURGE] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions "
+                 "WHERE updated_ms < ?1 LIMIT ?2)",
 };
 
 struct store {
     char *path;
+    struct store_opts opts;
     sqlite3 *db; /* the write connection: the writer thread's alone after open */
     sqlite3_stmt *stmt[ST__COUNT];
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;      /* work queued, or stop */
+    pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
+    int busy; /* the writer holds a group not yet completed */
     int stopping;
+    int64_t next_purge_ms;
 };
 
 struct store_reader {
@@ -127,7 +146,7 @@ static struct store_op *store_batch_add(struct store_batch *b, enum store_op_kin
     struct store_op *op = &b->ops[b->n++];
     memset(op, 0, sizeof(*op));
     op->kind = kind;
-    op->data = data ? json_incref(data) : NULL;
+    op->data = data ? json_deep_copy(data) : NULL; /* never shared with the writer thread */
     return op;
 }
 
@@ -151,6 +170,11 @@ void store_batch_insert(struct store_batch *b, json_t *turn)
 void store_batch_update(struct store_batch *b, json_t *update)
 {
     store_batch_add(b, STORE_OP_UPDATE, update);
+}
+
+void store_batch_replace(struct store_batch *b, json_t *turn)
+{
+    store_batch_add(b, STORE_OP_REPLACE, turn);
 }
 
 size_t store_batch_ops(const struct store_batch *b)
@@ -226,6 +250,19 @@ static void store_bind_turn(sqlite3_stmt *s, json_t *t)
     store_bind_text(s, 18, json_object_get(t, "finish_reason"));
     store_bind_int(s, 19, json_object_get(t, "ttft_us"));
     store_bind_int(s, 20, json_object_get(t, "latency_us"));
+    store_bind_int(s, 21, json_object_get(t, "seq"));
+}
+
+/* A replaced reply's own columns (ST_REPLACE's ?7..?13). */
+static void store_bind_reply(sqlite3_stmt *s, json_t *t)
+{
+    store_bind_text(s, 7, json_object_get(t, "model"));
+    store_bind_json(s, 8, json_object_get(t, "usage"));
+    store_bind_text(s, 9, json_object_get(t, "finish_reason"));
+    store_bind_int(s, 10, json_object_get(t, "ttft_us"));
+    store_bind_int(s, 11, json_object_get(t, "latency_us"));
+    store_bind_int(s, 12, json_object_get(t, "timestamp"));
+    store_bind_json(s, 13, json_object_get(t, "tool_calls"));
 }
 
 /* ---- the writer ---- */
@@ -278,12 +315,15 @@ static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
         store_bind_turn(s, op->data);
         break;
     case STORE_OP_UPDATE:
-        s = st->stmt[ST_UPDATE];
+    case STORE_OP_REPLACE:
+        s = st->stmt[op->kind == STORE_OP_UPDATE ? ST_UPDATE : ST_REPLACE];
         store_bind_int(s, 2, json_object_get(op->data, "seq"));
         store_bind_text(s, 3, json_object_get(op->data, "content"));
         store_bind_text(s, 4, json_object_get(op->data, "original"));
         sqlite3_bind_int(s, 5, json_is_true(json_object_get(op->data, "interrupted")));
         store_bind_int(s, 6, json_object_get(op->data, "interrupt_timestamp"));
+        if (op->kind == STORE_OP_REPLACE)
+            store_bind_reply(s, op->data);
         break;
     }
     sqlite3_bind_int64(s, 1, sid);
@@ -313,6 +353,36 @@ static void store_apply(struct store *st, struct store_batch *b)
     store_sql_exec(st->db, "RELEASE batch");
 }
 
+/* ---- retention ---- */
+
+#define STORE_PURGE_EVERY_MS (3600 * 1000LL)
+#define STORE_PURGE_CHUNK    200 /* sessions per transaction: the writer never stalls long */
+
+/* Delete sessions idle past the retention period (their turns go by cascade), a chunk per
+ * transaction so that commits queued meanwhile wait at most one chunk. */
+static void store_purge(struct store *st)
+{
+    int64_t before = util_wall_ms() - st->opts.retention_ms;
+    sqlite3_stmt *s = st->stmt[ST_PURGE];
+    long total = 0;
+    for (;;) {
+        if (store_sql_exec(st->db, "BEGIN IMMEDIATE") != 0)
+            return;
+        sqlite3_bind_int64(s, 1, before);
+        sqlite3_bind_int(s, 2, STORE_PURGE_CHUNK);
+        int ok = store_step(st->db, s) == 0;
+        int n = ok ? sqlite3_changes(st->db) : 0;
+        if (store_sql_exec(st->db, ok ? "COMMIT" : "ROLLBACK") != 0 || !ok)
+            return;
+        total += n;
+        if (n < STORE_PURGE_CHUNK)
+            break;
+    }
+    if (total > 0)
+        log_info("store: retention: deleted %ld session(s) idle for over %lld day(s)", total,
+                 (long long)(st->opts.retention_ms / 86400000LL));
+}
+
 static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
 {
     struct store_batch *b = arg;
@@ -322,11 +392,14 @@ static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
     store_batch_free(b);
 }
 
-/* Hand the result to the submitter's thread; event_base_once fails only without memory. */
+/* Hand the result to the submitter's thread (or run it here when it gave no base);
+ * event_base_once fails only without memory. */
 static void store_complete(struct store_batch *b)
 {
     static const struct timeval now = {0, 0};
-    if (b->cb == NULL) {
+    if (b->cb == NULL || b->base == NULL) {
+        if (b->cb != NULL)
+            b->cb(b->arg, b->ok);
         store_batch_free(b);
         return;
     }
@@ -352,30 +425,58 @@ static void store_commit_group(struct store *st, struct store_batch *list)
     }
 }
 
+/* Sleep until work is queued, a stop is asked for, or the next purge is due. */
+static void store_wait(struct store *st)
+{
+    if (st->opts.retention_ms <= 0) {
+        pthread_cond_wait(&st->cv, &st->mu);
+        return;
+    }
+    int64_t ms = st->next_purge_ms;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+}
+
 static void *store_writer(void *arg)
 {
     struct store *st = arg;
     log_set_thread_name("store");
     for (;;) {
         pthread_mutex_lock(&st->mu);
-        while (st->head == NULL && !st->stopping)
-            pthread_cond_wait(&st->cv, &st->mu);
+        st->busy = 0;
+        pthread_cond_broadcast(&st->idle_cv);
+        while (st->head == NULL && !st->stopping &&
+               (st->opts.retention_ms <= 0 || util_wall_ms() < st->next_purge_ms))
+            store_wait(st);
         struct store_batch *list = st->head;
         st->head = st->tail = NULL;
+        st->busy = list != NULL;
         int stop = st->stopping;
         pthread_mutex_unlock(&st->mu);
-        if (list != NULL)
+        if (list != NULL) {
             store_commit_group(st, list);
-        else if (stop)
+        } else if (stop) {
             return NULL;
+        } else { /* a purge is due */
+            store_purge(st);
+            st->next_purge_ms = util_wall_ms() + STORE_PURGE_EVERY_MS;
+        }
     }
+}
+
+void store_drain(struct store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    while (st->head != NULL || st->busy)
+        pthread_cond_wait(&st->idle_cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
 }
 
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg)
 {
     b->base = base;
-    b->cb = base != NULL ? cb : NULL; /* a completion needs a thread to run on */
+    b->cb = cb;
     b->arg = arg;
     pthread_mutex_lock(&st->mu);
     if (st->tail)
@@ -383,6 +484,7 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     else
         st->head = b;
     st->tail = b;
+    st->busy = 1;
     pthread_cond_signal(&st->cv);
     pthread_mutex_unlock(&st->mu);
 }
@@ -430,17 +532,18 @@ static int store_prepare(struct store *st, char **err)
     return 0;
 }
 
-struct store *store_open(const char *path, char **err)
+struct store *store_open(const char *path, const struct store_opts *opts, char **err)
 {
     struct store *st = xcalloc(1, sizeof(*st));
     st->path = xstrdup(path);
+    st->opts = *opts;
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
         *err = xasprintf("%s: cannot open: %s", path, sqlite3_errmsg(st->db));
         goto fail;
     }
-    sqlite3_busy_timeout(st->db, 5000);
+    sqlite3_busy_timeout(st->db, (int)opts->busy_timeout_ms);
     if (store_sql_exec(st->db, store_pragmas) != 0) {
         *err = xasprintf("%s: cannot set up: %s", path, sqlite3_errmsg(st->db));
         goto fail;
@@ -449,6 +552,8 @@ struct store *store_open(const char *path, char **err)
         goto fail;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
+    pthread_cond_init(&st->idle_cv, NULL);
+    st->next_purge_ms = util_wall_ms(); /* a first purge at start */
     if (pthread_create(&st->thread, NULL, store_writer, st) != 0)
         abort();
     return st;
@@ -475,6 +580,7 @@ void store_close(struct store *st)
     sqlite3_close(st->db);
     pthread_mutex_destroy(&st->mu);
     pthread_cond_destroy(&st->cv);
+    pthread_cond_destroy(&st->idle_cv);
     free(st->path);
     free(st);
 }
@@ -495,7 +601,7 @@ struct store_reader *store_reader_open(struct store *st, char **err)
                           store_turn_cols);
     int ok = sqlite3_open_v2(st->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) ==
                  SQLITE_OK &&
-             sqlite3_busy_timeout(r->db, 5000) == SQLITE_OK &&
+             sqlite3_busy_timeout(r->db, (int)st->opts.busy_timeout_ms) == SQLITE_OK &&
              sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->turns, NULL) ==
                  SQLITE_OK &&
              sqlite3_prepare_v3(r->db,

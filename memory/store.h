@@ -20,8 +20,9 @@
  * names two sessions.
  *
  * Ownership: store_open() returns a store closed with store_close(), which first commits
- * everything already submitted. A submitted batch belongs to the store. JSON returned by
- * readers is new (caller decrefs).
+ * everything already submitted. A submitted batch belongs to the store. Batches copy the JSON
+ * they are given (deeply: the writer thread shares no object, not even a reference count,
+ * with the caller's thread). JSON returned by readers is new (caller decrefs).
  */
 #ifndef MEMPROXY_STORE_H
 #define MEMPROXY_STORE_H
@@ -31,14 +32,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 struct store_batch;
 struct store_reader;
 
+struct store_opts {
+    long busy_timeout_ms; /* every connection waits this long for a lock */
+    int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
+};
+
 /* Open (creating and migrating as needed). NULL with *err set on failure. */
-struct store *store_open(const char *path, char **err);
+struct store *store_open(const char *path, const struct store_opts *opts, char **err);
+/* Wait until everything submitted so far is committed and its completion handed over. */
+void store_drain(struct store *st);
 /* Commit what is queued, stop the writer, close. */
 void store_close(struct store *st);
 
@@ -49,12 +57,16 @@ struct store_batch *store_batch_new(const char *tenant, const char *session_id);
 void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
 /* The client's latest system messages and window fingerprint (reconcile's window_hash). */
 void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
-/* A new turn (reconcile's insert, or a recorded reply). The seq is assigned at commit, after
- * the session's last one; a turn whose (turn_id, role, turn_idx) exists is skipped. */
+/* A new turn (reconcile's insert, or a recorded reply) at its "seq": the caller numbers a
+ * session's turns and submits them in that order. A turn whose (turn_id, role, turn_idx)
+ * exists is skipped, so a write repeated after a crash or a race stores nothing twice. */
 void store_batch_insert(struct store_batch *b, json_t *turn);
 /* Change a stored turn: reconcile's update {seq, content, original, interrupted,
  * interrupt_timestamp}. */
 void store_batch_update(struct store_batch *b, json_t *update);
+/* Overwrite the reply stored at turn's "seq" with turn (a request retried: the new reply is
+ * the one the client got). */
+void store_batch_replace(struct store_batch *b, json_t *turn);
 size_t store_batch_ops(const struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
@@ -62,8 +74,9 @@ void store_batch_free(struct store_batch *b);
 typedef void (*store_done_cb)(void *arg, int ok);
 
 /*
- * Queue b for the writer. When it is committed, cb(arg, ok) runs on base's thread. With base
- * NULL nobody waits and cb is not called. Takes b.
+ * Queue b for the writer; batches are applied in the order they were submitted. When b is
+ * committed (or failed), cb(arg, ok) runs on base's thread; with base NULL it runs on the
+ * writer thread itself, so it must be short and thread-safe. cb may be NULL. Takes b.
  */
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg);

@@ -19,6 +19,7 @@ static const struct {
     [APIERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},
     [APIERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
     [APIERR_INTERNAL] = {500, "server_error", "internal_error"},
+    [APIERR_STORAGE] = {500, "server_error", "storage_failed"},
     [APIERR_UPSTREAM_UNREACHABLE] = {502, "upstream_error", "upstream_unreachable"},
     [APIERR_UPSTREAM_BAD_RESPONSE] = {502, "upstream_error", "upstream_bad_response"},
     [APIERR_UNAVAILABLE] = {503, "server_error", "shutting_down"},

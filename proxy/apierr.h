@@ -20,6 +20,7 @@ enum apierr_kind {
     APIERR_METHOD,                /* 405 */
     APIERR_TOO_LARGE,             /* 413 */
     APIERR_INTERNAL,              /* 500 */
+    APIERR_STORAGE,               /* 500: the turn could not be committed */
     APIERR_UPSTREAM_UNREACHABLE,  /* 502 */
     APIERR_UPSTREAM_BAD_RESPONSE, /* 502 */
     APIERR_UNAVAILABLE,           /* 503: shutting down */

@@ -2,16 +2,89 @@
 
 #include "chatreq.h"
 #include "log.h"
+#include "memory.h"
 #include "relay.h"
 #include "reply.h"
 #include "respond.h"
 #include "server.h"
+#include "session.h"
 #include "util.h"
 
+#include <event2/keyvalq_struct.h>
+#include <string.h>
+
 struct chat {
+    struct worker *w;
     struct chatreq creq;
     struct reply *reply;
+    struct memory_rec *rec; /* NULL: the request names no session */
+    struct event *rec_ev;   /* records the request once the upstream transfer has started */
+    struct relay *relay;    /* while its end waits for a commit */
+    int refs;               /* the relay's, and one while a commit is awaited */
 };
+
+static void chat_unref(struct chat *c)
+{
+    if (--c->refs > 0)
+        return;
+    if (c->rec_ev)
+        event_free(c->rec_ev);
+    memory_rec_free(c->rec);
+    chatreq_clear(&c->creq);
+    reply_destroy(c->reply);
+    free(c);
+}
+
+/* ---- recording ---- */
+
+static void chat_record_request(struct chat *c)
+{
+    if (c->rec_ev == NULL)
+        return; /* done already, or no session */
+    event_free(c->rec_ev);
+    c->rec_ev = NULL;
+    memory_rec_request(c->rec);
+}
+
+static void chat_record_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    chat_record_request(arg);
+}
+
+static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
+{
+    size_t len = 0;
+    memset(mr, 0, sizeof(*mr));
+    mr->content = reply_content(c->reply, &len);
+    mr->tool_calls = reply_tool_calls(c->reply);
+    mr->model = reply_model(c->reply);
+    mr->finish_reason = reply_finish_reason(c->reply);
+    mr->usage = reply_usage(c->reply);
+    relay_times(r, &mr->ttft_us, &mr->latency_us);
+}
+
+/* The reply's commit is reported: now the end of the response may go. */
+static void chat_committed(void *arg, int ok)
+{
+    struct chat *c = arg;
+    struct relay *r = c->relay;
+    c->relay = NULL;
+    if (r == NULL) {
+        server_release(c->w); /* the client left meanwhile */
+    } else if (ok) {
+        relay_finish(r);
+    } else {
+        struct apierr e;
+        log_error("a turn could not be stored; ending the response with an error");
+        apierr_set(&e, APIERR_STORAGE, NULL, "the turn could not be stored");
+        relay_error(r, &e);
+    }
+    chat_unref(c);
+}
+
+/* ---- relay hooks ---- */
 
 /* On the forwarding path: decide cheaply, parse later (chat_after_send). */
 static int chat_on_event(void *arg, const struct sse_event *ev)
@@ -31,28 +104,54 @@ static void chat_after_send(void *arg)
 static void chat_on_complete(void *arg, struct relay *r, const char *body, size_t len)
 {
     struct chat *c = arg;
+    struct memory_reply mr;
     reply_flush(c->reply);
     if (body != NULL && reply_set_body(c->reply, body, len) != 0)
         log_warn("upstream answered 2xx with a body that is not a JSON object");
-    relay_finish(r);
+    if (c->rec == NULL) {
+        relay_finish(r);
+        return;
+    }
+    chat_record_request(c);
+    chat_reply_of(c, r, &mr);
+    c->relay = r;
+    c->refs++;
+    memory_rec_reply(c->rec, &mr, c->w->base, chat_committed, c);
 }
 
 static void chat_on_client_gone(void *arg, struct relay *r)
 {
     struct chat *c = arg;
-    size_t len = 0;
-    (void)r;
+    struct memory_reply mr;
     reply_flush(c->reply);
-    reply_content(c->reply, &len);
-    log_debug("client gone after %zu bytes of reply text", len);
+    if (c->rec == NULL || memory_rec_replied(c->rec))
+        return;
+    chat_record_request(c);
+    chat_reply_of(c, r, &mr);
+    mr.interrupted = 1;
+    mr.finish_reason = "client_disconnected";
+    memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
 }
 
+/* The relay is going. A reply cut short by an upstream failure after its request was
+ * recorded is still what the caller heard: record it. */
 static void chat_release(void *arg)
 {
     struct chat *c = arg;
-    chatreq_clear(&c->creq);
-    reply_destroy(c->reply);
-    free(c);
+    size_t len = 0;
+    if (c->relay != NULL) { /* its commit is still awaited: the loop must wait for it */
+        c->relay = NULL;
+        server_hold(c->w);
+    }
+    reply_content(c->reply, &len);
+    if (c->rec != NULL && c->rec_ev == NULL && !memory_rec_replied(c->rec) && len > 0) {
+        struct memory_reply mr = {.content = reply_content(c->reply, &len),
+                                  .model = reply_model(c->reply),
+                                  .finish_reason = "upstream_error",
+                                  .ttft_us = -1};
+        memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+    }
+    chat_unref(c);
 }
 
 static const struct relay_hooks chat_hooks = {
@@ -63,12 +162,53 @@ static const struct relay_hooks chat_hooks = {
     .after_send = chat_after_send,
 };
 
+/* ---- the request ---- */
+
+static int chat_session(struct chat *c, struct evhttp_request *req, const struct route_ctx *rc,
+                        const struct cfg_profile *prof, struct apierr *e)
+{
+    static const struct timeval zero = {0, 0};
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct session_input si = {.h_session = evhttp_find_header(in, "X-Session-Id"),
+                               .h_user = evhttp_find_header(in, "X-User-Id"),
+                               .query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)),
+                               .body = c->creq.body,
+                               .id_fields = &c->w->cfg->session_id_fields};
+    struct session_ids ids;
+    if (session_resolve(&si, &ids, e) != 0)
+        return -1;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    if (ids.session_id == NULL && c->w->cfg->sessions_require) {
+        apierr_set(e, APIERR_INVALID_REQUEST, "session_id",
+                   "a session id is required: send X-Session-Id, ?session_id= or session_id");
+        return -1;
+    }
+    evhttp_add_header(out, "X-Memproxy-Session", ids.session_id ? ids.session_id : "none");
+    if (ids.session_id != NULL) {
+        struct memory_rec_params p = {.tenant = rc->tenant,
+                                      .session_id = ids.session_id,
+                                      .user_id = ids.user_id,
+                                      .profile = prof->name,
+                                      .messages = c->creq.messages,
+                                      .turn_id = json_object_get(c->creq.body, "turn_id")};
+        c->rec = memory_rec_new(c->w->reader, &p);
+        c->rec_ev = evtimer_new(c->w->base, chat_record_cb, c);
+        evtimer_add(c->rec_ev, &zero); /* runs after relay_start() has started the transfer */
+    }
+    session_ids_clear(&ids);
+    session_strip(c->creq.body, &c->w->cfg->session_id_fields);
+    return 0;
+}
+
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
 {
     struct apierr e;
     struct chatreq_limits lim = {.max_depth = (size_t)w->cfg->max_json_depth,
                                  .max_messages = (size_t)w->cfg->max_messages};
     struct chat *c = xcalloc(1, sizeof(*c));
+    c->w = w;
+    c->refs = 1;
+    c->reply = reply_create();
 
     if (rc->body == NULL) {
         apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
@@ -77,7 +217,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     if (chatreq_parse(rc->body, rc->body_len, &lim, &c->creq, &e) != 0)
         goto fail;
     const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
-    if (prof == NULL)
+    if (prof == NULL || chat_session(c, req, rc, prof, &e) != 0)
         goto fail;
 
     struct relay_params p = {.profile = prof,
@@ -86,10 +226,9 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
                              .route = rc->route,
                              .t_start = rc->t_start};
     p.body = chatreq_upstream_body(&c->creq, prof->model, &p.body_len);
-    c->reply = reply_create();
     relay_start(w, req, &p, &chat_hooks, c);
     return;
 fail:
-    chat_release(c);
+    chat_unref(c);
     respond_error(w, rc->route, req, &e);
 }

@@ -3,6 +3,7 @@
  */
 #include "cfg.h"
 #include "log.h"
+#include "memory.h"
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
@@ -19,6 +20,7 @@ static void main_usage(FILE *out)
     fprintf(out, "usage: memproxy [options]\n"
                  "  -c, --config FILE     YAML configuration (see config/memproxy.example.yaml)\n"
                  "      --listen HOST:PORT  address to listen on (server.listen)\n"
+                 "      --db PATH         SQLite database file (storage.path)\n"
                  "      --upstream URL    base URL of the default upstream, e.g. http://host/v1\n"
                  "      --workers N       network worker threads (server.workers; 0 = CPUs)\n"
                  "      --check-config    validate the configuration and exit\n"
@@ -31,18 +33,19 @@ static void main_usage(FILE *out)
 }
 
 struct main_args {
-    const char *config, *listen, *upstream, *workers;
+    const char *config, *listen, *upstream, *workers, *db;
     int check;
 };
 
 /* Returns -1 to go on, or an exit status. */
 static int main_parse(int argc, char **argv, struct main_args *a)
 {
-    enum { O_LISTEN = 256, O_UPSTREAM, O_WORKERS, O_CHECK, O_OPTIONS, O_VERSION };
+    enum { O_LISTEN = 256, O_UPSTREAM, O_WORKERS, O_DB, O_CHECK, O_OPTIONS, O_VERSION };
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"listen", required_argument, NULL, O_LISTEN},
                                          {"upstream", required_argument, NULL, O_UPSTREAM},
                                          {"workers", required_argument, NULL, O_WORKERS},
+                                         {"db", required_argument, NULL, O_DB},
                                          {"check-config", no_argument, NULL, O_CHECK},
                                          {"options", no_argument, NULL, O_OPTIONS},
                                          {"version", no_argument, NULL, O_VERSION},
@@ -62,6 +65,9 @@ static int main_parse(int argc, char **argv, struct main_args *a)
             break;
         case O_WORKERS:
             a->workers = optarg;
+            break;
+        case O_DB:
+            a->db = optarg;
             break;
         case O_CHECK:
             a->check = 1;
@@ -98,6 +104,8 @@ static struct cfg *main_config(const struct main_args *a)
         goto fail;
     if (a->workers && cfg_set(cfg, "server.workers", a->workers, "--workers", &err) != 0)
         goto fail;
+    if (a->db && cfg_set(cfg, "storage.path", a->db, "--db", &err) != 0)
+        goto fail;
     if (a->upstream)
         cfg_set_upstream_url(cfg, a->upstream);
     if (cfg_validate(cfg, &err) != 0)
@@ -108,6 +116,34 @@ fail:
     free(err);
     cfg_destroy(cfg);
     return NULL;
+}
+
+/* Open the database, serve until a signal, close in the reverse order. */
+static int main_serve(const struct cfg *cfg)
+{
+    char *err = NULL;
+    struct server *srv = NULL;
+    struct memory_opts mo = {.path = cfg->db_path,
+                             .busy_timeout_ms = cfg->busy_timeout_ms,
+                             .retention_days = cfg->retention_days,
+                             .session_turns = (size_t)cfg->ws_session_turns,
+                             .max_turns = (size_t)cfg->ws_max_turns};
+    struct memory *mem = memory_open(&mo, &err);
+    int rc = 1;
+    if (mem == NULL)
+        goto out;
+    srv = server_create(cfg, mem, &err);
+    if (srv == NULL)
+        goto out;
+    log_info("storage: %s", cfg->db_path);
+    rc = server_run(srv);
+out:
+    if (err != NULL)
+        fprintf(stderr, "memproxy: %s\n", err);
+    free(err);
+    server_destroy(srv);
+    memory_close(mem); /* after the workers: their last turns are committed here */
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -139,16 +175,7 @@ int main(int argc, char **argv)
         cfg_destroy(cfg);
         return 1;
     }
-    char *err = NULL;
-    struct server *srv = server_create(cfg, &err);
-    if (srv == NULL) {
-        fprintf(stderr, "memproxy: %s\n", err);
-        free(err);
-        rc = 1;
-    } else {
-        rc = server_run(srv);
-        server_destroy(srv);
-    }
+    rc = main_serve(cfg);
     upstream_global_cleanup();
     cfg_destroy(cfg);
     return rc;

@@ -234,6 +234,18 @@ void relay_finish(struct relay *r)
     relay_destroy(r);
 }
 
+void relay_error(struct relay *r, const struct apierr *e)
+{
+    relay_fail(r, e);
+}
+
+void relay_times(const struct relay *r, int64_t *ttft_us, int64_t *total_us)
+{
+    uint64_t end = r->t_upstream_done ? r->t_upstream_done : util_now_us();
+    *ttft_us = r->t_first_token ? (int64_t)(r->t_first_token - r->p.t_start) : -1;
+    *total_us = (int64_t)(end - r->p.t_start);
+}
+
 void relay_abort_all(struct worker *w)
 {
     struct apierr e;

@@ -23,12 +23,14 @@
 #ifndef MEMPROXY_RELAY_H
 #define MEMPROXY_RELAY_H
 
+#include "apierr.h"
 #include "cfg.h"
 #include "metrics.h"
 #include "sse.h"
 
 #include <event2/http.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct relay;
 struct worker;
@@ -68,6 +70,14 @@ void relay_start(struct worker *w, struct evhttp_request *req, const struct rela
 
 /* End a completed relay: the held [DONE] and the chunk end, or the buffered body. Frees r. */
 void relay_finish(struct relay *r);
+
+/* End a completed relay with an error instead (an SSE error event and the chunk end, or the
+ * error response). Frees r. */
+void relay_error(struct relay *r, const struct apierr *e);
+
+/* Microseconds from the request's arrival to the first token sent (-1 if none) and to the
+ * end of the upstream transfer (or now, while it runs). */
+void relay_times(const struct relay *r, int64_t *ttft_us, int64_t *total_us);
 
 /* Worker shutdown: end every relay of w now (streams get an error event). */
 void relay_abort_all(struct worker *w);

@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "log.h"
+#include "memory.h"
 #include "metrics.h"
 #include "relay.h"
 #include "routes.h"
@@ -26,6 +27,7 @@ struct server {
     int port;
     struct worker *workers;
     struct metrics **metrics;
+    struct memory *mem;
     size_t nworkers;
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
@@ -69,7 +71,7 @@ out:
     return fd;
 }
 
-static void server_worker_init(struct server *srv, struct worker *w, int id)
+static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
 {
     const struct cfg *cfg = srv->cfg;
     w->id = id;
@@ -105,12 +107,16 @@ static void server_worker_init(struct server *srv, struct worker *w, int id)
     w->up = upstream_create(w->base, cfg);
     w->metrics = metrics_create();
     srv->metrics[id] = w->metrics;
+    w->mem = srv->mem;
+    w->reader = memory_reader_open(srv->mem, err);
+    return w->reader != NULL ? 0 : -1;
 }
 
-struct server *server_create(const struct cfg *cfg, char **err)
+struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err)
 {
     struct server *srv = xcalloc(1, sizeof(*srv));
     srv->cfg = cfg;
+    srv->mem = mem;
     srv->fd = server_bind(cfg, &srv->port, err);
     if (srv->fd < 0) {
         free(srv);
@@ -122,8 +128,13 @@ struct server *server_create(const struct cfg *cfg, char **err)
     srv->nworkers = n > 0 ? (size_t)n : 1;
     srv->workers = xcalloc(srv->nworkers, sizeof(*srv->workers));
     srv->metrics = xcalloc(srv->nworkers, sizeof(*srv->metrics));
-    for (size_t i = 0; i < srv->nworkers; i++)
-        server_worker_init(srv, &srv->workers[i], (int)i);
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        if (server_worker_init(srv, &srv->workers[i], (int)i, err) != 0) {
+            srv->nworkers = i + 1; /* free what was made */
+            server_destroy(srv);
+            return NULL;
+        }
+    }
     return srv;
 }
 
@@ -142,8 +153,19 @@ struct metrics *const *server_metrics(const struct server *srv, size_t *n)
 
 void server_worker_idle_check(struct worker *w)
 {
-    if (w->draining && w->active == 0 && w->sending == 0)
+    if (w->draining && w->active == 0 && w->sending == 0 && w->held == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+void server_hold(struct worker *w)
+{
+    w->held++;
+}
+
+void server_release(struct worker *w)
+{
+    w->held--;
+    server_worker_idle_check(w);
 }
 
 static void server_sent(struct evhttp_request *req, void *arg)
@@ -285,8 +307,11 @@ void server_destroy(struct server *srv)
 {
     if (srv == NULL)
         return;
+    memory_drain(srv->mem); /* every report is now queued on its worker's base... */
     for (size_t i = 0; i < srv->nworkers; i++) {
         struct worker *w = &srv->workers[i];
+        if (w->base != NULL) /* ...and runs here: the worker threads are gone */
+            event_base_loop(w->base, EVLOOP_NONBLOCK);
         relay_abort_all(w);
         evhttp_free(w->http); /* closes kept-alive client connections */
         upstream_destroy(w->up);
@@ -294,6 +319,7 @@ void server_destroy(struct server *srv)
             event_free(w->force_timer);
         event_base_free(w->base);
         metrics_destroy(w->metrics);
+        memory_reader_close(w->reader);
     }
     if (srv->fd >= 0)
         close(srv->fd);

@@ -28,6 +28,8 @@ struct server;
 struct relay;
 struct metrics;
 struct upstream;
+struct memory;
+struct memory_reader;
 
 struct worker {
     int id;
@@ -39,16 +41,20 @@ struct worker {
     struct evhttp_bound_socket *bound;
     struct upstream *up;
     struct metrics *metrics;
-    struct relay *relays; /* in flight; owned by relay.c */
-    size_t active;        /* relays in flight */
-    size_t sending;       /* responses handed to evhttp, not yet fully written */
+    struct memory *mem;           /* shared by all workers */
+    struct memory_reader *reader; /* this worker's read connection */
+    struct relay *relays;         /* in flight; owned by relay.c */
+    size_t active;                /* relays in flight */
+    size_t sending;               /* responses handed to evhttp, not yet fully written */
+    size_t held;                  /* other work the loop must finish first (server_hold) */
     int draining;
     struct event *force_timer;
     pthread_t thread;
 };
 
-/* Bind the listening socket and set up the workers (not started). NULL and *err on failure. */
-struct server *server_create(const struct cfg *cfg, char **err);
+/* Bind the listening socket and set up the workers (not started), each with a reader of mem.
+ * NULL and *err on failure. */
+struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err);
 
 /* Start the workers, wait for SIGTERM/SIGINT, drain, join. Returns the exit status. */
 int server_run(struct server *srv);
@@ -62,6 +68,11 @@ struct metrics *const *server_metrics(const struct server *srv, size_t *n);
 /* Called by relay.c whenever a relay ends: finishes the drain when it was the last one. */
 void server_worker_idle_check(struct worker *w);
 
+/* Work outside a relay that a draining loop must wait for (a commit being awaited after its
+ * client left): hold before it starts, release when it is done. */
+void server_hold(struct worker *w);
+void server_release(struct worker *w);
+
 /*
  * Call just before handing req's final bytes to evhttp (evhttp_send_reply or
  * evhttp_send_reply_end): a draining worker waits until they are written (or the client is
@@ -69,6 +80,8 @@ void server_worker_idle_check(struct worker *w);
  */
 void server_response_sending(struct worker *w, struct evhttp_request *req);
 
+/* After server_run(): delivers the last storage reports (memory_drain), ends what remains,
+ * frees the workers. The memory outlives it. */
 void server_destroy(struct server *srv);
 
 #endif

@@ -73,8 +73,9 @@ def _read(path):
 class Memproxy:
     """memproxy started with an inline YAML config; {upstream} in it is replaced by url."""
 
-    def __init__(self, config="", args=(), env=None, upstream=None):
+    def __init__(self, config="", args=(), env=None, upstream=None, db=None):
         self.dir = tempfile.mkdtemp(prefix="memproxy-")
+        self.db_path = db or os.path.join(self.dir, "memproxy.db")
         self.config_path = os.path.join(self.dir, "memproxy.yaml")
         if upstream is not None:
             config = config.replace("{upstream}", upstream)
@@ -83,6 +84,8 @@ class Memproxy:
         self.log_path = os.path.join(self.dir, "log")
         self.log = open(self.log_path, "w")
         cmd = [MEMPROXY_BIN, "--config", self.config_path, "--listen", "127.0.0.1:0", *args]
+        if "storage:" not in config and "--db" not in args:
+            cmd += ["--db", self.db_path]
         if upstream is not None and "upstreams:" not in config:
             cmd += ["--upstream", upstream]
         e = dict(os.environ)

@@ -79,9 +79,16 @@ class Flags(unittest.TestCase):
     def test_port_in_use_is_reported(self):
         mock = Mock()
         self.addCleanup(mock.stop)
-        rc, out = run("--listen", "127.0.0.1:%d" % mock.port, "--upstream", mock.url)
+        db = os.path.join(tempfile.mkdtemp(prefix="memproxy-"), "m.db")
+        rc, out = run("--listen", "127.0.0.1:%d" % mock.port, "--upstream", mock.url, "--db", db)
         self.assertEqual(rc, 1)
         self.assertIn("cannot listen", out)
+
+    def test_unusable_database_is_reported(self):
+        rc, out = run("--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9/v1",
+                      "--db", "/nonexistent-dir/memproxy.db")
+        self.assertEqual(rc, 1)
+        self.assertIn("/nonexistent-dir/memproxy.db: cannot open", out)
 
 
 class EnvironmentKeys(unittest.TestCase):

@@ -1,0 +1,558 @@
+#include "memory.h"
+
+#include "log.h"
+#include "reconcile.h"
+#include "store.h"
+#include "util.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* Turns read from the database to match a window older than the working set holds. */
+#define MEMORY_MAX_READ 100000
+
+/* One session in the working set. */
+struct ws_entry {
+    char *key; /* tenant, 0x1f, session id */
+    uint64_t hash;
+    struct ws_entry *hnext;       /* bucket chain */
+    struct ws_entry *prev, *next; /* LRU list, most recent first */
+    pthread_mutex_t mu;
+    /* under mu */
+    int loaded;
+    int complete;  /* turns hold the session from its first turn */
+    json_t *turns; /* the recent tail in seq order; elements never change once added */
+    int64_t last_seq;
+    uint64_t window_hash;
+    /* under memory.mu */
+    int refs;       /* recs using it */
+    int pending;    /* submitted batches not yet committed */
+    int stale;      /* a commit failed: reload once nothing is pending */
+    size_t counted; /* its share of memory.total */
+    int64_t used_ms;
+};
+
+struct memory {
+    struct store *st;
+    size_t session_turns, max_turns;
+    int64_t retention_ms;
+    pthread_mutex_t mu; /* the table, the LRU list, and the entries' memory.mu fields */
+    struct ws_entry **buckets;
+    size_t nbuckets, nentries, total;
+    struct ws_entry *lru_head, *lru_tail;
+};
+
+struct memory_reader {
+    struct memory *m;
+    struct store_reader *sr;
+};
+
+struct memory_rec {
+    struct memory_reader *rd;
+    char *tenant, *sid, *user, *profile;
+    json_t *messages;
+    int64_t turn_id;
+    struct ws_entry *e; /* referenced once the request is recorded */
+    int requested, replied;
+    int retry; /* the window brought nothing new after a recorded reply: a retry, whose
+                  reply replaces that one */
+};
+
+/* A submitted batch's report: the entry it changed and who waits for it. */
+struct memory_commit {
+    struct memory *m;
+    struct ws_entry *e;
+    struct event_base *base;
+    memory_done_cb cb;
+    void *arg;
+    int ok;
+};
+
+/* ---- the table (memory.mu held) ---- */
+
+static uint64_t ws_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void ws_bucket_add(struct memory *m, struct ws_entry *e)
+{
+    size_t i = e->hash & (m->nbuckets - 1);
+    e->hnext = m->buckets[i];
+    m->buckets[i] = e;
+}
+
+static void ws_grow(struct memory *m)
+{
+    struct ws_entry **old = m->buckets;
+    size_t n = m->nbuckets;
+    m->nbuckets *= 2;
+    m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
+    for (size_t i = 0; i < n; i++) {
+        for (struct ws_entry *e = old[i], *next; e != NULL; e = next) {
+            next = e->hnext;
+            ws_bucket_add(m, e);
+        }
+    }
+    free(old);
+}
+
+static void ws_lru_unlink(struct memory *m, struct ws_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        m->lru_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        m->lru_tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void ws_lru_front(struct memory *m, struct ws_entry *e)
+{
+    e->next = m->lru_head;
+    if (m->lru_head)
+        m->lru_head->prev = e;
+    m->lru_head = e;
+    if (m->lru_tail == NULL)
+        m->lru_tail = e;
+}
+
+static void ws_free(struct ws_entry *e)
+{
+    json_decref(e->turns);
+    pthread_mutex_destroy(&e->mu);
+    free(e->key);
+    free(e);
+}
+
+static void ws_remove(struct memory *m, struct ws_entry *e)
+{
+    struct ws_entry **pp = &m->buckets[e->hash & (m->nbuckets - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    ws_lru_unlink(m, e);
+    m->nentries--;
+    m->total -= e->counted;
+    ws_free(e);
+}
+
+/* Drop least recently used entries nobody uses until the total fits. */
+static void ws_evict(struct memory *m)
+{
+    struct ws_entry *e = m->lru_tail;
+    while (m->total > m->max_turns && e != NULL) {
+        struct ws_entry *prev = e->prev;
+        if (e->refs == 0 && e->pending == 0)
+            ws_remove(m, e);
+        e = prev;
+    }
+}
+
+/* The session's entry, created empty if new; referenced until ws_release(). *reload is set
+ * when its turns must be read again (a failed commit, or idle past the retention period). */
+static struct ws_entry *ws_acquire(struct memory *m, const char *key, int *reload)
+{
+    uint64_t h = ws_hash(key);
+    int64_t now = util_wall_ms();
+    pthread_mutex_lock(&m->mu);
+    struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)];
+    while (e != NULL && (e->hash != h || strcmp(e->key, key) != 0))
+        e = e->hnext;
+    if (e == NULL) {
+        e = xcalloc(1, sizeof(*e));
+        e->key = xstrdup(key);
+        e->hash = h;
+        pthread_mutex_init(&e->mu, NULL);
+        if (++m->nentries > m->nbuckets)
+            ws_grow(m);
+        ws_bucket_add(m, e);
+    } else {
+        ws_lru_unlink(m, e);
+    }
+    ws_lru_front(m, e);
+    if (m->retention_ms > 0 && e->used_ms > 0 && e->used_ms < now - m->retention_ms)
+        e->stale = 1; /* the database may have purged it meanwhile */
+    *reload = e->stale && e->pending == 0;
+    if (*reload)
+        e->stale = 0;
+    e->refs++;
+    e->used_ms = now;
+    pthread_mutex_unlock(&m->mu);
+    return e;
+}
+
+static void ws_release(struct memory *m, struct ws_entry *e)
+{
+    pthread_mutex_lock(&m->mu);
+    e->refs--;
+    ws_evict(m);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* e->mu held: bound the entry's turns and account for them (at least 1 per entry, so
+ * sessions without turns count too). */
+static void ws_account(struct memory *m, struct ws_entry *e)
+{
+    size_t n = json_array_size(e->turns);
+    if (n > m->session_turns) {
+        json_t *tail = json_array();
+        for (size_t i = n - m->session_turns; i < n; i++)
+            json_array_append(tail, json_array_get(e->turns, i));
+        json_decref(e->turns);
+        e->turns = tail;
+        e->complete = 0;
+        n = m->session_turns;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->total = m->total - e->counted + (n ? n : 1);
+    e->counted = n ? n : 1;
+    ws_evict(m);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- loading (e->mu held) ---- */
+
+static int64_t memory_int(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+static const char *memory_str(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+static void memory_load(struct memory_rec *rec, struct ws_entry *e)
+{
+    struct memory *m = rec->rd->m;
+    json_t *sess = store_session_get(rec->rd->sr, rec->tenant, rec->sid);
+    json_t *turns = store_turns(rec->rd->sr, rec->tenant, rec->sid, INT64_MIN, m->session_turns);
+    size_t n = json_array_size(turns);
+    int64_t last = n ? memory_int(json_array_get(turns, n - 1), "seq") : 0;
+    json_decref(e->turns);
+    e->turns = turns;
+    e->complete = n < m->session_turns;
+    if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
+        e->last_seq = last;
+    e->window_hash = (uint64_t)json_integer_value(json_object_get(sess, "window_hash"));
+    e->loaded = 1;
+    json_decref(sess);
+}
+
+/* The oldest turn id of a window in turn-id mode, or -1 when some message has none. */
+static int64_t memory_window_oldest(json_t *messages)
+{
+    size_t i;
+    json_t *msg;
+    int64_t oldest = INT64_MAX;
+    json_array_foreach(messages, i, msg)
+    {
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        if (role && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0))
+            continue;
+        int64_t t = rec_turn_id(json_object_get(msg, "turn_id"));
+        if (t < 0)
+            return -1;
+        if (t < oldest)
+            oldest = t;
+    }
+    return oldest == INT64_MAX ? -1 : oldest;
+}
+
+/* What the window is matched against: the working set, extended from the database when a
+ * turn-id window reaches further back than the entry holds. New reference. */
+static json_t *memory_stored_for(struct memory_rec *rec, struct ws_entry *e)
+{
+    int64_t oldest = memory_window_oldest(rec->messages);
+    json_t *first = json_array_get(e->turns, 0);
+    if (oldest < 0 || e->complete || (first && memory_int(first, "turn_id") <= oldest))
+        return json_incref(e->turns);
+    json_t *db = store_turns(rec->rd->sr, rec->tenant, rec->sid, oldest, MEMORY_MAX_READ);
+    int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(db, i, t) if (memory_int(t, "seq") < from) json_array_append(out, t);
+    json_array_extend(out, e->turns);
+    json_decref(db);
+    return out;
+}
+
+/* ---- writes ---- */
+
+static void memory_done_trampoline(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory_commit *c = arg;
+    (void)fd;
+    (void)what;
+    c->cb(c->arg, c->ok);
+    free(c);
+}
+
+/* On the writer thread, once the batch is committed or failed. */
+static void memory_committed(void *arg, int ok)
+{
+    static const struct timeval now = {0, 0};
+    struct memory_commit *c = arg;
+    pthread_mutex_lock(&c->m->mu);
+    c->e->pending--;
+    if (!ok)
+        c->e->stale = 1;
+    pthread_mutex_unlock(&c->m->mu);
+    c->ok = ok;
+    if (c->cb == NULL) {
+        free(c);
+        return;
+    }
+    if (event_base_once(c->base, -1, EV_TIMEOUT, memory_done_trampoline, c, &now) != 0)
+        abort(); /* only without memory */
+}
+
+/* e->mu held, so batches of one session are submitted in the order their turns are numbered. */
+static void memory_submit(struct memory *m, struct ws_entry *e, struct store_batch *b,
+                          struct event_base *base, memory_done_cb cb, void *arg)
+{
+    struct memory_commit *c = xcalloc(1, sizeof(*c));
+    *c = (struct memory_commit){.m = m, .e = e, .base = base, .cb = base ? cb : NULL, .arg = arg};
+    pthread_mutex_lock(&m->mu);
+    e->pending++;
+    pthread_mutex_unlock(&m->mu);
+    store_submit(m->st, b, NULL, memory_committed, c);
+}
+
+/* Number t as the session's next turn, keep it in the entry, and queue it. */
+static void memory_add_turn(struct ws_entry *e, struct store_batch *b, json_t *t)
+{
+    json_object_set_new(t, "seq", json_integer(++e->last_seq));
+    json_array_append(e->turns, t);
+    store_batch_insert(b, t);
+}
+
+/* Apply reconcile's update to the entry's copy of the turn (replaced, never changed). */
+static void memory_apply_update(struct ws_entry *e, json_t *u)
+{
+    int64_t seq = memory_int(u, "seq");
+    for (size_t i = json_array_size(e->turns); i-- > 0;) {
+        json_t *t = json_array_get(e->turns, i);
+        if (memory_int(t, "seq") != seq)
+            continue;
+        json_t *nt = json_copy(t);
+        json_object_update_existing(nt, u);
+        json_object_set(nt, "original", json_object_get(u, "original"));
+        json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
+        json_array_set_new(e->turns, i, nt);
+        return;
+    }
+}
+
+static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
+{
+    struct rec_result res;
+    json_t *stored = memory_stored_for(rec, e);
+    size_t i;
+    json_t *x;
+    rec_reconcile(stored, rec->messages, e->window_hash, util_wall_ms(), &res);
+    json_decref(stored);
+    json_t *last = json_array_get(e->turns, json_array_size(e->turns) - 1);
+    rec->retry = json_array_size(res.inserts) == 0 && last != NULL &&
+                 strcmp(memory_str(last, "role"), "assistant") == 0 &&
+                 strcmp(memory_str(last, "source"), "llm") == 0;
+    if (res.window_hash != e->window_hash)
+        store_batch_window(b, res.system, res.window_hash);
+    json_array_foreach(res.inserts, i, x) memory_add_turn(e, b, x);
+    json_array_foreach(res.updates, i, x)
+    {
+        memory_apply_update(e, x);
+        store_batch_update(b, x);
+    }
+    e->window_hash = res.window_hash;
+    rec_result_clear(&res);
+}
+
+void memory_rec_request(struct memory_rec *rec)
+{
+    struct memory *m = rec->rd->m;
+    int reload = 0;
+    if (rec->requested)
+        return;
+    rec->requested = 1;
+    char *key = xasprintf("%s\x1f%s", rec->tenant, rec->sid);
+    struct ws_entry *e = ws_acquire(m, key, &reload);
+    free(key);
+    rec->e = e;
+    pthread_mutex_lock(&e->mu);
+    if (!e->loaded || reload)
+        memory_load(rec, e);
+    struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
+    store_batch_session(b, rec->user, rec->profile);
+    memory_reconcile(rec, e, b);
+    memory_submit(m, e, b, NULL, NULL, NULL);
+    ws_account(m, e);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* The reply's turn: the request's, else the latest user turn's, else the latest turn's. */
+static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct ws_entry *e)
+{
+    int64_t latest = -1;
+    if (rec->turn_id >= 0)
+        return rec->turn_id;
+    for (size_t i = json_array_size(e->turns); i-- > 0;) {
+        json_t *t = json_array_get(e->turns, i);
+        if (strcmp(memory_str(t, "role"), "user") == 0)
+            return memory_int(t, "turn_id");
+        if (latest < 0)
+            latest = memory_int(t, "turn_id");
+    }
+    return latest >= 0 ? latest : 1;
+}
+
+static void memory_set_str(json_t *t, const char *key, const char *v)
+{
+    if (v != NULL)
+        json_object_set_new(t, key, json_string(v));
+}
+
+static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id, int64_t idx)
+{
+    json_t *t = rec_reply_turn(rp->content ? rp->content : "", turn_id, idx, rp->interrupted,
+                               util_wall_ms());
+    memory_set_str(t, "model", rp->model);
+    memory_set_str(t, "finish_reason", rp->finish_reason);
+    if (rp->usage != NULL)
+        json_object_set(t, "usage", rp->usage);
+    if (rp->tool_calls != NULL)
+        json_object_set(t, "tool_calls", rp->tool_calls);
+    if (rp->ttft_us >= 0)
+        json_object_set_new(t, "ttft_us", json_integer(rp->ttft_us));
+    json_object_set_new(t, "latency_us", json_integer(rp->latency_us));
+    return t;
+}
+
+void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
+                      struct event_base *base, memory_done_cb cb, void *arg)
+{
+    if (rec->replied)
+        return;
+    memory_rec_request(rec);
+    rec->replied = 1;
+    struct ws_entry *e = rec->e;
+    struct memory *m = rec->rd->m;
+    pthread_mutex_lock(&e->mu);
+    struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
+    size_t n = json_array_size(e->turns);
+    json_t *last = n ? json_array_get(e->turns, n - 1) : NULL;
+    int64_t turn_id = memory_reply_turn_id(rec, e);
+    if (rec->retry && last != NULL && memory_int(last, "turn_id") == turn_id &&
+        strcmp(memory_str(last, "role"), "assistant") == 0) {
+        json_t *t = memory_reply_turn(reply, turn_id, memory_int(last, "turn_idx"));
+        json_object_set(t, "seq", json_object_get(last, "seq"));
+        store_batch_replace(b, t);
+        json_array_set_new(e->turns, n - 1, t);
+    } else {
+        json_t *t =
+            memory_reply_turn(reply, turn_id, rec_count_role(e->turns, turn_id, "assistant"));
+        memory_add_turn(e, b, t);
+        json_decref(t);
+    }
+    memory_submit(m, e, b, base, cb, arg);
+    ws_account(m, e);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int memory_rec_replied(const struct memory_rec *rec)
+{
+    return rec->replied;
+}
+
+/* ---- lifetime ---- */
+
+struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p)
+{
+    struct memory_rec *rec = xcalloc(1, sizeof(*rec));
+    rec->rd = r;
+    rec->tenant = xstrdup(p->tenant);
+    rec->sid = xstrdup(p->session_id);
+    rec->user = p->user_id ? xstrdup(p->user_id) : NULL;
+    rec->profile = p->profile ? xstrdup(p->profile) : NULL;
+    rec->messages = json_incref(p->messages);
+    rec->turn_id = rec_turn_id(p->turn_id);
+    return rec;
+}
+
+void memory_rec_free(struct memory_rec *rec)
+{
+    if (rec == NULL)
+        return;
+    if (rec->e != NULL)
+        ws_release(rec->rd->m, rec->e);
+    json_decref(rec->messages);
+    free(rec->tenant);
+    free(rec->sid);
+    free(rec->user);
+    free(rec->profile);
+    free(rec);
+}
+
+struct memory *memory_open(const struct memory_opts *o, char **err)
+{
+    struct store_opts so = {.busy_timeout_ms = o->busy_timeout_ms,
+                            .retention_ms = (int64_t)o->retention_days * 86400000LL};
+    struct store *st = store_open(o->path, &so, err);
+    if (st == NULL)
+        return NULL;
+    struct memory *m = xcalloc(1, sizeof(*m));
+    m->st = st;
+    m->session_turns = o->session_turns;
+    m->max_turns = o->max_turns;
+    m->retention_ms = so.retention_ms;
+    m->nbuckets = 1024;
+    m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
+    pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void memory_drain(struct memory *m)
+{
+    store_drain(m->st);
+}
+
+void memory_close(struct memory *m)
+{
+    if (m == NULL)
+        return;
+    store_close(m->st); /* commits what is queued; every report has run */
+    while (m->lru_head != NULL)
+        ws_remove(m, m->lru_head);
+    free(m->buckets);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+struct memory_reader *memory_reader_open(struct memory *m, char **err)
+{
+    struct store_reader *sr = store_reader_open(m->st, err);
+    if (sr == NULL)
+        return NULL;
+    struct memory_reader *r = xcalloc(1, sizeof(*r));
+    r->m = m;
+    r->sr = sr;
+    return r;
+}
+
+void memory_reader_close(struct memory_reader *r)
+{
+    if (r == NULL)
+        return;
+    store_reader_close(r->sr);
+    free(r);
+}

@@ -1,0 +1,98 @@
+/*
+ * memory: what memproxy remembers, behind the one interface proxy/ uses — sessions, their
+ * turns, and the working set of recent turns that keeps a hot session's request off the
+ * database. The SQLite backend (store.h) and the reconciliation rules (reconcile.h) sit
+ * behind it; a second backend would replace store.c without touching proxy/.
+ *
+ * Recording one chat request (struct memory_rec), on the worker that handles it:
+ *   1. memory_rec_new() when the request has a session id: cheap, reads nothing;
+ *   2. memory_rec_request() once the upstream transfer has started: reconciles the client's
+ *      window against the session's recent turns (from the working set, or read through the
+ *      worker's reader when the session is cold) and queues the writes — new turns, changed
+ *      turns (an interruption coming back), the client's system messages. Nothing waits;
+ *   3. memory_rec_reply() when the reply is complete or the client hung up: queues the
+ *      assistant turn and, when asked, calls back on the worker's base once it is committed.
+ *      Batches commit in submission order, so that callback also covers step 2's writes.
+ *
+ * The working set is shared by all workers: the table under one lock, each session under
+ * its own, held while its window is reconciled and its writes are numbered and submitted —
+ * so turns are numbered (seq) in the order they are committed even when two requests of one
+ * session race. A session's entry holds at most memory.session_turns recent turns, all
+ * entries together memory.max_turns; the least recently used entries with nothing in flight
+ * go first. A failed commit makes the session's entry reload from the database.
+ *
+ * Turns are JSON objects in reconcile.h's stored shape. Entries never change a turn object
+ * after sharing it (an update replaces it), so requests may hold references across threads.
+ *
+ * Ownership: memory_open() returns a handle closed by memory_close() after every reader is
+ * closed and every rec freed. Readers are per thread. A rec borrows its reader and copies
+ * its strings; memory_rec_free() may run before a commit it asked about is reported (the
+ * report then still arrives, and the callback's arg must outlive it).
+ */
+#ifndef MEMPROXY_MEMORY_H
+#define MEMPROXY_MEMORY_H
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct memory;
+struct memory_reader;
+struct memory_rec;
+
+struct memory_opts {
+    const char *path;     /* the SQLite file */
+    long busy_timeout_ms; /* a connection waits this long for a lock */
+    long retention_days;  /* > 0: sessions idle longer are deleted in the background */
+    size_t session_turns; /* recent turns kept per session */
+    size_t max_turns;     /* kept over all sessions */
+};
+
+struct memory *memory_open(const struct memory_opts *o, char **err);
+/* Wait until every write submitted so far is committed and its callback handed over. */
+void memory_drain(struct memory *m);
+void memory_close(struct memory *m);
+
+struct memory_reader *memory_reader_open(struct memory *m, char **err);
+void memory_reader_close(struct memory_reader *r);
+
+struct memory_rec_params {
+    const char *tenant, *session_id;
+    const char *user_id; /* NULL keeps the session's */
+    const char *profile;
+    json_t *messages; /* the client's messages (increfed by the rec) */
+    json_t *turn_id;  /* the request's top-level turn_id (Agora), number or numeric string;
+                         NULL when absent */
+};
+
+struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
+
+/* Reconcile the request's messages with the session and queue the writes. Runs once; later
+ * calls do nothing. */
+void memory_rec_request(struct memory_rec *rec);
+
+struct memory_reply {
+    const char *content; /* as generated (what was sent before a hang-up) */
+    json_t *tool_calls;  /* or NULL */
+    const char *model, *finish_reason;
+    json_t *usage; /* or NULL */
+    int64_t ttft_us, latency_us;
+    int interrupted; /* the client hung up before the end */
+};
+
+typedef void (*memory_done_cb)(void *arg, int ok);
+
+/*
+ * Queue the reply as the session's assistant turn (after memory_rec_request()): its turn id
+ * is the request's turn_id, else that of the latest user turn. When base is non-NULL,
+ * cb(arg, ok) runs on base's thread once the turn (and the request's writes) are committed;
+ * ok is 0 when the transaction failed. Runs once per rec.
+ */
+void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
+                      struct event_base *base, memory_done_cb cb, void *arg);
+
+int memory_rec_replied(const struct memory_rec *rec);
+void memory_rec_free(struct memory_rec *rec);
+
+#endif

@@ -1,0 +1,362 @@
+"""Recording: every turn that passes through memproxy is stored once, with its voice fields,
+and survives a crash (DESIGN §3, §5, §6)."""
+import copy
+import http.client
+import json
+import os
+import signal
+import sqlite3
+import threading
+import unittest
+
+from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, raw_connect, raw_request,
+                     sse_data, wait_for)
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "agora-custom-request.json")
+
+
+def db_rows(path, session, tenant="default"):
+    """The session's stored messages in seq order, as dicts."""
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    con.row_factory = sqlite3.Row
+    rows = [dict(r) for r in con.execute(
+        "SELECT m.* FROM messages m JOIN sessions s ON s.sid = m.sid "
+        "WHERE s.id = ? AND s.tenant = ? ORDER BY m.seq", (session, tenant))]
+    con.close()
+    return rows
+
+
+def db_session(path, session, tenant="default"):
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    con.row_factory = sqlite3.Row
+    row = con.execute("SELECT * FROM sessions WHERE id = ? AND tenant = ?",
+                      (session, tenant)).fetchone()
+    con.close()
+    return dict(row) if row else None
+
+
+def summary(rows):
+    return [(r["turn_id"], r["role"], r["source"], r["content"]) for r in rows]
+
+
+class AgoraConversation(StackTest):
+    """A voice conversation in Agora's custom mode, sent as growing windows: greeting, a
+    question, an interrupted answer, a silence reminder, a follow-up."""
+
+    def setUp(self):
+        super().setUp()
+        with open(FIXTURE) as f:
+            self.fx = json.load(f)
+        m = self.fx["messages"]
+        self.sys, self.greet, self.u2, self.a2_heard, self.u3, self.a3, self.silence, self.u4 = m
+        self.joke = self.a2_heard["metadata"]["original"]
+        self.answer4 = "You asked me for a joke about cats."
+
+    def body(self, turn_id, messages):
+        b = copy.deepcopy({k: v for k, v in self.fx.items() if k != "messages"})
+        b["turn_id"] = turn_id
+        b["messages"] = copy.deepcopy(messages)
+        return b
+
+    def turn(self, turn_id, messages, reply):
+        self.mock.config(reply=reply)
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions",
+                                            self.body(turn_id, messages))
+        self.assertEqual(status, 200, out)
+        self.assertEqual(hdrs["x-memproxy-session"], "room-42-agent")
+        text = chat_text(sse_data(out.decode()))
+        self.assertEqual(text, reply)
+
+    def test_every_message_stored_once_with_its_voice_fields(self):
+        a4 = {"role": "assistant", "content": self.answer4, "turn_id": 4,
+              "timestamp": 1763800126000, "metadata": {"source": "llm"}}
+        u5 = {"role": "user", "content": "Thanks, that's all.", "turn_id": 5,
+              "timestamp": 1763800130000, "metadata": {"source": "asr", "user": "1002"}}
+        self.turn(2, [self.sys, self.greet, self.u2], self.joke)
+        # the caller cut the joke short: it comes back as heard
+        self.turn(3, [self.sys, self.greet, self.u2, self.a2_heard, self.u3], self.a3["content"])
+        # the platform said the silence reminder itself; the fixture is this window
+        self.turn(4, self.fx["messages"], self.answer4)
+        window5 = self.fx["messages"] + [a4, u5]
+        self.turn(5, window5, "Bye!")
+        self.turn(5, window5, "Goodbye!")  # a retry: its reply replaces the first
+        a5 = {"role": "assistant", "content": "Goodbye!", "turn_id": 5,
+              "timestamp": 1763800131000, "metadata": {"source": "llm"}}
+        u6 = {"role": "user", "content": "Wait, one more thing.", "turn_id": 6,
+              "timestamp": 1763800135000, "metadata": {"source": "asr", "user": "1002"}}
+        # a window that slid past the greeting and the first exchange deletes nothing
+        self.turn(6, [self.sys] + window5[4:] + [a5, u6], "Yes?")
+
+        rows = db_rows(self.mp.db_path, "room-42-agent")
+        self.assertEqual(summary(rows), [
+            (1, "assistant", "greeting", "Hi, what can I do for you?"),
+            (2, "user", "asr", "Tell me a joke about cats."),
+            (2, "assistant", "llm", "A cat walks into a"),
+            (3, "user", "asr", "Actually, what's the weather like in Oslo?"),
+            (3, "assistant", "llm", self.a3["content"]),
+            (3, "assistant", "silence", "Are you still there?"),
+            (4, "user", "asr", "Yes. Remind me what I asked first?"),
+            (4, "assistant", "llm", self.answer4),
+            (5, "user", "asr", "Thanks, that's all."),
+            (5, "assistant", "llm", "Goodbye!"),
+            (6, "user", "asr", "Wait, one more thing."),
+            (6, "assistant", "llm", "Yes?"),
+        ])
+        self.assertEqual([r["seq"] for r in rows], list(range(1, 13)))
+        by = {(r["turn_id"], r["role"], r["turn_idx"]): r for r in rows}
+        cut = by[(2, "assistant", 0)]
+        self.assertEqual(cut["interrupted"], 1)
+        self.assertEqual(cut["original"], self.joke)  # generated
+        self.assertEqual(cut["content"], "A cat walks into a")  # heard
+        self.assertEqual(cut["interrupt_ms"], 1763800106500)
+        self.assertEqual(cut["model"], "gpt-4o-mini")
+        self.assertEqual(by[(3, "assistant", 1)]["source"], "silence")
+        self.assertEqual(by[(3, "assistant", 1)]["interrupted"], 0)
+        user = by[(2, "user", 0)]
+        self.assertEqual(user["timestamp_ms"], 1763800104000)
+        self.assertEqual(json.loads(user["metadata"]), {"user": "1002"})
+        self.assertEqual(user["importance"], 0.5)  # seed 004: user and assistant 0.5
+        reply = by[(4, "assistant", 0)]
+        self.assertEqual(reply["finish_reason"], "stop")
+        self.assertGreater(json.loads(reply["usage"])["total_tokens"], 0)
+        self.assertGreater(reply["latency_us"], 0)
+        self.assertGreaterEqual(reply["latency_us"], reply["ttft_us"])
+        sess = db_session(self.mp.db_path, "room-42-agent")
+        self.assertEqual(sess["user_id"], "1002")
+        self.assertEqual(sess["profile"], "default")
+        self.assertEqual(json.loads(sess["system_messages"]),
+                         [{"role": "system", "content": self.sys["content"]}])
+        # routing fields never reach the upstream; the platform's others are issue 4's
+        sent = json.loads(self.mock.stats()["last_body"])
+        for k in ("session_id", "user_uid"):
+            self.assertNotIn(k, sent)
+
+
+class Sessions(StackTest):
+    """Which session and user a request belongs to, and what is not recorded."""
+    CONFIG = "sessions:\n  id_fields: [channel]\n"
+
+    def chat(self, body, headers=None, path="/v1/chat/completions"):
+        status, hdrs, out = self.mp.request("POST", path, body, headers)
+        self.assertEqual(status, 200, out)
+        return hdrs
+
+    def test_every_session_source(self):
+        cases = [
+            ("hdr", {"X-Session-Id": "hdr", "X-User-Id": "u-h"}, {}, "/v1/chat/completions"),
+            ("q s", {}, {}, "/v1/chat/completions?a=1&session_id=q+s"),
+            ("body", {}, {"session_id": "body", "user_id": "u-b"}, "/v1/chat/completions"),
+            ("42", {}, {"session_id": 42}, "/v1/chat/completions"),
+            ("vapi", {}, {"call": {"id": "vapi"}, "user": "u-o"}, "/v1/chat/completions"),
+            ("chan", {}, {"channel": "chan", "user_uid": 7}, "/v1/chat/completions"),
+        ]
+        for sid, headers, extra, path in cases:
+            body = dict(USER_HI, **extra)
+            self.assertEqual(self.chat(body, headers, path)["x-memproxy-session"], sid)
+            self.assertEqual(len(db_rows(self.mp.db_path, sid)), 2, sid)
+            sent = json.loads(self.mock.stats()["last_body"])
+            for k in ("session_id", "user_id", "user_uid", "channel", "call"):
+                self.assertNotIn(k, sent, sid)
+        self.assertEqual(db_session(self.mp.db_path, "hdr")["user_id"], "u-h")
+        self.assertEqual(db_session(self.mp.db_path, "body")["user_id"], "u-b")
+        self.assertEqual(db_session(self.mp.db_path, "vapi")["user_id"], "u-o")
+        self.assertEqual(db_session(self.mp.db_path, "chan")["user_id"], "7")
+        # OpenAI's own "user" field still reaches the upstream
+        self.assertEqual(json.loads(self.mock.stats()["last_body"]).get("user_uid"), None)
+
+    def test_header_wins_over_body(self):
+        self.chat(dict(USER_HI, session_id="body"), {"X-Session-Id": "hdr"})
+        self.assertEqual(len(db_rows(self.mp.db_path, "hdr")), 2)
+        self.assertIsNone(db_session(self.mp.db_path, "body"))
+
+    def test_no_session_is_forwarded_and_not_recorded(self):
+        hdrs = self.chat(USER_HI)
+        self.assertEqual(hdrs["x-memproxy-session"], "none")
+        con = sqlite3.connect(self.mp.db_path)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 0)
+        con.close()
+
+    def test_bad_session_ids_are_400_and_store_nothing(self):
+        for extra, headers in [({"session_id": {"a": 1}}, {}), ({"session_id": ""}, {}),
+                               ({"session_id": "x" * 300}, {}), ({"session_id": 1.5}, {}),
+                               ({}, {"X-Session-Id": "a\x01b"}), ({"user_id": [1]}, {})]:
+            body = dict(USER_HI, **extra)
+            if "user_id" in extra:
+                body["session_id"] = "ok-but-bad-user"
+            try:
+                status, _, out = self.mp.request("POST", "/v1/chat/completions", body, headers)
+            except ValueError:  # http.client refuses a control character itself
+                continue
+            self.assertEqual(status, 400, (extra, headers))
+            self.assertEqual(json.loads(out)["error"]["type"], "invalid_request_error")
+        con = sqlite3.connect(self.mp.db_path)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0], 0)
+        con.close()
+
+    def test_normal_mode_windows_and_replays(self):
+        """Without turn ids (an OpenAI SDK client resending its history) the window is
+        aligned with what is stored; memproxy numbers the turns."""
+        msgs = [{"role": "system", "content": "Be brief."}]
+        for i in range(4):
+            msgs.append({"role": "user", "content": "question %d" % i})
+            self.mock.config(reply="answer %d" % i)
+            body = {"model": "m", "stream": i % 2 == 0, "messages": msgs}
+            self.chat(body, {"X-Session-Id": "n"})
+            if i == 1:
+                self.chat(body, {"X-Session-Id": "n"})  # a retry of the same request
+            msgs.append({"role": "assistant", "content": "answer %d" % i})
+        rows = db_rows(self.mp.db_path, "n")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows],
+                         [(t, role, "%s %d" % ("question" if role == "user" else "answer", t - 1))
+                          for t in range(1, 5) for role in ("user", "assistant")])
+        self.assertEqual(rows[1]["source"], "llm")
+        self.assertIsNone(rows[0]["source"])
+
+    def test_tenants_do_not_share_sessions(self):
+        mp = Memproxy("auth:\n  client_keys:\n    - {key: ka, tenant: a}\n"
+                      "    - {key: kb, tenant: b}\n", upstream=self.mock.url)
+        self.addCleanup(mp.stop)
+        for key in ("ka", "kb"):
+            self.mock.config(reply="for " + key)
+            st, _, _ = mp.request("POST", "/v1/chat/completions", dict(USER_HI, session_id="s"),
+                                  {"Authorization": "Bearer " + key})
+            self.assertEqual(st, 200)
+        self.assertEqual(db_rows(mp.db_path, "s", "a")[1]["content"], "for ka")
+        self.assertEqual(db_rows(mp.db_path, "s", "b")[1]["content"], "for kb")
+
+    def test_images_dropped_and_counted(self):
+        body = {"model": "m", "session_id": "img", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}
+        self.chat(body)
+        row = db_rows(self.mp.db_path, "img")[0]
+        self.assertEqual(row["content"], "what is this?")
+        self.assertEqual(json.loads(row["metadata"]).get("dropped_parts"), 1)
+
+
+class RequireSession(StackTest):
+    CONFIG = "sessions:\n  require: true\n"
+
+    def test_no_session_is_400(self):
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(out)["error"]["param"], "session_id")
+        status, _, _ = self.mp.request("POST", "/v1/chat/completions",
+                                       dict(USER_HI, session_id="s"))
+        self.assertEqual(status, 200)
+
+
+class HangUp(StackTest):
+    """A caller who barges in: the reply is stored as far as it was generated."""
+    MOCK_ARGS = ("--token-delay-ms", "20")
+
+    def test_hang_up_mid_stream_is_an_interrupted_turn(self):
+        self.mock.config(reply=" ".join("w%d" % i for i in range(200)))
+        s = raw_connect(self.mp.port)
+        raw_request(s, "/v1/chat/completions",
+                    dict(USER_HI, stream=True, session_id="barge"))
+        got = b""
+        while got.count(b"data: ") < 6:
+            got += s.recv(65536)
+        s.close()
+        rows = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(
+            db_rows(self.mp.db_path, "barge")), what="the interrupted reply")
+        reply = rows[1]
+        self.assertEqual(reply["interrupted"], 1)
+        self.assertEqual(reply["finish_reason"], "client_disconnected")
+        self.assertEqual(reply["original"], reply["content"])
+        self.assertTrue(reply["content"].startswith("w0 w1"))
+        self.assertLess(len(reply["content"].split()), 200)
+        self.assertIsNotNone(reply["interrupt_ms"])
+
+
+class CrashAfterDone(unittest.TestCase):
+    """kill -9 right after the client has [DONE]: the turn is in the database."""
+
+    def test_turn_survives_kill_9(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(upstream=mock.url)
+        mock.config(reply="durable answer")
+        s = raw_connect(mp.port)
+        raw_request(s, "/v1/chat/completions",
+                    dict(USER_HI, stream=True, session_id="crash"))
+        got = b""
+        while b"data: [DONE]" not in got:
+            chunk = s.recv(65536)
+            self.assertTrue(chunk, "connection closed before [DONE]")
+            got += chunk
+        mp.proc.send_signal(signal.SIGKILL)
+        mp.proc.wait(5)
+        mp.log.close()
+        s.close()
+        mp2 = Memproxy(upstream=mock.url, db=mp.db_path)
+        self.addCleanup(mp2.stop)
+        rows = db_rows(mp.db_path, "crash")
+        self.assertEqual([(r["role"], r["content"]) for r in rows],
+                         [("user", "hi"), ("assistant", "durable answer")])
+        con = sqlite3.connect(mp.db_path)
+        self.assertEqual(con.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        con.close()
+
+
+class Concurrency(unittest.TestCase):
+    """200 sessions talking at once, 20 turns each, over 4 workers."""
+
+    def test_no_lost_and_no_duplicated_row(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy("server:\n  workers: 4\n", upstream=mock.url)
+        self.addCleanup(mp.stop)
+        errors = []
+
+        def converse(n):
+            c = http.client.HTTPConnection("127.0.0.1", mp.port, timeout=30)
+            msgs = []
+            try:
+                for t in range(20):
+                    msgs.append({"role": "user", "content": "s%d q%d" % (n, t)})
+                    c.request("POST", "/v1/chat/completions",
+                              json.dumps({"model": "m", "stream": t % 2 == 0, "messages": msgs}),
+                              {"Content-Type": "application/json", "X-Session-Id": "c%d" % n})
+                    r = c.getresponse()
+                    body = r.read()
+                    if r.status != 200:
+                        raise AssertionError("status %d: %s" % (r.status, body[:200]))
+                    text = body.decode()
+                    reply = (chat_text(sse_data(text)) if t % 2 == 0
+                             else json.loads(text)["choices"][0]["message"]["content"])
+                    msgs.append({"role": "assistant", "content": reply})
+            except Exception as e:  # reported below, with the session
+                errors.append("c%d: %r" % (n, e))
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=converse, args=(n,)) for n in range(200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        self.assertEqual(errors, [])
+        con = sqlite3.connect(mp.db_path)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0], 200)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 200 * 40)
+        # per session: 20 turns of (user, assistant), numbered 1..40, each question once
+        bad = con.execute(
+            "SELECT s.id, COUNT(*), COUNT(DISTINCT m.turn_id || '/' || m.role), MIN(m.seq), "
+            "MAX(m.seq) FROM messages m JOIN sessions s ON s.sid = m.sid GROUP BY s.sid "
+            "HAVING COUNT(*) != 40 OR COUNT(DISTINCT m.turn_id || '/' || m.role) != 40 "
+            "OR MIN(m.seq) != 1 OR MAX(m.seq) != 40").fetchall()
+        self.assertEqual(bad, [])
+        users = con.execute("SELECT COUNT(DISTINCT content) FROM messages "
+                            "WHERE role = 'user'").fetchone()[0]
+        self.assertEqual(users, 4000)
+        wrong = con.execute("SELECT COUNT(*) FROM messages m JOIN sessions s ON s.sid = m.sid "
+                            "WHERE m.role = 'user' AND m.content NOT LIKE "
+                            "'s' || substr(s.id, 2) || ' q%'").fetchone()[0]
+        self.assertEqual(wrong, 0)  # no turn recorded under another session
+        con.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

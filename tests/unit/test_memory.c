@@ -1,0 +1,205 @@
+/* Unit tests: the working set in front of the store (memory/memory.c): sessions pushed out
+ * of memory, windows that reach back further than it holds, retried requests. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "memory.h"
+#include "util.h"
+
+#include <event2/thread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct env {
+    char *path;
+    struct memory *m;
+    struct memory_reader *rd;
+    struct event_base *base;
+    int done, ok;
+};
+
+static void env_open(struct env *v, size_t session_turns, size_t max_turns)
+{
+    char *dir = xstrdup("/tmp/memproxy-memory-XXXXXX"), *err = NULL;
+    assert_non_null(mkdtemp(dir));
+    v->path = xasprintf("%s/m.db", dir);
+    free(dir);
+    struct memory_opts o = {.path = v->path,
+                            .busy_timeout_ms = 5000,
+                            .session_turns = session_turns,
+                            .max_turns = max_turns};
+    v->m = memory_open(&o, &err);
+    assert_non_null(v->m);
+    v->rd = memory_reader_open(v->m, &err);
+    assert_non_null(v->rd);
+    v->base = event_base_new();
+}
+
+static void env_close(struct env *v)
+{
+    memory_reader_close(v->rd);
+    memory_close(v->m);
+    event_base_free(v->base);
+    unlink(v->path);
+    free(v->path);
+}
+
+static void on_done(void *arg, int ok)
+{
+    struct env *v = arg;
+    v->done++;
+    v->ok = ok;
+    event_base_loopbreak(v->base);
+}
+
+/* One request of session sid with these messages, answered with reply; waits for the commit. */
+static void exchange(struct env *v, const char *sid, json_t *messages, const char *reply)
+{
+    struct memory_rec_params p = {
+        .tenant = "t", .session_id = sid, .profile = "default", .messages = messages};
+    struct memory_reply r = {.content = reply, .finish_reason = "stop", .ttft_us = 1};
+    struct memory_rec *rec = memory_rec_new(v->rd, &p);
+    memory_rec_request(rec);
+    int before = v->done;
+    memory_rec_reply(rec, &r, v->base, on_done, v);
+    while (v->done == before)
+        event_base_loop(v->base, EVLOOP_ONCE);
+    assert_int_equal(v->ok, 1);
+    memory_rec_free(rec);
+}
+
+/* "role|content" of the session's rows in seq order, joined by newlines. */
+static char *rows(struct env *v, const char *sid)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    char *out = xstrdup("");
+    sqlite3_open_v2(v->path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_prepare_v2(db,
+                       "SELECT m.turn_id, m.role, m.content, m.interrupted FROM messages m "
+                       "JOIN sessions s ON s.sid = m.sid WHERE s.id = ? ORDER BY m.seq",
+                       -1, &s, NULL);
+    sqlite3_bind_text(s, 1, sid, -1, SQLITE_STATIC);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        char *n = xasprintf("%s%d|%s|%s|%d\n", out, sqlite3_column_int(s, 0),
+                            (const char *)sqlite3_column_text(s, 1),
+                            (const char *)sqlite3_column_text(s, 2), sqlite3_column_int(s, 3));
+        free(out);
+        out = n;
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return out;
+}
+
+static void add(json_t *msgs, const char *role, const char *content, int turn_id)
+{
+    json_t *m = json_pack("{s:s, s:s}", "role", role, "content", content);
+    if (turn_id >= 0)
+        json_object_set_new(m, "turn_id", json_integer(turn_id));
+    json_array_append_new(msgs, m);
+}
+
+/* A session pushed out of the working set is read back from the database: its next window
+ * (the whole history again) adds only what is new. */
+static void test_evicted_session_reloads(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 8, 64);
+    json_t *msgs = json_array();
+    char text[64];
+    for (int t = 0; t < 10; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(msgs, "user", text, -1);
+        snprintf(text, sizeof(text), "a%d", t);
+        exchange(&v, "s0", msgs, text);
+        add(msgs, "assistant", text, -1);
+    }
+    for (int i = 1; i <= 40; i++) { /* 40 other sessions push s0 out */
+        char sid[16];
+        snprintf(sid, sizeof(sid), "s%d", i);
+        json_t *one = json_array();
+        add(one, "user", "hello", -1);
+        exchange(&v, sid, one, "hi");
+        json_decref(one);
+    }
+    add(msgs, "user", "q10", -1);
+    exchange(&v, "s0", msgs, "a10");
+    char *got = rows(&v, "s0"), want[1024] = "";
+    for (int t = 0; t <= 10; t++) {
+        size_t n = strlen(want);
+        snprintf(want + n, sizeof(want) - n, "%d|user|q%d|0\n%d|assistant|a%d|0\n", t + 1, t, t + 1,
+                 t);
+    }
+    assert_string_equal(got, want);
+    free(got);
+    json_decref(msgs);
+    env_close(&v);
+}
+
+/* In turn-id mode a window reaching back past the working set is matched against the
+ * database: an interruption reported for an old turn updates its row, nothing is doubled. */
+static void test_window_older_than_working_set(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 8, 1000);
+    json_t *msgs = json_array();
+    char text[64];
+    for (int t = 1; t <= 12; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(msgs, "user", text, t);
+        snprintf(text, sizeof(text), "a%d long answer", t);
+        exchange(&v, "agora", msgs, text);
+        add(msgs, "assistant", text, t);
+    }
+    /* turn 2's answer was cut short: the window says so, 11 turns later */
+    json_t *a2 = json_array_get(msgs, 3);
+    json_object_set_new(a2, "content", json_string("a2"));
+    json_object_set_new(a2, "metadata", json_pack("{s:b}", "interrupted", 1));
+    add(msgs, "user", "q13", 13);
+    exchange(&v, "agora", msgs, "a13 long answer");
+    char *got = rows(&v, "agora");
+    assert_non_null(strstr(got, "1|user|q1|0\n1|assistant|a1 long answer|0\n2|user|q2|0\n"
+                                "2|assistant|a2|1\n3|user|q3|0\n"));
+    assert_non_null(strstr(got, "13|user|q13|0\n13|assistant|a13 long answer|0\n"));
+    int lines = 0;
+    for (const char *c = got; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 26);
+    free(got);
+    json_decref(msgs);
+    env_close(&v);
+}
+
+/* The same window again after its reply was recorded is a retry: the new reply replaces the
+ * old one instead of adding a second answer to the turn. */
+static void test_retry_replaces_reply(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 64, 1000);
+    json_t *msgs = json_array();
+    add(msgs, "user", "hello", 1);
+    exchange(&v, "r", msgs, "first");
+    exchange(&v, "r", msgs, "second");
+    char *got = rows(&v, "r");
+    assert_string_equal(got, "1|user|hello|0\n1|assistant|second|0\n");
+    free(got);
+    json_decref(msgs);
+    env_close(&v);
+}
+
+int main(void)
+{
+    evthread_use_pthreads(); /* completions arrive from the writer thread */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_evicted_session_reloads),
+        cmocka_unit_test(test_window_older_than_working_set),
+        cmocka_unit_test(test_retry_replaces_reply),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
