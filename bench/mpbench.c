@@ -2,6 +2,12 @@
  * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
+ *           [--session ID]
+ *
+ * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
+ * ignores the header). The window never changes, so after the first request each one is a
+ * retry to memproxy: its messages reconciled (nothing new) and its reply stored over the
+ * previous one — two commits per request, each awaited before the response ends.
  *
  * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
  *    and each pair's difference is one sample (so drift in the machine cancels out).
@@ -56,12 +62,13 @@ static int bench_connect(int port, int nonblock)
     return fd;
 }
 
-static char *bench_request(const char *body, size_t *len)
+static char *bench_request(const char *body, const char *session, size_t *len)
 {
     char *req = NULL;
     int n = asprintf(&req,
-                     "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\n"
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\n%s%s%s"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     session ? "X-Session-Id: " : "", session ? session : "", session ? "\r\n" : "",
                      strlen(body), body);
     if (n < 0)
         die("asprintf");
@@ -289,13 +296,14 @@ static char *read_file(const char *path)
 int main(int argc, char **argv)
 {
     int dport = 0, pport = 0, pid = 0, n = 5000, c;
+    const char *session = NULL;
     double seconds = 5;
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
     static const struct option opts[] = {{"direct", 1, NULL, 'd'},  {"proxy", 1, NULL, 'p'},
                                          {"pid", 1, NULL, 'P'},     {"requests", 1, NULL, 'n'},
                                          {"seconds", 1, NULL, 's'}, {"body", 1, NULL, 'b'},
-                                         {NULL, 0, NULL, 0}};
+                                         {"session", 1, NULL, 'S'}, {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -313,6 +321,9 @@ int main(int argc, char **argv)
         case 's':
             seconds = atof(optarg);
             break;
+        case 'S':
+            session = optarg;
+            break;
         case 'b':
             free(body);
             body = read_file(optarg);
@@ -323,15 +334,15 @@ int main(int argc, char **argv)
     }
     if (!dport || !pport) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
-                        "[--seconds S] [--body FILE]\n");
+                        "[--seconds S] [--body FILE] [--session ID]\n");
         return 2;
     }
     size_t plain_len, stream_len;
-    char *plain = bench_request(body, &plain_len);
+    char *plain = bench_request(body, session, &plain_len);
     char *sbody = NULL;
     if (asprintf(&sbody, "{\"stream\":true,%s", body + 1) < 0)
         die("asprintf");
-    char *stream = bench_request(sbody, &stream_len);
+    char *stream = bench_request(sbody, session, &stream_len);
     long rss0 = pid ? rss_kb(pid, "VmRSS:") : 0;
 
     struct pair_result lat = pairwise(dport, pport, plain, plain_len, n, 0);

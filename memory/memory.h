@@ -85,7 +85,9 @@ typedef void (*memory_done_cb)(void *arg, int ok);
 
 /*
  * Queue the reply as the session's assistant turn (after memory_rec_request()): its turn id
- * is the request's turn_id, else that of the latest user turn. When base is non-NULL,
+ * is the request's turn_id, else that of the latest user turn. When the request brought
+ * nothing new and the session's last turn is a recorded reply (a retried request), the new
+ * reply replaces that one: the client got this one. When base is non-NULL,
  * cb(arg, ok) runs on base's thread once the turn (and the request's writes) are committed;
  * ok is 0 when the transaction failed. Runs once per rec.
  */

@@ -35,7 +35,7 @@ export async function startStack({ config = '', mockArgs = [] } = {}) {
   const cfgPath = join(dir, 'memproxy.yaml');
   writeFileSync(cfgPath, config);
   const mp = start(MEMPROXY, ['--config', cfgPath, '--listen', '127.0.0.1:0',
-    '--upstream', `http://127.0.0.1:${mockPort}/v1`]);
+    '--db', join(dir, 'memproxy.db'), '--upstream', `http://127.0.0.1:${mockPort}/v1`]);
   const port = await waitFor(() => (mp.log().match(/\(port (\d+)\)/) || [])[1], 'memproxy');
   const stop = async () => {
     const exited = new Promise((r) => mp.child.once('exit', (code) => r(code)));
