@@ -24,6 +24,8 @@ struct ws_entry {
     json_t *turns; /* the recent tail in seq order; elements never change once added */
     int64_t last_seq;
     uint64_t window_hash;
+    int exists;           /* the session row is in the database, or on its way */
+    char *user, *profile; /* as last written */
     /* under memory.mu */
     int refs;       /* recs using it */
     int pending;    /* submitted batches not yet committed */
@@ -126,6 +128,8 @@ static void ws_lru_front(struct memory *m, struct ws_entry *e)
 static void ws_free(struct ws_entry *e)
 {
     json_decref(e->turns);
+    free(e->user);
+    free(e->profile);
     pthread_mutex_destroy(&e->mu);
     free(e->key);
     free(e);
@@ -225,6 +229,18 @@ static int64_t memory_int(json_t *o, const char *key)
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
+static void memory_set_owned(char **field, const char *v)
+{
+    free(*field);
+    *field = v ? xstrdup(v) : NULL;
+}
+
+/* Does v change what the session has (NULL never does)? */
+static int memory_changes(const char *have, const char *v)
+{
+    return v != NULL && (have == NULL || strcmp(have, v) != 0);
+}
+
 static const char *memory_str(json_t *o, const char *key)
 {
     const char *v = json_string_value(json_object_get(o, key));
@@ -244,6 +260,9 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
         e->last_seq = last;
     e->window_hash = (uint64_t)json_integer_value(json_object_get(sess, "window_hash"));
+    e->exists = sess != NULL;
+    memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
+    memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
     e->loaded = 1;
     json_decref(sess);
 }
@@ -393,9 +412,20 @@ void memory_rec_request(struct memory_rec *rec)
     if (!e->loaded || reload)
         memory_load(rec, e);
     struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
-    store_batch_session(b, rec->user, rec->profile);
+    if (!e->exists || memory_changes(e->user, rec->user) ||
+        memory_changes(e->profile, rec->profile)) {
+        store_batch_session(b, rec->user, rec->profile);
+        e->exists = 1;
+        if (rec->user)
+            memory_set_owned(&e->user, rec->user);
+        if (rec->profile)
+            memory_set_owned(&e->profile, rec->profile);
+    }
     memory_reconcile(rec, e, b);
-    memory_submit(m, e, b, NULL, NULL, NULL);
+    if (store_batch_ops(b) > 0) /* a retried window with nothing new writes nothing */
+        memory_submit(m, e, b, NULL, NULL, NULL);
+    else
+        store_batch_free(b);
     ws_account(m, e);
     pthread_mutex_unlock(&e->mu);
 }

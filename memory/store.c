@@ -78,6 +78,11 @@ enum store_stmt {
     ST_UPDATE,
     ST_REPLACE,
     ST_PURGE,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
     ST__COUNT
 };
 
@@ -104,7 +109,19 @@ static const char *const store_sql[ST__COUNT] = {
                    "WHERE sid = ?1 AND seq = ?2",
     [ST_PURGE] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions "
                  "WHERE updated_ms < ?1 LIMIT ?2)",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_SAVEPOINT] = "SAVEPOINT batch",
+    [ST_RELEASE] = "RELEASE batch",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
 };
+
+/* The writer remembers the sessions it has seen (key -> [sid, last touch]) so a batch of a
+ * known session costs no lookup; updated_ms (idle time, retention) is refreshed at most this
+ * often per session. Cleared when it grows past its cap and whenever a write fails (a rolled
+ * back batch may have created the session it remembers). */
+#define STORE_TOUCH_MS  60000
+#define STORE_SID_CACHE 100000
 
 struct store {
     char *path;
@@ -116,7 +133,8 @@ struct store {
     pthread_cond_t cv;      /* work queued, or stop */
     pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
-    int busy; /* the writer holds a group not yet completed */
+    int busy;     /* the writer holds a group not yet completed */
+    json_t *sids; /* the writer's session cache (see STORE_TOUCH_MS) */
     int stopping;
     int64_t next_purge_ms;
 };
@@ -279,12 +297,18 @@ static int store_step(sqlite3 *db, sqlite3_stmt *s)
     return 0;
 }
 
-static int64_t store_sid(struct store *st, struct store_batch *b)
+static int store_run(struct store *st, enum store_stmt which)
+{
+    return store_step(st->db, st->stmt[which]);
+}
+
+/* The session's row id, creating the session when new and touching updated_ms. */
+static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t now)
 {
     sqlite3_stmt *s = st->stmt[ST_SESSION_ENSURE];
     sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, util_wall_ms());
+    sqlite3_bind_int64(s, 3, now);
     if (store_step(st->db, s) != 0)
         return -1;
     s = st->stmt[ST_SESSION_SID];
@@ -293,6 +317,24 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
     int64_t sid = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
+    return sid;
+}
+
+static int64_t store_sid(struct store *st, struct store_batch *b)
+{
+    int64_t now = util_wall_ms(), sid;
+    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    json_t *hit = json_object_get(st->sids, key);
+    if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < STORE_TOUCH_MS) {
+        sid = json_integer_value(json_array_get(hit, 0));
+    } else {
+        sid = store_sid_lookup(st, b, now);
+        if (json_object_size(st->sids) >= STORE_SID_CACHE)
+            json_object_clear(st->sids);
+        if (sid >= 0)
+            json_object_set_new(st->sids, key, json_pack("[I, I]", (json_int_t)sid, now));
+    }
+    free(key);
     return sid;
 }
 
@@ -343,14 +385,16 @@ static int store_sql_exec(sqlite3 *db, const char *sql)
 /* One batch inside the group's transaction; a savepoint keeps a failed batch's writes out. */
 static void store_apply(struct store *st, struct store_batch *b)
 {
-    store_sql_exec(st->db, "SAVEPOINT batch");
+    store_run(st, ST_SAVEPOINT);
     int64_t sid = store_sid(st, b);
     b->ok = sid >= 0;
     for (size_t i = 0; b->ok && i < b->n; i++)
         b->ok = store_exec_op(st, sid, &b->ops[i]) == 0;
-    if (!b->ok)
-        store_sql_exec(st->db, "ROLLBACK TO batch");
-    store_sql_exec(st->db, "RELEASE batch");
+    if (!b->ok) {
+        store_run(st, ST_ROLLBACK_TO);
+        json_object_clear(st->sids);
+    }
+    store_run(st, ST_RELEASE);
 }
 
 /* ---- retention ---- */
@@ -365,6 +409,7 @@ static void store_purge(struct store *st)
     int64_t before = util_wall_ms() - st->opts.retention_ms;
     sqlite3_stmt *s = st->stmt[ST_PURGE];
     long total = 0;
+    json_object_clear(st->sids); /* a purged session's id must not be reused */
     for (;;) {
         if (store_sql_exec(st->db, "BEGIN IMMEDIATE") != 0)
             return;
@@ -410,11 +455,12 @@ static void store_complete(struct store_batch *b)
 /* Commit a group of batches in one transaction, then report each. */
 static void store_commit_group(struct store *st, struct store_batch *list)
 {
-    int began = store_sql_exec(st->db, "BEGIN IMMEDIATE") == 0;
+    int began = store_run(st, ST_BEGIN) == 0;
     for (struct store_batch *b = list; b != NULL; b = b->next)
         store_apply(st, b);
-    if (!began || store_sql_exec(st->db, "COMMIT") != 0) {
+    if (!began || store_run(st, ST_COMMIT) != 0) {
         store_sql_exec(st->db, "ROLLBACK");
+        json_object_clear(st->sids);
         for (struct store_batch *b = list; b != NULL; b = b->next)
             b->ok = 0;
     }
@@ -537,6 +583,7 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     struct store *st = xcalloc(1, sizeof(*st));
     st->path = xstrdup(path);
     st->opts = *opts;
+    st->sids = json_object();
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
@@ -561,6 +608,7 @@ fail:
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
     sqlite3_close(st->db);
+    json_decref(st->sids);
     free(st->path);
     free(st);
     return NULL;
@@ -581,6 +629,7 @@ void store_close(struct store *st)
     pthread_mutex_destroy(&st->mu);
     pthread_cond_destroy(&st->cv);
     pthread_cond_destroy(&st->idle_cv);
+    json_decref(st->sids);
     free(st->path);
     free(st);
 }
