@@ -551,6 +551,15 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
     return m;
 }
 
+void memory_stats(struct memory *m, struct memory_stats *out)
+{
+    store_counts(m->st, &out->transactions, &out->batches_ok, &out->batches_failed);
+    pthread_mutex_lock(&m->mu);
+    out->sessions = m->nentries;
+    out->turns = m->total;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void memory_drain(struct memory *m)
 {
     store_drain(m->st);

@@ -50,6 +50,16 @@ struct memory_opts {
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
+
+/* Counters for /metrics: read from any thread, values may be a moment apart. */
+struct memory_stats {
+    uint64_t transactions;   /* committed by the writer */
+    uint64_t batches_ok;     /* requests' and replies' writes committed */
+    uint64_t batches_failed; /* writes that could not be committed (logged) */
+    uint64_t sessions;       /* sessions in the working set */
+    uint64_t turns;          /* turns in the working set */
+};
+void memory_stats(struct memory *m, struct memory_stats *out);
 /* Wait until every write submitted so far is committed and its callback handed over. */
 void memory_drain(struct memory *m);
 void memory_close(struct memory *m);

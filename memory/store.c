@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +84,7 @@ enum store_stmt {
     ST_SAVEPOINT,
     ST_RELEASE,
     ST_ROLLBACK_TO,
+    ST_ROLLBACK,
     ST__COUNT
 };
 
@@ -95,12 +97,12 @@ static const char *const store_sql[ST__COUNT] = {
                        "profile = COALESCE(?3, profile) WHERE sid = ?1",
     [ST_SESSION_WINDOW] = "UPDATE sessions SET system_messages = COALESCE(?2, system_messages), "
                           "window_hash = ?3 WHERE sid = ?1",
-    [ST_INSERT] = "INSERT OR IGNORE INTO messages(sid, seq, turn_id, turn_idx, role, content, "
+    [ST_INSERT] = "INSERT INTO messages(sid, seq, turn_id, turn_idx, role, content, "
                   "source, interrupted, interrupt_ms, original, metadata, tool_calls, "
                   "tool_call_id, name, timestamp_ms, importance, model, usage, finish_reason, "
                   "ttft_us, latency_us) VALUES (?1, ?21, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
                   "?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-                  "?19, ?20)",
+                  "?19, ?20) ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING",
     [ST_UPDATE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
                   "interrupt_ms = ?6 WHERE sid = ?1 AND seq = ?2",
     [ST_REPLACE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
@@ -114,6 +116,7 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_SAVEPOINT] = "SAVEPOINT batch",
     [ST_RELEASE] = "RELEASE batch",
     [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
+    [ST_ROLLBACK] = "ROLLBACK",
 };
 
 /* The writer remembers the sessions it has seen (key -> [sid, last touch]) so a batch of a
@@ -133,8 +136,9 @@ struct store {
     pthread_cond_t cv;      /* work queued, or stop */
     pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
-    int busy;     /* the writer holds a group not yet completed */
-    json_t *sids; /* the writer's session cache (see STORE_TOUCH_MS) */
+    int busy;                                  /* the writer holds a group not yet completed */
+    json_t *sids;                              /* the writer's session cache (see STORE_TOUCH_MS) */
+    atomic_uint_fast64_t n_tx, n_ok, n_failed; /* written by the writer, read by /metrics */
     int stopping;
     int64_t next_purge_ms;
 };
@@ -382,19 +386,22 @@ static int store_sql_exec(sqlite3 *db, const char *sql)
     return -1;
 }
 
-/* One batch inside the group's transaction; a savepoint keeps a failed batch's writes out. */
-static void store_apply(struct store *st, struct store_batch *b)
+/* One batch inside the group's transaction; a savepoint keeps a failed batch's writes out
+ * when others share the transaction. */
+static void store_apply(struct store *st, struct store_batch *b, int alone)
 {
-    store_run(st, ST_SAVEPOINT);
+    if (!alone)
+        store_run(st, ST_SAVEPOINT);
     int64_t sid = store_sid(st, b);
     b->ok = sid >= 0;
     for (size_t i = 0; b->ok && i < b->n; i++)
         b->ok = store_exec_op(st, sid, &b->ops[i]) == 0;
-    if (!b->ok) {
-        store_run(st, ST_ROLLBACK_TO);
+    if (!b->ok)
         json_object_clear(st->sids);
-    }
-    store_run(st, ST_RELEASE);
+    if (!b->ok && !alone)
+        store_run(st, ST_ROLLBACK_TO);
+    if (!alone)
+        store_run(st, ST_RELEASE);
 }
 
 /* ---- retention ---- */
@@ -411,13 +418,13 @@ static void store_purge(struct store *st)
     long total = 0;
     json_object_clear(st->sids); /* a purged session's id must not be reused */
     for (;;) {
-        if (store_sql_exec(st->db, "BEGIN IMMEDIATE") != 0)
+        if (store_run(st, ST_BEGIN) != 0)
             return;
         sqlite3_bind_int64(s, 1, before);
         sqlite3_bind_int(s, 2, STORE_PURGE_CHUNK);
         int ok = store_step(st->db, s) == 0;
         int n = ok ? sqlite3_changes(st->db) : 0;
-        if (store_sql_exec(st->db, ok ? "COMMIT" : "ROLLBACK") != 0 || !ok)
+        if (store_run(st, ok ? ST_COMMIT : ST_ROLLBACK) != 0 || !ok)
             return;
         total += n;
         if (n < STORE_PURGE_CHUNK)
@@ -456,14 +463,18 @@ static void store_complete(struct store_batch *b)
 static void store_commit_group(struct store *st, struct store_batch *list)
 {
     int began = store_run(st, ST_BEGIN) == 0;
+    int alone = list->next == NULL; /* no savepoint: a failure rolls the whole back */
     for (struct store_batch *b = list; b != NULL; b = b->next)
-        store_apply(st, b);
-    if (!began || store_run(st, ST_COMMIT) != 0) {
-        store_sql_exec(st->db, "ROLLBACK");
+        store_apply(st, b, alone);
+    if (!began || (alone && !list->ok) || store_run(st, ST_COMMIT) != 0) {
+        store_run(st, ST_ROLLBACK);
         json_object_clear(st->sids);
         for (struct store_batch *b = list; b != NULL; b = b->next)
             b->ok = 0;
     }
+    for (struct store_batch *b = list; b != NULL; b = b->next)
+        atomic_fetch_add_explicit(b->ok ? &st->n_ok : &st->n_failed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->n_tx, 1, memory_order_relaxed);
     while (list != NULL) {
         struct store_batch *next = list->next;
         store_complete(list);
@@ -508,6 +519,13 @@ static void *store_writer(void *arg)
             st->next_purge_ms = util_wall_ms() + STORE_PURGE_EVERY_MS;
         }
     }
+}
+
+void store_counts(struct store *st, uint64_t *transactions, uint64_t *ok, uint64_t *failed)
+{
+    *transactions = atomic_load_explicit(&st->n_tx, memory_order_relaxed);
+    *ok = atomic_load_explicit(&st->n_ok, memory_order_relaxed);
+    *failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
 }
 
 void store_drain(struct store *st)

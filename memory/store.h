@@ -45,6 +45,9 @@ struct store_opts {
 
 /* Open (creating and migrating as needed). NULL with *err set on failure. */
 struct store *store_open(const char *path, const struct store_opts *opts, char **err);
+/* Transactions committed, batches committed and batches failed since open. */
+void store_counts(struct store *st, uint64_t *transactions, uint64_t *ok, uint64_t *failed);
+
 /* Wait until everything submitted so far is committed and its completion handed over. */
 void store_drain(struct store *st);
 /* Commit what is queued, stop the writer, close. */

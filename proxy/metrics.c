@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include "memory.h"
 #include "util.h"
 
 #include <stdarg.h>
@@ -212,7 +213,30 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
 }
 
-char *metrics_render(struct metrics *const *sets, size_t n, size_t *len)
+static void metrics_render_memory(struct metrics_out *o, const struct memory_stats *m)
+{
+    metrics_printf(o,
+                   "# HELP memproxy_store_transactions_total Transactions the writer committed.\n"
+                   "# TYPE memproxy_store_transactions_total counter\n"
+                   "memproxy_store_transactions_total %llu\n"
+                   "# HELP memproxy_store_writes_total Batches of writes (a request's turns, a "
+                   "reply) by outcome.\n"
+                   "# TYPE memproxy_store_writes_total counter\n"
+                   "memproxy_store_writes_total{result=\"ok\"} %llu\n"
+                   "memproxy_store_writes_total{result=\"failed\"} %llu\n",
+                   (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
+                   (unsigned long long)m->batches_failed);
+    metrics_printf(o,
+                   "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"
+                   "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"
+                   "# HELP memproxy_memory_turns Turns in the working set (an empty session "
+                   "counts as one).\n"
+                   "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n",
+                   (unsigned long long)m->sessions, (unsigned long long)m->turns);
+}
+
+char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,
+                     size_t *len)
 {
     struct metrics_out o = {.cap = 4096};
     o.buf = xmalloc(o.cap);
@@ -224,6 +248,7 @@ char *metrics_render(struct metrics *const *sets, size_t n, size_t *len)
                         "memproxy_added_latency_seconds",
                         "Time memproxy itself spends on a request, upstream time excluded.");
     metrics_render_misc(&o, sets, n);
+    metrics_render_memory(&o, mem);
     *len = o.len;
     return o.buf;
 }

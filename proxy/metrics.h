@@ -39,6 +39,7 @@ enum metrics_failure {
 };
 
 struct metrics;
+struct memory_stats;
 
 struct metrics *metrics_create(void);
 void metrics_destroy(struct metrics *m);
@@ -52,6 +53,8 @@ void metrics_fallback(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
 
 /* Render the sum of sets[0..n) in Prometheus text format; caller frees. */
-char *metrics_render(struct metrics *const *sets, size_t n, size_t *len);
+/* The Prometheus text for every worker's set and the memory's counters. */
+char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,
+                     size_t *len);
 
 #endif

@@ -3,6 +3,7 @@
 #include "auth.h"
 #include "chat.h"
 #include "forward.h"
+#include "memory.h"
 #include "metrics.h"
 #include "respond.h"
 #include "server.h"
@@ -51,8 +52,10 @@ static void routes_free_text(const void *data, size_t len, void *arg)
 static void routes_metrics(struct worker *w, struct evhttp_request *req)
 {
     size_t n = 0, len = 0;
+    struct memory_stats ms;
     struct metrics *const *sets = server_metrics(w->srv, &n);
-    char *text = metrics_render(sets, n, &len);
+    memory_stats(w->mem, &ms);
+    char *text = metrics_render(sets, n, &ms, &len);
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add_reference(buf, text, len, routes_free_text, NULL); /* freed once sent */
     respond_send_buffer(w, METRICS_ROUTE_METRICS, req, 200,

@@ -130,6 +130,13 @@ class AgoraConversation(StackTest):
         sent = json.loads(self.mock.stats()["last_body"])
         for k in ("session_id", "user_uid"):
             self.assertNotIn(k, sent)
+        # what the store did shows in /metrics: 6 requests' writes (the retry's window brings
+        # nothing new: no batch) and 6 replies, none failed; one session in memory
+        text = self.mp.request("GET", "/metrics")[2].decode()
+        self.assertIn('memproxy_store_writes_total{result="ok"} 11', text)
+        self.assertIn('memproxy_store_writes_total{result="failed"} 0', text)
+        self.assertIn("memproxy_memory_sessions 1", text)
+        self.assertIn("memproxy_memory_turns 12", text)
 
 
 class Sessions(StackTest):

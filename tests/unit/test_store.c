@@ -204,6 +204,48 @@ static void test_persistence_and_schema(void **state)
     free(path);
 }
 
+static void on_outcome(void *arg, int ok)
+{
+    int *slot = arg;
+    *slot = ok;
+}
+
+/* A batch that fails (here: a turn without a role) leaves nothing behind, alone or grouped
+ * with others, and the others are committed. */
+static void test_failed_batch(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    int ok[4] = {-1, -1, -1, -1};
+    const char *ids[] = {"good1", "bad", "good2", "bad-alone"};
+    for (int i = 0; i < 4; i++) {
+        if (i == 3)
+            store_drain(st); /* the last one is surely alone in its transaction */
+        struct store_batch *b = store_batch_new("t", ids[i]);
+        json_t *t = turn("user", "hi", 1, 0, 1);
+        if (strncmp(ids[i], "bad", 3) == 0)
+            json_object_del(t, "role");
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_submit(st, b, NULL, on_outcome, &ok[i]);
+    }
+    store_drain(st);
+    assert_int_equal(ok[0], 1);
+    assert_int_equal(ok[1], 0);
+    assert_int_equal(ok[2], 1);
+    assert_int_equal(ok[3], 0);
+    struct store_reader *r = store_reader_open(st, &err);
+    for (int i = 0; i < 4; i++) {
+        json_t *sess = store_session_get(r, "t", ids[i]);
+        assert_true((sess != NULL) == (ok[i] == 1));
+        json_decref(sess);
+    }
+    store_reader_close(r);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 static void on_writer(void *arg, int ok)
 {
     int *seen = arg;
@@ -284,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_persistence_and_schema),
         cmocka_unit_test(test_drain_and_writer_callback),
+        cmocka_unit_test(test_failed_batch),
         cmocka_unit_test(test_retention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
