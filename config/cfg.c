@@ -104,6 +104,32 @@ static const struct cfg_option cfg_options[] = {
      "Upstreams tried in order when the previous one fails before the first byte."},
     {S_PROFILE, "model", T_STR, PRO(model), "", 0, 0,
      "Model sent upstream instead of the client's; empty keeps the client's."},
+    {S_PROFILE, "system_messages", T_STRLIST, PRO(system_messages), "", 0, 0,
+     "System messages sent first, before the client's own."},
+    {S_PROFILE, "history", T_STR, PRO(history), "passthrough", 0, 0,
+     "passthrough: the client sends its window; stored: the client sends only new messages "
+     "and the session's stored history is put before them."},
+    {S_PROFILE, "transforms", T_STRLIST, PRO(transforms), "interruptions,trim,inject_memory,standard",
+     0, 0,
+     "Transforms run over the messages, in order: standard, interruptions, timestamps, "
+     "user_context, drop_sources, merge_consecutive, trim, inject_memory."},
+    {S_PROFILE, "interruptions", T_STR, PRO(interruptions), "heard", 0, 0,
+     "How an interrupted reply is shown to the model: heard (what the caller heard), original "
+     "(all that was generated) or annotate (heard, plus annotate_note)."},
+    {S_PROFILE, "annotate_note", T_STR, PRO(annotate_note),
+     "[interrupted: the caller cut in here and did not hear the rest]", 0, 0,
+     "Appended to an interrupted reply with interruptions: annotate."},
+    {S_PROFILE, "timestamp_format", T_STR, PRO(timestamp_format), "[%Y-%m-%d %H:%M:%S UTC] ", 0, 0,
+     "strftime format (UTC) the timestamps transform puts before each message's text."},
+    {S_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
+     "Sources the drop_sources transform leaves out (e.g. [silence, llm_failure])."},
+    {S_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
+     "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
+     "limit."},
+    {S_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
+     "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
+    {S_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,
+     "Answer with X-Memproxy-Context: history, trimmed and injected message counts."},
 };
 
 struct cfg_list_section {
@@ -257,13 +283,25 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
     return 0;
 }
 
+/* A list's default is written "a,b,c" (an item given in a file is never split). */
+static void cfg_default_list(const struct cfg_option *o, void *base)
+{
+    char why[128], *copy = xstrdup(o->def), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
+        cfg_store(o, base, t, why, sizeof(why));
+    free(copy);
+}
+
 static void cfg_apply_defaults(enum cfg_section section, void *base)
 {
     char why[128];
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
         const struct cfg_option *o = &cfg_options[i];
-        if (o->section == section && o->def != NULL &&
-            cfg_store(o, base, o->def, why, sizeof(why)) != 0)
+        if (o->section != section || o->def == NULL)
+            continue;
+        if (o->type == T_STRLIST)
+            cfg_default_list(o, base);
+        else if (cfg_store(o, base, o->def, why, sizeof(why)) != 0)
             abort(); /* a bad default is a programming error */
     }
 }
@@ -674,9 +712,27 @@ static int cfg_validate_upstreams(struct cfg *cfg, char **err)
     return 0;
 }
 
+static int cfg_check_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
+{
+    static const char *const modes[] = {"heard", "original", "annotate"};
+    int ok = 0;
+    if (strcmp(p->history, "passthrough") != 0 && strcmp(p->history, "stored") != 0)
+        return cfg_invalid(cfg, err, "profiles[%s].history: '%s' must be passthrough or stored",
+                           p->name, p->history);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(modes); i++)
+        ok |= strcmp(p->interruptions, modes[i]) == 0;
+    if (!ok)
+        return cfg_invalid(cfg, err,
+                           "profiles[%s].interruptions: '%s' must be heard, original or annotate",
+                           p->name, p->interruptions);
+    return 0;
+}
+
 static int cfg_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
 {
     p->nchain = 0;
+    if (cfg_check_profile(cfg, p, err) != 0)
+        return -1;
     if (p->fallbacks.n > CFG_MAX_FALLBACKS)
         return cfg_invalid(cfg, err, "profiles[%s].fallbacks: at most %d", p->name,
                            CFG_MAX_FALLBACKS);

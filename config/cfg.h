@@ -43,6 +43,16 @@ struct cfg_profile {
     char *upstream;               /* name of the primary upstream */
     struct cfg_strlist fallbacks; /* tried in order before the first byte reaches the client */
     char *model;                  /* replaces the client's "model" when non-empty */
+    struct cfg_strlist system_messages;
+    char *history; /* "passthrough" or "stored" */
+    struct cfg_strlist transforms;
+    char *interruptions; /* "heard", "original" or "annotate" */
+    char *annotate_note;
+    char *timestamp_format;
+    struct cfg_strlist drop_sources;
+    long token_budget;  /* 0 = none */
+    long memory_budget; /* tokens inject_memory may add */
+    int context_header;
     /* Resolved by validation: indexes into cfg.upstreams, primary first. */
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;

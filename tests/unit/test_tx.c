@@ -1,0 +1,163 @@
+/*
+ * Unit tests: the transforms (transforms/tx.c) against golden files. Each file in the
+ * directory given as argument holds a profile's options, the input messages (and body, user,
+ * injected messages) and the expected output and counts. The input must come out unchanged:
+ * transforms replace messages, never edit them.
+ *
+ * MEMPROXY_UPDATE_GOLDEN=1 rewrites the expected parts from what the code does (review the
+ * diff before committing it).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tx.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *golden_dir;
+
+/* A config whose only profile has the golden file's options (JSON is YAML flow syntax). */
+static struct cfg *golden_cfg(json_t *profile)
+{
+    json_t *p = json_deep_copy(profile);
+    json_object_set_new(p, "name", json_string("t"));
+    json_object_set_new(p, "upstream", json_string("u"));
+    char *flow = json_dumps(p, JSON_COMPACT);
+    char *yaml = xasprintf("upstreams: [{name: u, url: 'http://127.0.0.1:9/v1'}]\n"
+                           "profiles: [%s]\n",
+                           flow);
+    char *err = NULL;
+    struct cfg *cfg = cfg_load_text(yaml, strlen(yaml), "golden", &err);
+    if (cfg == NULL || cfg_validate(cfg, &err) != 0)
+        fail_msg("profile options: %s", err);
+    free(flow);
+    free(yaml);
+    json_decref(p);
+    return cfg;
+}
+
+static void expect_equal(const char *file, const char *what, json_t *got, json_t *want)
+{
+    if (json_equal(got, want))
+        return;
+    char *g = json_dumps(got, JSON_INDENT(1)), *w = json_dumps(want, JSON_INDENT(1));
+    fail_msg("%s: %s differs\n got: %s\nwant: %s", file, what, g, w);
+}
+
+static void golden_one(const char *file)
+{
+    json_error_t jerr;
+    json_t *g = json_load_file(file, 0, &jerr);
+    if (g == NULL)
+        fail_msg("%s:%d: %s", file, jerr.line, jerr.text);
+    struct cfg *cfg = golden_cfg(json_object_get(g, "profile"));
+    json_t *input = json_object_get(g, "input"), *before = json_deep_copy(input);
+    json_t *messages = json_copy(input); /* shares the messages, as the chat path does */
+    json_t *body = json_deep_copy(json_object_get(g, "body"));
+    struct tx_ctx ctx = {.prof = &cfg->profiles[0],
+                         .body = body,
+                         .inject = json_object_get(g, "inject"),
+                         .user_id = json_string_value(json_object_get(g, "user_id")),
+                         .user_info = json_object_get(g, "user_info")};
+    tx_run(&ctx, messages);
+    json_t *counts = json_pack("{s:i, s:i, s:i}", "trimmed", (int)ctx.trimmed, "injected",
+                               (int)ctx.injected, "dropped", (int)ctx.dropped);
+    if (getenv("MEMPROXY_UPDATE_GOLDEN") != NULL) {
+        json_object_set(g, "output", messages);
+        json_object_set(g, "counts", counts);
+        if (body != NULL)
+            json_object_set(g, "body_output", body);
+        json_dump_file(g, file, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    } else {
+        expect_equal(file, "output", messages, json_object_get(g, "output"));
+        expect_equal(file, "counts", counts, json_object_get(g, "counts"));
+        if (body != NULL)
+            expect_equal(file, "body_output", body, json_object_get(g, "body_output"));
+    }
+    expect_equal(file, "the input (changed in place)", input, before);
+    json_decref(counts);
+    json_decref(body);
+    json_decref(messages);
+    json_decref(before);
+    json_decref(g);
+    cfg_destroy(cfg);
+}
+
+static void test_golden(void **state)
+{
+    DIR *d = opendir(golden_dir);
+    struct dirent *de;
+    int n = 0;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+            continue;
+        char *path = xasprintf("%s/%s", golden_dir, de->d_name);
+        golden_one(path);
+        free(path);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 10);
+}
+
+static void test_unknown_transform_is_a_config_error(void **state)
+{
+    const char *yaml = "upstreams: [{name: u, url: 'http://127.0.0.1:9/v1'}]\n"
+                       "profiles: [{name: p, upstream: u, transforms: [trim, summarize]}]\n";
+    char *err = NULL;
+    struct cfg *cfg = cfg_load_text(yaml, strlen(yaml), "m.yaml", &err);
+    assert_non_null(cfg);
+    assert_int_equal(cfg_validate(cfg, &err), 0);
+    assert_int_equal(tx_check_profiles(cfg, &err), -1);
+    assert_non_null(strstr(err, "profiles[p].transforms: unknown transform 'summarize'"));
+    free(err);
+    cfg_destroy(cfg);
+}
+
+/* A 2,000-turn conversation fits the budget, keeps its newest turn and its system message. */
+static void test_trim_long_session(void **state)
+{
+    struct cfg *cfg = golden_cfg(json_pack("{s:i, s:[s]}", "token_budget", 2000, "transforms",
+                                           "trim"));
+    json_t *m = json_array();
+    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", "Be brief."));
+    for (int i = 0; i < 2000; i++) {
+        char text[64];
+        snprintf(text, sizeof(text), "message number %d of a long call", i);
+        json_array_append_new(
+            m, json_pack("{s:s, s:s}", "role", i % 2 ? "assistant" : "user", "content", text));
+    }
+    struct tx_ctx ctx = {.prof = &cfg->profiles[0]};
+    tx_run(&ctx, m);
+    assert_true(tx_tokens_all(m) <= 2000);
+    assert_true(json_array_size(m) > 100);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "role")),
+                        "system");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "role")), "user");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(m, json_array_size(m) - 1), "content")),
+        "message number 1999 of a long call");
+    assert_int_equal(ctx.trimmed + json_array_size(m), 2001);
+    json_decref(m);
+    cfg_destroy(cfg);
+}
+
+int main(int argc, char **argv)
+{
+    golden_dir = argc > 1 ? argv[1] : "tests/unit/golden/tx";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_unknown_transform_is_a_config_error),
+        cmocka_unit_test(test_trim_long_session),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

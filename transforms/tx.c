@@ -1,0 +1,457 @@
+#include "tx.h"
+
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* OpenAI's per-message fields; everything else (metadata, turn_id, timestamp) is the
+ * platform's. */
+static const char *const tx_message_fields[] = {"role", "content", "name", "tool_calls",
+                                                "tool_call_id"};
+
+/* OpenAI's chat completion request fields. */
+static const char *const tx_body_fields[] = {"model",
+                                             "messages",
+                                             "stream",
+                                             "stream_options",
+                                             "temperature",
+                                             "top_p",
+                                             "n",
+                                             "stop",
+                                             "max_tokens",
+                                             "max_completion_tokens",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "logit_bias",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "user",
+                                             "response_format",
+                                             "seed",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "service_tier",
+                                             "store",
+                                             "modalities",
+                                             "audio",
+                                             "prediction",
+                                             "reasoning_effort",
+                                             "functions",
+                                             "function_call",
+                                             "web_search_options"};
+
+/* ---- reading messages in either shape ---- */
+
+static const char *tx_str(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static const char *tx_role(json_t *m)
+{
+    const char *r = tx_str(m, "role");
+    return r ? r : "";
+}
+
+static int tx_is(json_t *m, const char *role)
+{
+    return strcmp(tx_role(m), role) == 0;
+}
+
+/* A voice field: in metadata (client shape) or at the top level (stored shape). */
+static json_t *tx_voice(json_t *m, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(m, "metadata"), key);
+    return v != NULL ? v : json_object_get(m, key);
+}
+
+static int tx_listed(const struct cfg_strlist *l, const char *s)
+{
+    for (size_t i = 0; s != NULL && i < l->n; i++) {
+        if (strcmp(l->v[i], s) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A copy of m with content replaced (m itself is shared and stays as it is). */
+static json_t *tx_with_content(json_t *m, json_t *content)
+{
+    json_t *n = json_copy(m);
+    json_object_set_new(n, "content", content);
+    return n;
+}
+
+/* Replace the array's contents with keep (which it takes). */
+static void tx_replace_all(json_t *messages, json_t *keep)
+{
+    json_array_clear(messages);
+    json_array_extend(messages, keep);
+    json_decref(keep);
+}
+
+/* ---- token estimate ---- */
+
+static size_t tx_text_len(json_t *content)
+{
+    size_t i, n = 0;
+    json_t *part;
+    if (json_is_string(content))
+        return json_string_length(content);
+    json_array_foreach(content, i, part) n += json_string_length(json_object_get(part, "text"));
+    return n;
+}
+
+size_t tx_tokens(json_t *m)
+{
+    size_t chars = tx_text_len(json_object_get(m, "content")), i;
+    json_t *call;
+    json_array_foreach(json_object_get(m, "tool_calls"), i, call)
+    {
+        json_t *fn = json_object_get(call, "function");
+        chars += json_string_length(json_object_get(fn, "name")) +
+                 json_string_length(json_object_get(fn, "arguments"));
+    }
+    return TX_MESSAGE_TOKENS + (chars + TX_CHARS_PER_TOKEN - 1) / TX_CHARS_PER_TOKEN;
+}
+
+size_t tx_tokens_all(json_t *messages)
+{
+    size_t i, n = 0;
+    json_t *m;
+    json_array_foreach(messages, i, m) n += tx_tokens(m);
+    return n;
+}
+
+/* ---- standard ---- */
+
+static int tx_is_standard(json_t *m)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(m, key, v)
+    {
+        int ok = 0;
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_message_fields); i++)
+            ok |= strcmp(key, tx_message_fields[i]) == 0;
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static json_t *tx_standard_message(json_t *m)
+{
+    json_t *n = json_object();
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_message_fields); i++) {
+        json_t *v = json_object_get(m, tx_message_fields[i]);
+        if (v != NULL)
+            json_object_set(n, tx_message_fields[i], v);
+    }
+    return n;
+}
+
+static void tx_standard_body(json_t *body)
+{
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(body, tmp, key, v)
+    {
+        int ok = 0;
+        for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_body_fields); i++)
+            ok |= strcmp(key, tx_body_fields[i]) == 0;
+        if (!ok)
+            json_object_del(body, key);
+    }
+}
+
+void tx_standard(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        if (!tx_is_standard(m))
+            json_array_set_new(messages, i, tx_standard_message(m));
+    }
+    if (ctx->body != NULL)
+        tx_standard_body(ctx->body);
+}
+
+/* ---- interruptions ---- */
+
+static json_t *tx_interrupted_as(struct tx_ctx *ctx, json_t *m)
+{
+    const char *mode = ctx->prof->interruptions;
+    json_t *content = json_object_get(m, "content");
+    json_t *orig = tx_voice(m, "original");
+    if (strcmp(mode, "original") == 0 && json_is_string(orig))
+        return tx_with_content(m, json_copy(orig));
+    if (strcmp(mode, "annotate") == 0 && json_is_string(content)) {
+        const char *heard = json_string_value(content);
+        char *text = xasprintf("%s%s%s", heard, *heard ? " " : "", ctx->prof->annotate_note);
+        json_t *n = tx_with_content(m, json_string(text));
+        free(text);
+        return n;
+    }
+    return NULL; /* heard: the content is what was heard */
+}
+
+void tx_interruptions(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        if (!tx_is(m, "assistant") || !json_is_true(tx_voice(m, "interrupted")))
+            continue;
+        json_t *n = tx_interrupted_as(ctx, m);
+        if (n != NULL)
+            json_array_set_new(messages, i, n);
+    }
+}
+
+/* ---- timestamps ---- */
+
+static int64_t tx_ms(json_t *v)
+{
+    double d = json_is_integer(v) ? (double)json_integer_value(v) : json_number_value(v);
+    if (d <= 0 || d > 1e15)
+        return -1;
+    return d < 1e11 ? (int64_t)(d * 1000) : (int64_t)d; /* epoch seconds or milliseconds */
+}
+
+void tx_timestamps(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        int64_t ms = tx_ms(json_object_get(m, "timestamp"));
+        json_t *content = json_object_get(m, "content");
+        if (ms < 0 || !json_is_string(content) || tx_is(m, "system"))
+            continue;
+        char stamp[128];
+        time_t t = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* the format is the operator's */
+        size_t n = strftime(stamp, sizeof(stamp), ctx->prof->timestamp_format, &tm);
+#pragma GCC diagnostic pop
+        stamp[n] = '\0';
+        char *text = xasprintf("%s%s", stamp, json_string_value(content));
+        json_array_set_new(messages, i, tx_with_content(m, json_string(text)));
+        free(text);
+    }
+}
+
+/* ---- user_context ---- */
+
+/* Where memproxy's system messages go: after the leading run of the client's. */
+static size_t tx_after_system(json_t *messages)
+{
+    size_t i = 0;
+    while (i < json_array_size(messages) && tx_is(json_array_get(messages, i), "system"))
+        i++;
+    return i;
+}
+
+void tx_user_context(struct tx_ctx *ctx, json_t *messages)
+{
+    const char *key;
+    json_t *v;
+    if (ctx->user_id == NULL && json_object_size(ctx->user_info) == 0)
+        return;
+    char *line = xasprintf("What is known about the user:%s%s", ctx->user_id ? " id: " : "",
+                           ctx->user_id ? ctx->user_id : "");
+    json_object_foreach(ctx->user_info, key, v)
+    {
+        char *val = json_is_string(v) ? xstrdup(json_string_value(v))
+                                      : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *n = xasprintf("%s; %s: %s", line, key, val ? val : "");
+        free(val);
+        free(line);
+        line = n;
+    }
+    json_array_insert_new(messages, tx_after_system(messages),
+                          json_pack("{s:s, s:s}", "role", "system", "content", line));
+    free(line);
+}
+
+/* ---- drop_sources, merge_consecutive ---- */
+
+void tx_drop_sources(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t i;
+    json_t *m, *keep = json_array();
+    json_array_foreach(messages, i, m)
+    {
+        if (tx_listed(&ctx->prof->drop_sources, json_string_value(tx_voice(m, "source"))))
+            ctx->dropped++;
+        else
+            json_array_append(keep, m);
+    }
+    tx_replace_all(messages, keep);
+}
+
+static int tx_same_name(json_t *a, json_t *b)
+{
+    const char *x = tx_str(a, "name"), *y = tx_str(b, "name");
+    return (x == NULL && y == NULL) || (x != NULL && y != NULL && strcmp(x, y) == 0);
+}
+
+static int tx_mergeable(json_t *a, json_t *b)
+{
+    return a != NULL && (tx_is(a, "user") || tx_is(a, "assistant")) &&
+           strcmp(tx_role(a), tx_role(b)) == 0 && json_is_string(json_object_get(a, "content")) &&
+           json_is_string(json_object_get(b, "content")) && !json_object_get(a, "tool_calls") &&
+           !json_object_get(b, "tool_calls") && tx_same_name(a, b);
+}
+
+void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t i;
+    json_t *m, *keep = json_array();
+    (void)ctx;
+    json_array_foreach(messages, i, m)
+    {
+        size_t n = json_array_size(keep);
+        json_t *last = n ? json_array_get(keep, n - 1) : NULL;
+        if (!tx_mergeable(last, m)) {
+            json_array_append(keep, m);
+            continue;
+        }
+        char *text = xasprintf("%s\n%s", tx_str(last, "content"), tx_str(m, "content"));
+        json_array_set_new(keep, n - 1, tx_with_content(last, json_string(text)));
+        free(text);
+    }
+    tx_replace_all(messages, keep);
+}
+
+/* ---- trim ---- */
+
+/* Where the unit that ends at index end (inclusive) starts: tool results go with the
+ * assistant message that called them. */
+static size_t tx_unit_start(json_t *messages, size_t end)
+{
+    size_t s = end;
+    while (s > 0 && tx_is(json_array_get(messages, s), "tool"))
+        s--;
+    return s;
+}
+
+void tx_trim(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t n = json_array_size(messages), budget = (size_t)ctx->prof->token_budget, used = 0;
+    if (budget == 0 || n == 0)
+        return;
+    char *drop = xcalloc(n, 1);
+    json_t *m;
+    size_t i, from = n; /* non-system messages from index `from` on are kept */
+    json_array_foreach(messages, i, m) if (tx_is(m, "system")) used += tx_tokens(m);
+    for (size_t end = n; end-- > 0;) {
+        if (tx_is(json_array_get(messages, end), "system"))
+            continue;
+        size_t start = tx_unit_start(messages, end), cost = 0;
+        for (size_t k = start; k <= end; k++)
+            cost += tx_is(json_array_get(messages, k), "system")
+                        ? 0
+                        : tx_tokens(json_array_get(messages, k));
+        if (from != n && used + cost > budget)
+            break; /* the newest unit always stays */
+        used += cost;
+        from = start;
+        end = start; /* the loop's decrement moves past the unit */
+    }
+    /* a cut window starts on a user message, if it holds one */
+    size_t first = 0, first_user = from;
+    while (first < n && tx_is(json_array_get(messages, first), "system"))
+        first++;
+    while (from > first && first_user < n && !tx_is(json_array_get(messages, first_user), "user"))
+        first_user++;
+    if (from > first && first_user < n)
+        from = first_user;
+    json_t *keep = json_array();
+    json_array_foreach(messages, i, m)
+    {
+        drop[i] = i < from && !tx_is(m, "system");
+        if (drop[i])
+            ctx->trimmed++;
+        else
+            json_array_append(keep, m);
+    }
+    free(drop);
+    tx_replace_all(messages, keep);
+}
+
+/* ---- inject_memory ---- */
+
+void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t at = tx_after_system(messages), i, used = 0;
+    size_t budget = (size_t)ctx->prof->memory_budget;
+    json_t *m;
+    json_array_foreach(ctx->inject, i, m)
+    {
+        size_t cost = tx_tokens(m);
+        if (used + cost > budget)
+            continue; /* a smaller one further on may still fit */
+        used += cost;
+        json_array_insert(messages, at++, m);
+        ctx->injected++;
+    }
+}
+
+/* ---- the pipeline ---- */
+
+static const struct {
+    const char *name;
+    tx_fn fn;
+} tx_table[] = {
+    {"standard", tx_standard},
+    {"interruptions", tx_interruptions},
+    {"timestamps", tx_timestamps},
+    {"user_context", tx_user_context},
+    {"drop_sources", tx_drop_sources},
+    {"merge_consecutive", tx_merge_consecutive},
+    {"trim", tx_trim},
+    {"inject_memory", tx_inject_memory},
+};
+
+tx_fn tx_find(const char *name)
+{
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_table); i++) {
+        if (strcmp(tx_table[i].name, name) == 0)
+            return tx_table[i].fn;
+    }
+    return NULL;
+}
+
+int tx_check_profiles(const struct cfg *cfg, char **err)
+{
+    for (size_t p = 0; p < cfg->nprofiles; p++) {
+        const struct cfg_strlist *l = &cfg->profiles[p].transforms;
+        for (size_t i = 0; i < l->n; i++) {
+            if (tx_find(l->v[i]) == NULL) {
+                *err = xasprintf("%s: profiles[%s].transforms: unknown transform '%s' (known: "
+                                 "standard, interruptions, timestamps, user_context, "
+                                 "drop_sources, merge_consecutive, trim, inject_memory)",
+                                 cfg->source, cfg->profiles[p].name, l->v[i]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+void tx_run(struct tx_ctx *ctx, json_t *messages)
+{
+    const struct cfg_strlist *l = &ctx->prof->transforms;
+    for (size_t i = 0; i < l->n; i++)
+        tx_find(l->v[i])(ctx, messages);
+}

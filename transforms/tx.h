@@ -1,0 +1,73 @@
+/*
+ * tx: the transforms that decide what the model sees (DESIGN §7). Each is a pure function
+ * over the message array of the upstream request; a profile lists them in order.
+ *
+ *   standard          only OpenAI's fields per message (role, content, name, tool_calls,
+ *                     tool_call_id) and only OpenAI's top-level request fields
+ *   interruptions     an interrupted reply as heard, as generated (original), or as heard
+ *                     with a note (annotate)
+ *   timestamps        each message's time before its text
+ *   user_context      a system line with what is known about the user
+ *   drop_sources      leave out messages by source (silence reminders, ...)
+ *   merge_consecutive one message per run of same-role text messages
+ *   trim              fit the token budget: system messages stay, the newest turns stay, the
+ *                     window starts on a user message, a tool result keeps its call
+ *   inject_memory     after the client's system messages: memproxy's own (runtime system
+ *                     messages, the user's summary, facts), within the memory budget
+ *
+ * Messages come in the client's shape (voice fields in "metadata", "turn_id", "timestamp"
+ * beside them) or memproxy's stored shape (those fields at the top level); both are read.
+ *
+ * Ownership: transforms never change a message object in place — a message they change is
+ * replaced in the array by a new object — so the array may share its messages with the
+ * request that is being recorded. ctx fields are borrowed.
+ */
+#ifndef MEMPROXY_TX_H
+#define MEMPROXY_TX_H
+
+#include "cfg.h"
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* Tokens are estimated as characters / TX_CHARS_PER_TOKEN, plus TX_MESSAGE_TOKENS each. */
+#define TX_CHARS_PER_TOKEN 4
+#define TX_MESSAGE_TOKENS  4
+
+struct tx_ctx {
+    const struct cfg_profile *prof; /* the options: interruptions, budgets, formats, ... */
+    json_t *body;                   /* the upstream request body (top-level fields), or NULL */
+    json_t *inject;                 /* system messages memproxy adds ([{role, content}]), or NULL */
+    const char *user_id;
+    json_t *user_info; /* what else is known about the user (an object), or NULL */
+    /* what the pipeline did, for X-Memproxy-Context */
+    size_t trimmed;  /* messages trim left out */
+    size_t injected; /* messages inject_memory added */
+    size_t dropped;  /* messages drop_sources left out */
+};
+
+typedef void (*tx_fn)(struct tx_ctx *ctx, json_t *messages);
+
+void tx_standard(struct tx_ctx *ctx, json_t *messages);
+void tx_interruptions(struct tx_ctx *ctx, json_t *messages);
+void tx_timestamps(struct tx_ctx *ctx, json_t *messages);
+void tx_user_context(struct tx_ctx *ctx, json_t *messages);
+void tx_drop_sources(struct tx_ctx *ctx, json_t *messages);
+void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages);
+void tx_trim(struct tx_ctx *ctx, json_t *messages);
+void tx_inject_memory(struct tx_ctx *ctx, json_t *messages);
+
+/* The transform with this name, or NULL. */
+tx_fn tx_find(const char *name);
+
+/* Every profile names known transforms: 0, or -1 with *err naming profile and transform. */
+int tx_check_profiles(const struct cfg *cfg, char **err);
+
+/* Run the profile's transforms over messages, in order. */
+void tx_run(struct tx_ctx *ctx, json_t *messages);
+
+/* The estimated tokens of one message / of an array. */
+size_t tx_tokens(json_t *message);
+size_t tx_tokens_all(json_t *messages);
+
+#endif
