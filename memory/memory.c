@@ -10,6 +10,8 @@
 
 /* Turns read from the database to match a window older than the working set holds. */
 #define MEMORY_MAX_READ 100000
+/* Facts about a user considered for injection (the most confident first). */
+#define MEMORY_MAX_FACTS 50
 
 /* One session in the working set. */
 struct ws_entry {
@@ -26,6 +28,7 @@ struct ws_entry {
     uint64_t window_hash;
     int exists;           /* the session row is in the database, or on its way */
     char *user, *profile; /* as last written */
+    json_t *inject;       /* system messages for inject_memory, read with the entry */
     /* under memory.mu */
     int refs;       /* recs using it */
     int pending;    /* submitted batches not yet committed */
@@ -56,8 +59,10 @@ struct memory_rec {
     int64_t turn_id;
     struct ws_entry *e; /* referenced once the request is recorded */
     int requested, replied;
-    int retry; /* the window brought nothing new after a recorded reply: a retry, whose
-                  reply replaces that one */
+    int retry;  /* the window brought nothing new after a recorded reply: a retry, whose
+                   reply replaces that one */
+    int append; /* stored history mode: the messages are new, not a window */
+    int reload; /* the entry must be read again before use */
 };
 
 /* A submitted batch's report: the entry it changed and who waits for it. */
@@ -128,6 +133,7 @@ static void ws_lru_front(struct memory *m, struct ws_entry *e)
 static void ws_free(struct ws_entry *e)
 {
     json_decref(e->turns);
+    json_decref(e->inject);
     free(e->user);
     free(e->profile);
     pthread_mutex_destroy(&e->mu);
@@ -247,6 +253,62 @@ static const char *memory_str(json_t *o, const char *key)
     return v ? v : "";
 }
 
+static void memory_inject_add(json_t *out, const char *text)
+{
+    json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system", "content", text));
+}
+
+/* The facts as one system message: "- category key: value" per line. */
+static char *memory_facts_text(json_t *facts)
+{
+    size_t i;
+    json_t *f;
+    char *text = xstrdup("What this caller has told us before:");
+    json_array_foreach(facts, i, f)
+    {
+        char *n = xasprintf("%s\n- %s %s: %s", text, memory_str(f, "category"),
+                            memory_str(f, "key"), memory_str(f, "value"));
+        free(text);
+        text = n;
+    }
+    return text;
+}
+
+/* What inject_memory adds for this session: its runtime system messages (strings or
+ * {content} objects), then the user's summary, then the user's facts. NULL when none. */
+static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, const char *user)
+{
+    json_t *out = json_array(), *x;
+    size_t i;
+    json_array_foreach(runtime, i, x)
+    {
+        const char *text = json_is_string(x) ? json_string_value(x) : memory_str(x, "content");
+        if (*text)
+            memory_inject_add(out, text);
+    }
+    if (user != NULL) {
+        json_t *um = store_user_memory(rec->rd->sr, rec->tenant, user, MEMORY_MAX_FACTS);
+        const char *summary = json_string_value(json_object_get(um, "summary"));
+        if (summary != NULL && *summary) {
+            char *text =
+                xasprintf("Summary of earlier conversations with this caller: %s", summary);
+            memory_inject_add(out, text);
+            free(text);
+        }
+        if (json_array_size(json_object_get(um, "facts")) > 0) {
+            char *text = memory_facts_text(json_object_get(um, "facts"));
+            memory_inject_add(out, text);
+            free(text);
+        }
+        json_decref(um);
+    }
+    if (json_array_size(out) == 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
 static void memory_load(struct memory_rec *rec, struct ws_entry *e)
 {
     struct memory *m = rec->rd->m;
@@ -263,6 +325,9 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     e->exists = sess != NULL;
     memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
     memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
+    json_decref(e->inject);
+    e->inject = memory_build_inject(rec, json_object_get(sess, "runtime_system"),
+                                    rec->user ? rec->user : e->user);
     e->loaded = 1;
     json_decref(sess);
 }
@@ -373,8 +438,41 @@ static void memory_apply_update(struct ws_entry *e, json_t *u)
     }
 }
 
+/* Stored history mode: every message is new; each user message opens a turn. */
+static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
+{
+    size_t i;
+    json_t *msg, *system = NULL, *last = json_array_get(e->turns, json_array_size(e->turns) - 1);
+    int64_t turn = last ? memory_int(last, "turn_id") : 0, now = util_wall_ms();
+    json_array_foreach(rec->messages, i, msg)
+    {
+        json_t *t = rec_normalize(msg, now);
+        const char *role = memory_str(t, "role");
+        if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
+            if (system == NULL)
+                system = json_array();
+            json_array_append_new(system, json_pack("{s:s, s:O}", "role", role, "content",
+                                                    json_object_get(t, "content")));
+        } else if (t != NULL) {
+            if (turn <= 0 || strcmp(role, "user") == 0)
+                turn++;
+            json_object_set_new(t, "turn_id", json_integer(turn));
+            json_object_set_new(t, "turn_idx", json_integer(rec_count_role(e->turns, turn, role)));
+            memory_add_turn(e, b, t);
+        }
+        json_decref(t);
+    }
+    if (system != NULL)
+        store_batch_window(b, system, e->window_hash);
+    json_decref(system);
+}
+
 static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
 {
+    if (rec->append) {
+        memory_append(rec, e, b);
+        return;
+    }
     struct rec_result res;
     json_t *stored = memory_stored_for(rec, e);
     size_t i;
@@ -397,20 +495,36 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
     rec_result_clear(&res);
 }
 
+/* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
+static struct ws_entry *memory_rec_lock(struct memory_rec *rec)
+{
+    if (rec->e == NULL) {
+        char *key = xasprintf("%s\x1f%s", rec->tenant, rec->sid);
+        rec->e = ws_acquire(rec->rd->m, key, &rec->reload);
+        free(key);
+    }
+    pthread_mutex_lock(&rec->e->mu);
+    if (!rec->e->loaded || rec->reload)
+        memory_load(rec, rec->e);
+    rec->reload = 0;
+    return rec->e;
+}
+
+void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out)
+{
+    struct ws_entry *e = memory_rec_lock(rec);
+    out->inject = e->inject ? json_deep_copy(e->inject) : NULL;
+    out->history = want_history ? json_deep_copy(e->turns) : NULL;
+    pthread_mutex_unlock(&e->mu);
+}
+
 void memory_rec_request(struct memory_rec *rec)
 {
     struct memory *m = rec->rd->m;
-    int reload = 0;
     if (rec->requested)
         return;
     rec->requested = 1;
-    char *key = xasprintf("%s\x1f%s", rec->tenant, rec->sid);
-    struct ws_entry *e = ws_acquire(m, key, &reload);
-    free(key);
-    rec->e = e;
-    pthread_mutex_lock(&e->mu);
-    if (!e->loaded || reload)
-        memory_load(rec, e);
+    struct ws_entry *e = memory_rec_lock(rec);
     struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
     if (!e->exists || memory_changes(e->user, rec->user) ||
         memory_changes(e->profile, rec->profile)) {
@@ -516,6 +630,7 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->profile = p->profile ? xstrdup(p->profile) : NULL;
     rec->messages = json_incref(p->messages);
     rec->turn_id = rec_turn_id(p->turn_id);
+    rec->append = p->append;
     return rec;
 }
 

@@ -74,9 +74,20 @@ struct memory_rec_params {
     json_t *messages; /* the client's messages (increfed by the rec) */
     json_t *turn_id;  /* the request's top-level turn_id (Agora), number or numeric string;
                          NULL when absent */
+    int append;       /* stored history mode: the messages are all new (appended, each user
+                         message opening a turn), not a window to reconcile */
 };
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
+
+/* What the upstream request is built from, before it is forwarded (from the working set; a
+ * cold session is read through the rec's reader). Both arrays are new and may be NULL. */
+struct memory_context {
+    json_t *history; /* the session's recent turns, stored shape (want_history only) */
+    json_t *inject;  /* system messages for inject_memory: the session's runtime system
+                        messages, the user's summary, the user's facts */
+};
+void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out);
 
 /* Reconcile the request's messages with the session and queue the writes. Runs once; later
  * calls do nothing. */

@@ -35,6 +35,18 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "  UNIQUE (sid, turn_id, role, turn_idx)) WITHOUT ROWID;",
     /* 2: retention finds idle sessions without a scan */
     "CREATE INDEX sessions_updated ON sessions(updated_ms);",
+    /* 3: what inject_memory adds: a session's runtime system messages (set over REST), a
+     * user's long-term summary and facts */
+    "ALTER TABLE sessions ADD COLUMN runtime_system TEXT;"
+    "CREATE TABLE user_summaries ("
+    "  tenant TEXT NOT NULL, user_id TEXT NOT NULL, summary TEXT NOT NULL,"
+    "  from_ms INTEGER, to_ms INTEGER, updated_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant, user_id));"
+    "CREATE TABLE user_facts ("
+    "  tenant TEXT NOT NULL, user_id TEXT NOT NULL, category TEXT NOT NULL, key TEXT NOT NULL,"
+    "  value TEXT NOT NULL, confidence REAL NOT NULL DEFAULT 0.5, seen INTEGER NOT NULL DEFAULT 1,"
+    "  updated_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant, user_id, category, key));",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -145,7 +157,7 @@ struct store {
 
 struct store_reader {
     sqlite3 *db;
-    sqlite3_stmt *turns, *session;
+    sqlite3_stmt *turns, *session, *summary, *facts;
 };
 
 /* ---- batches ---- */
@@ -674,9 +686,18 @@ struct store_reader *store_reader_open(struct store *st, char **err)
              sqlite3_prepare_v3(r->db,
                                 "SELECT id, tenant, user_id, profile, status, system_messages, "
                                 "window_hash, created_ms, updated_ms, stopped_ms, (SELECT "
-                                "COUNT(*) FROM messages m WHERE m.sid = s.sid) FROM sessions s "
-                                "WHERE tenant = ?1 AND id = ?2",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->session, NULL) == SQLITE_OK;
+                                "COUNT(*) FROM messages m WHERE m.sid = s.sid), runtime_system "
+                                "FROM sessions s WHERE tenant = ?1 AND id = ?2",
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->session, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v3(r->db,
+                                "SELECT summary FROM user_summaries WHERE tenant = ?1 AND "
+                                "user_id = ?2",
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->summary, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v3(r->db,
+                                "SELECT category, key, value, confidence FROM user_facts WHERE "
+                                "tenant = ?1 AND user_id = ?2 ORDER BY confidence DESC, "
+                                "updated_ms DESC LIMIT ?3",
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->facts, NULL) == SQLITE_OK;
     free(sql);
     if (!ok) {
         *err = xasprintf("%s: cannot open for reading: %s", st->path, sqlite3_errmsg(r->db));
@@ -692,6 +713,8 @@ void store_reader_close(struct store_reader *r)
         return;
     sqlite3_finalize(r->turns);
     sqlite3_finalize(r->session);
+    sqlite3_finalize(r->summary);
+    sqlite3_finalize(r->facts);
     sqlite3_close(r->db);
     free(r);
 }
@@ -758,7 +781,7 @@ json_t *store_session_get(struct store_reader *r, const char *tenant, const char
 {
     static const char *const names[] = {
         "id",          "tenant",     "user_id",    "profile",    "status", "system_messages",
-        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns"};
+        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns",  "runtime_system"};
     sqlite3_stmt *s = r->session;
     json_t *out = NULL;
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -766,8 +789,33 @@ json_t *store_session_get(struct store_reader *r, const char *tenant, const char
     if (sqlite3_step(s) == SQLITE_ROW) {
         out = json_object();
         for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
-            json_object_set_new(out, names[i], store_col(s, i, i == 5));
+            json_object_set_new(out, names[i], store_col(s, i, i == 5 || i == 11));
     }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return out;
+}
+
+json_t *store_user_memory(struct store_reader *r, const char *tenant, const char *user_id,
+                          size_t max_facts)
+{
+    json_t *out = json_pack("{s:n, s:[]}", "summary", "facts");
+    sqlite3_stmt *s = r->summary;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        json_object_set_new(out, "summary", store_col(s, 0, 0));
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    s = r->facts;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)max_facts);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(json_object_get(out, "facts"),
+                              json_pack("{s:o, s:o, s:o, s:o}", "category", store_col(s, 0, 0),
+                                        "key", store_col(s, 1, 0), "value", store_col(s, 2, 0),
+                                        "confidence", store_col(s, 3, 0)));
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     return out;

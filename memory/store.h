@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 struct store;
 struct store_batch;
@@ -90,12 +90,17 @@ struct store_reader *store_reader_open(struct store *st, char **err);
 void store_reader_close(struct store_reader *r);
 
 /* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
- * created/updated/stopped ms, turn count), or NULL when there is none. */
+ * created/updated/stopped ms, turn count, runtime_system), or NULL when there is none. */
 json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id);
 
 /* The session's turns in seq order: those with turn_id >= min_turn, at most the last
  * limit of them (0 = all). An unknown session gives an empty array. */
 json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
                     int64_t min_turn, size_t limit);
+
+/* What is remembered about a user: {"summary": text|null, "facts": [{category, key, value,
+ * confidence}, ...]} with at most max_facts facts, the most confident first. */
+json_t *store_user_memory(struct store_reader *r, const char *tenant, const char *user_id,
+                          size_t max_facts);
 
 #endif

@@ -8,6 +8,7 @@
 #include "respond.h"
 #include "server.h"
 #include "session.h"
+#include "tx.h"
 #include "util.h"
 
 #include <event2/keyvalq_struct.h>
@@ -164,8 +165,19 @@ static const struct relay_hooks chat_hooks = {
 
 /* ---- the request ---- */
 
+static int chat_stored_mode(const struct cfg_profile *prof)
+{
+    return strcmp(prof->history, "stored") == 0;
+}
+
+static int chat_is_system(json_t *m)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    return role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
+}
+
 static int chat_session(struct chat *c, struct evhttp_request *req, const struct route_ctx *rc,
-                        const struct cfg_profile *prof, struct apierr *e)
+                        const struct cfg_profile *prof, struct session_ids *ids, struct apierr *e)
 {
     static const struct timeval zero = {0, 0};
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -174,30 +186,77 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                .query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)),
                                .body = c->creq.body,
                                .id_fields = &c->w->cfg->session_id_fields};
-    struct session_ids ids;
-    if (session_resolve(&si, &ids, e) != 0)
+    if (session_resolve(&si, ids, e) != 0)
         return -1;
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
-    if (ids.session_id == NULL && c->w->cfg->sessions_require) {
+    if (ids->session_id == NULL && c->w->cfg->sessions_require) {
         apierr_set(e, APIERR_INVALID_REQUEST, "session_id",
                    "a session id is required: send X-Session-Id, ?session_id= or session_id");
         return -1;
     }
-    evhttp_add_header(out, "X-Memproxy-Session", ids.session_id ? ids.session_id : "none");
-    if (ids.session_id != NULL) {
+    evhttp_add_header(out, "X-Memproxy-Session", ids->session_id ? ids->session_id : "none");
+    if (ids->session_id != NULL) {
         struct memory_rec_params p = {.tenant = rc->tenant,
-                                      .session_id = ids.session_id,
-                                      .user_id = ids.user_id,
+                                      .session_id = ids->session_id,
+                                      .user_id = ids->user_id,
                                       .profile = prof->name,
                                       .messages = c->creq.messages,
-                                      .turn_id = json_object_get(c->creq.body, "turn_id")};
+                                      .turn_id = json_object_get(c->creq.body, "turn_id"),
+                                      .append = chat_stored_mode(prof)};
         c->rec = memory_rec_new(c->w->reader, &p);
         c->rec_ev = evtimer_new(c->w->base, chat_record_cb, c);
         evtimer_add(c->rec_ev, &zero); /* runs after relay_start() has started the transfer */
     }
-    session_ids_clear(&ids);
     session_strip(c->creq.body, &c->w->cfg->session_id_fields);
     return 0;
+}
+
+/* What the model is sent, before the transforms: the profile's system messages, then the
+ * client's messages — in stored mode with the session's history between the client's system
+ * messages and its new ones. *history gets the number of stored messages put in. */
+static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
+                             size_t *history_n)
+{
+    json_t *out = json_array(), *m;
+    size_t i;
+    for (i = 0; i < prof->system_messages.n; i++)
+        json_array_append_new(
+            out, json_pack("{s:s, s:s}", "role", "system", "content", prof->system_messages.v[i]));
+    if (history == NULL) {
+        json_array_extend(out, c->creq.messages);
+        return out;
+    }
+    json_array_foreach(c->creq.messages, i, m) if (chat_is_system(m)) json_array_append(out, m);
+    json_array_extend(out, history);
+    *history_n = json_array_size(history);
+    json_array_foreach(c->creq.messages, i, m) if (!chat_is_system(m)) json_array_append(out, m);
+    return out;
+}
+
+/* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
+static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
+                                const struct cfg_profile *prof, const char *user_id, size_t *len)
+{
+    struct memory_context mc = {0};
+    size_t history_n = 0;
+    if (c->rec != NULL)
+        memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
+    json_t *up = chatreq_upstream(&c->creq, prof->model);
+    json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
+    struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = user_id};
+    tx_run(&tx, msgs);
+    json_object_set_new(up, "messages", msgs);
+    if (prof->context_header) {
+        char v[128];
+        snprintf(v, sizeof(v), "messages=%zu; history=%zu; trimmed=%zu; injected=%zu",
+                 json_array_size(msgs), history_n, tx.trimmed, tx.injected);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
+    }
+    char *body = chatreq_dump(up, len);
+    json_decref(up);
+    json_decref(mc.history);
+    json_decref(mc.inject);
+    return body;
 }
 
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
@@ -205,6 +264,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     struct apierr e;
     struct chatreq_limits lim = {.max_depth = (size_t)w->cfg->max_json_depth,
                                  .max_messages = (size_t)w->cfg->max_messages};
+    struct session_ids ids = {0};
     struct chat *c = xcalloc(1, sizeof(*c));
     c->w = w;
     c->refs = 1;
@@ -217,7 +277,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     if (chatreq_parse(rc->body, rc->body_len, &lim, &c->creq, &e) != 0)
         goto fail;
     const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
-    if (prof == NULL || chat_session(c, req, rc, prof, &e) != 0)
+    if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)
         goto fail;
 
     struct relay_params p = {.profile = prof,
@@ -225,10 +285,12 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
                              .stream = c->creq.stream,
                              .route = rc->route,
                              .t_start = rc->t_start};
-    p.body = chatreq_upstream_body(&c->creq, prof->model, &p.body_len);
+    p.body = chat_upstream_body(c, req, prof, ids.user_id, &p.body_len);
+    session_ids_clear(&ids);
     relay_start(w, req, &p, &chat_hooks, c);
     return;
 fail:
+    session_ids_clear(&ids);
     chat_unref(c);
     respond_error(w, rc->route, req, &e);
 }

@@ -155,7 +155,7 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
     return 0;
 }
 
-char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len)
+json_t *chatreq_upstream(const struct chatreq *r, const char *model)
 {
     json_t *up = json_copy(r->body); /* shallow: only top-level keys change */
     for (size_t i = 0; i < UTIL_ARRAY_LEN(chatreq_own_fields); i++)
@@ -168,11 +168,23 @@ char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *
         json_object_set_new(nopts, "include_usage", json_true());
         json_object_set_new(up, "stream_options", nopts);
     }
+    return up;
+}
+
+char *chatreq_dump(json_t *up, size_t *len)
+{
     char *s = json_dumps(up, JSON_COMPACT);
-    json_decref(up);
     if (s == NULL)
         abort(); /* the tree came from valid JSON: only allocation can fail */
     *len = strlen(s);
+    return s;
+}
+
+char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len)
+{
+    json_t *up = chatreq_upstream(r, model);
+    char *s = chatreq_dump(up, len);
+    json_decref(up);
     return s;
 }
 

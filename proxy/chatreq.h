@@ -10,7 +10,8 @@
  * deep tree.
  *
  * Ownership: chatreq_parse() fills a struct chatreq that owns its JSON; release it with
- * chatreq_clear(). chatreq_upstream_body() returns a string the caller frees.
+ * chatreq_clear(). chatreq_upstream() returns a new reference; the strings returned are the
+ * caller's to free.
  */
 #ifndef MEMPROXY_CHATREQ_H
 #define MEMPROXY_CHATREQ_H
@@ -41,10 +42,14 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
 int chatreq_too_deep(const char *buf, size_t len, size_t max_depth);
 
 /*
- * The upstream body: the request with memproxy's own fields removed, "model" replaced when
- * model is non-NULL and non-empty, and for streams "stream_options.include_usage": true so
- * usage is always recorded. Returns a JSON string the caller frees; *len gets its length.
+ * The upstream request: a new object sharing the client's values, with memproxy's own fields
+ * removed, "model" replaced when model is non-NULL and non-empty, and for streams
+ * "stream_options.include_usage": true so usage is always recorded.
  */
+json_t *chatreq_upstream(const struct chatreq *r, const char *model);
+/* Its JSON text (caller frees); *len gets its length. */
+char *chatreq_dump(json_t *up, size_t *len);
+/* Both in one: the upstream body of r as it came. */
 char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len);
 
 void chatreq_clear(struct chatreq *r);

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "memory.h"
 #include "server.h"
+#include "tx.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -108,7 +109,7 @@ static struct cfg *main_config(const struct main_args *a)
         goto fail;
     if (a->upstream)
         cfg_set_upstream_url(cfg, a->upstream);
-    if (cfg_validate(cfg, &err) != 0)
+    if (cfg_validate(cfg, &err) != 0 || tx_check_profiles(cfg, &err) != 0)
         goto fail;
     return cfg;
 fail:
