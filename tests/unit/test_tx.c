@@ -126,8 +126,9 @@ static void test_unknown_transform_is_a_config_error(void **state)
 /* A 2,000-turn conversation fits the budget, keeps its newest turn and its system message. */
 static void test_trim_long_session(void **state)
 {
-    struct cfg *cfg = golden_cfg(json_pack("{s:i, s:[s]}", "token_budget", 2000, "transforms",
-                                           "trim"));
+    json_t *opts = json_pack("{s:i, s:[s]}", "token_budget", 2000, "transforms", "trim");
+    struct cfg *cfg = golden_cfg(opts);
+    json_decref(opts);
     json_t *m = json_array();
     json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", "Be brief."));
     for (int i = 0; i < 2000; i++) {

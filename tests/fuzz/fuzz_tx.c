@@ -1,0 +1,56 @@
+/*
+ * Fuzz the transform pipeline with client message arrays: every transform runs (trim and
+ * inject_memory with small budgets). The input array must come out unchanged (transforms
+ * replace messages, never edit them), and after standard every message holds only OpenAI's
+ * fields.
+ */
+#include "fuzz.h"
+#include "tx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *fuzz_names[] = {"drop_sources",      "interruptions", "timestamps",    "user_context",
+                             "merge_consecutive", "trim",          "inject_memory", "standard"};
+static char *fuzz_sources[] = {"silence"};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_t *input = json_loadb((const char *)data, size, 0, NULL);
+    if (!json_is_array(input))
+        goto out;
+    struct cfg_profile prof = {.name = "fuzz",
+                               .transforms = {.v = fuzz_names, .n = 8},
+                               .interruptions = size % 3 == 0   ? "heard"
+                                                : size % 3 == 1 ? "original"
+                                                                : "annotate",
+                               .annotate_note = "[cut]",
+                               .timestamp_format = "[%H:%M] ",
+                               .drop_sources = {.v = fuzz_sources, .n = 1},
+                               .token_budget = 64,
+                               .memory_budget = 16};
+    json_t *before = json_deep_copy(input), *messages = json_copy(input);
+    json_t *inject = json_pack("[{s:s, s:s}]", "role", "system", "content", "remembered");
+    json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);
+    struct tx_ctx ctx = {.prof = &prof, .body = body, .inject = inject, .user_id = "u"};
+    tx_run(&ctx, messages);
+    if (!json_equal(input, before) || json_object_get(body, "turn_id") != NULL)
+        abort();
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        const char *key;
+        json_t *v;
+        json_object_foreach(m, key, v) if (strcmp(key, "role") && strcmp(key, "content") &&
+                                           strcmp(key, "name") && strcmp(key, "tool_calls") &&
+                                           strcmp(key, "tool_call_id")) abort();
+    }
+    json_decref(before);
+    json_decref(messages);
+    json_decref(inject);
+    json_decref(body);
+out:
+    json_decref(input);
+    return 0;
+}

@@ -1,0 +1,200 @@
+"""What the model sees: profiles, transforms, stored history, memory injection (DESIGN §5, §7).
+The mock upstream records the body it received; these tests read it."""
+import http.client
+import json
+import os
+import sqlite3
+import time
+import unittest
+
+from harness import Memproxy, Mock, StackTest
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "agora-custom-request.json")
+PLATFORM_KEYS = {"turn_id", "timestamp", "metadata", "interruptable", "session_id", "user_uid",
+                 "user_id", "interrupted", "original", "source", "interrupt_timestamp"}
+
+
+def agora():
+    with open(FIXTURE) as f:
+        return json.load(f)
+
+
+def keys_anywhere(body):
+    """Every key of the body and of its messages."""
+    keys = set(body)
+    for m in body.get("messages", []):
+        keys |= set(m)
+    return keys
+
+
+def start(test, profiles):
+    """The mock and a memproxy whose upstream "default" is the mock, with these profiles."""
+    test.mock = Mock()
+    test.addCleanup(test.mock.stop)
+    test.mp = Memproxy("upstreams:\n  - {name: default, url: '%s'}\n%s" % (test.mock.url,
+                                                                           profiles))
+    test.addCleanup(test.mp.stop)
+
+
+def tokens(messages):
+    """memproxy's estimate: 4 per message plus characters / 4."""
+    return sum(4 + (len(m.get("content") or "") + 3) // 4 for m in messages)
+
+
+class AgoraShapes(unittest.TestCase):
+    PROFILES = """
+profiles:
+  - name: default
+    upstream: default
+  - name: annotated
+    upstream: default
+    interruptions: annotate
+  - name: original
+    upstream: default
+    interruptions: original
+    system_messages: ["You speak on behalf of Example Inc."]
+"""
+
+    def setUp(self):
+        start(self, self.PROFILES)
+
+    def sent(self, profile=None):
+        body = agora()
+        if profile:
+            body["profile"] = profile
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+        return json.loads(self.mock.stats()["last_body"]), hdrs
+
+    def test_no_platform_fields_reach_the_upstream(self):
+        sent, hdrs = self.sent()
+        self.assertEqual(keys_anywhere(sent) & PLATFORM_KEYS, set())
+        self.assertEqual(len(sent["messages"]), 8)
+        self.assertEqual(sent["model"], "gpt-4o-mini")
+        cut = sent["messages"][3]
+        self.assertEqual(cut, {"role": "assistant", "content": "A cat walks into a"})  # heard
+        self.assertEqual(hdrs["x-memproxy-context"],
+                         "messages=8; history=0; trimmed=0; injected=0")
+
+    def test_annotate_and_original(self):
+        sent, _ = self.sent("annotated")
+        self.assertEqual(sent["messages"][3]["content"], "A cat walks into a [interrupted: the "
+                         "caller cut in here and did not hear the rest]")
+        sent, _ = self.sent("original")
+        fx = agora()
+        self.assertEqual(sent["messages"][4]["content"],
+                         fx["messages"][3]["metadata"]["original"])
+        self.assertEqual(sent["messages"][0],
+                         {"role": "system", "content": "You speak on behalf of Example Inc."})
+        self.assertEqual(sent["messages"][1]["content"], fx["messages"][0]["content"])
+
+
+class StoredHistory(unittest.TestCase):
+    """A plain chat client that keeps no state: it sends one message at a time."""
+    PROFILES = """
+profiles:
+  - name: default
+    upstream: default
+    history: stored
+    token_budget: 400
+"""
+
+    def setUp(self):
+        start(self, self.PROFILES)
+
+    def test_upstream_sees_the_whole_conversation(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=10)
+        for i in range(3):
+            self.mock.config(reply="answer %d" % i)
+            msgs = [{"role": "user", "content": "question %d" % i}]
+            if i == 0:
+                msgs.insert(0, {"role": "system", "content": "Be brief."})
+            c.request("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": msgs}),
+                      {"Content-Type": "application/json", "X-Session-Id": "plain"})
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+        c.close()
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual([(m["role"], m["content"]) for m in sent], [
+            ("user", "question 0"), ("assistant", "answer 0"),
+            ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2")])
+        self.assertEqual(r.getheader("X-Memproxy-Context"),
+                         "messages=5; history=4; trimmed=0; injected=0")
+        # the client's system message was kept on the session, not as a turn
+        con = sqlite3.connect(self.mp.db_path)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 6)
+        self.assertIn("Be brief.", con.execute("SELECT system_messages FROM sessions").fetchone()[0])
+        con.close()
+
+    def test_a_2000_turn_session_stays_within_its_budget(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
+        self.mock.config(reply="fine, thanks for asking")
+        for i in range(2000):
+            msgs = [{"role": "user", "content": "turn %d: how are you today?" % i}]
+            c.request("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": msgs}),
+                      {"Content-Type": "application/json", "X-Session-Id": "long"})
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+            if i % 250 == 249:
+                sent = json.loads(self.mock.stats()["last_body"])["messages"]
+                self.assertLessEqual(tokens(sent), 400)
+                self.assertEqual(sent[-1]["content"], "turn %d: how are you today?" % i)
+                self.assertEqual(sent[0]["role"], "user")
+                self.assertGreater(len(sent), 10)
+        c.close()
+        con = sqlite3.connect(self.mp.db_path)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 4000)
+        con.close()
+
+
+class InjectMemory(StackTest):
+    """inject_memory: the session's runtime system messages, then the user's summary and facts,
+    after the client's system messages (set here in the database directly, as the REST and
+    long-term memory features will)."""
+
+    def test_runtime_summary_and_facts_are_injected(self):
+        self.mp.stop()
+        db = self.mp.db_path
+        con = sqlite3.connect(db)
+        now = int(time.time() * 1000)
+        con.execute("INSERT INTO sessions(tenant, id, user_id, created_ms, updated_ms, "
+                    "runtime_system) VALUES ('default', 'room-42-agent', '1002', ?, ?, ?)",
+                    (now, now, json.dumps(["The caller is on the premium line."])))
+        con.execute("INSERT INTO user_summaries(tenant, user_id, summary, updated_ms) "
+                    "VALUES ('default', '1002', 'Asked for a cat joke last week.', ?)", (now,))
+        con.execute("INSERT INTO user_facts(tenant, user_id, category, key, value, confidence, "
+                    "updated_ms) VALUES ('default', '1002', 'pet', 'name', 'Tom', 0.9, ?)", (now,))
+        con.commit()
+        con.close()
+        self.mp = Memproxy(upstream=self.mock.url, db=db)
+        self.addCleanup(self.mp.stop)
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", agora())
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual([m["content"] for m in sent[:4]], [
+            agora()["messages"][0]["content"],
+            "The caller is on the premium line.",
+            "Summary of earlier conversations with this caller: Asked for a cat joke last week.",
+            "What this caller has told us before:\n- pet name: Tom"])
+        self.assertTrue(all(m["role"] == "system" for m in sent[:4]))
+        self.assertEqual(sent[4]["role"], "assistant")
+        self.assertEqual(hdrs["x-memproxy-context"],
+                         "messages=11; history=0; trimmed=0; injected=3")
+        # injected messages are never recorded
+        con = sqlite3.connect(db)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM messages WHERE content LIKE "
+                                     "'%premium line%' OR content LIKE '%cat joke last%'")
+                         .fetchone()[0], 0)
+        con.close()
+        # another user's session gets none of it
+        body = agora()
+        body["session_id"], body["user_uid"] = "other-room", "2002"
+        self.mp.request("POST", "/v1/chat/completions", body)
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertFalse(any("Tom" in (m.get("content") or "") for m in sent))
+
+
+if __name__ == "__main__":
+    unittest.main()
