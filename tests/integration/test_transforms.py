@@ -53,6 +53,7 @@ profiles:
     upstream: default
     interruptions: original
     system_messages: ["You speak on behalf of Example Inc."]
+    context_header: false
 """
 
     def setUp(self):
@@ -80,7 +81,8 @@ profiles:
         sent, _ = self.sent("annotated")
         self.assertEqual(sent["messages"][3]["content"], "A cat walks into a [interrupted: the "
                          "caller cut in here and did not hear the rest]")
-        sent, _ = self.sent("original")
+        sent, hdrs = self.sent("original")
+        self.assertNotIn("x-memproxy-context", hdrs)
         fx = agora()
         self.assertEqual(sent["messages"][4]["content"],
                          fx["messages"][3]["metadata"]["original"])
