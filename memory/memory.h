@@ -81,7 +81,9 @@ struct memory_rec_params {
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
 
 /* What the upstream request is built from, before it is forwarded (from the working set; a
- * cold session is read through the rec's reader). Both arrays are new and may be NULL. */
+ * cold session is read through the rec's reader). Both arrays are new and may be NULL. The
+ * injected messages are read with the session's entry: a change made behind memproxy's back
+ * (another process writing the database) shows once the entry is read again. */
 struct memory_context {
     json_t *history; /* the session's recent turns, stored shape (want_history only) */
     json_t *inject;  /* system messages for inject_memory: the session's runtime system
