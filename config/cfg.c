@@ -14,7 +14,7 @@
 enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL };
 
 /* Where an option lives: the top level, or one item of a list section. */
-enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY };
+enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY, S_ADMIN_KEY };
 
 struct cfg_option {
     enum cfg_section section;
@@ -81,6 +81,11 @@ static const struct cfg_option cfg_options[] = {
      "A key clients send as 'Authorization: Bearer <key>'. No keys = open (warned at start)."},
     {S_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant the key's sessions belong to."},
+    {S_ADMIN_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
+     "A key for the REST API ('Authorization: Bearer <key>'). No admin keys = the REST API "
+     "refuses every call."},
+    {S_ADMIN_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
+     "Tenant whose sessions the key may read and manage."},
 
     {S_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
     {S_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
@@ -144,6 +149,8 @@ static const struct cfg_list_section cfg_lists[] = {
     {"profiles", S_PROFILE, sizeof(struct cfg_profile), TOP(profiles), TOP(nprofiles)},
     {"auth.client_keys", S_CLIENT_KEY, sizeof(struct cfg_client_key), TOP(client_keys),
      TOP(nclient_keys)},
+    {"auth.admin_keys", S_ADMIN_KEY, sizeof(struct cfg_client_key), TOP(admin_keys),
+     TOP(nadmin_keys)},
 };
 
 /* ---- value parsing (shared by YAML, flags and defaults) ---- */
@@ -468,9 +475,10 @@ static int cfg_walk_list(struct cfg_loader *ld, yaml_node_t *seq, const struct c
         memset(item, 0, ls->item_size);
         (*count)++;
         cfg_apply_defaults(ls->section, item);
-        if (node->type == YAML_SCALAR_NODE && ls->section == S_CLIENT_KEY) {
+        if (node->type == YAML_SCALAR_NODE &&
+            (ls->section == S_CLIENT_KEY || ls->section == S_ADMIN_KEY)) {
             /* "- sk-abc" is shorthand for "- key: sk-abc" */
-            if (cfg_scalar(ld, node, cfg_option_find(S_CLIENT_KEY, "key"), ls->name, item) != 0)
+            if (cfg_scalar(ld, node, cfg_option_find(ls->section, "key"), ls->name, item) != 0)
                 return -1;
             continue;
         }
@@ -659,10 +667,20 @@ void cfg_set_upstream_url(struct cfg *cfg, const char *url)
     u->url = xstrdup(url);
 }
 
+/* A key from the environment, tenant "default". */
+static void cfg_key_add(struct cfg_client_key **keys, size_t *n, const char *key)
+{
+    *keys = xrealloc(*keys, (*n + 1) * sizeof(**keys));
+    (*keys)[*n].key = xstrdup(key);
+    (*keys)[*n].tenant = xstrdup("default");
+    (*n)++;
+}
+
 void cfg_apply_env(struct cfg *cfg)
 {
     const char *url = getenv("MEMPROXY_UPSTREAM_URL");
     const char *client = getenv("MEMPROXY_CLIENT_KEY");
+    const char *admin = getenv("MEMPROXY_ADMIN_KEY");
     const char *listen = getenv("MEMPROXY_LISTEN");
 
     if (url != NULL && *url != '\0')
@@ -671,13 +689,10 @@ void cfg_apply_env(struct cfg *cfg)
         free(cfg->listen);
         cfg->listen = xstrdup(listen);
     }
-    if (client != NULL && *client != '\0') {
-        size_t n = cfg->nclient_keys + 1;
-        cfg->client_keys = xrealloc(cfg->client_keys, n * sizeof(*cfg->client_keys));
-        cfg->client_keys[n - 1].key = xstrdup(client);
-        cfg->client_keys[n - 1].tenant = xstrdup("default");
-        cfg->nclient_keys = n;
-    }
+    if (admin != NULL && *admin != '\0')
+        cfg_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin);
+    if (client != NULL && *client != '\0')
+        cfg_key_add(&cfg->client_keys, &cfg->nclient_keys, client);
 }
 
 __attribute__((format(printf, 3, 4))) static int cfg_invalid(struct cfg *cfg, char **err,
@@ -782,6 +797,10 @@ int cfg_validate(struct cfg *cfg, char **err)
         if (strcmp(p->name, "default") == 0)
             cfg->default_profile = i;
     }
+    for (size_t i = 0; i < cfg->nadmin_keys; i++) {
+        if (*cfg->admin_keys[i].key == '\0')
+            return cfg_invalid(cfg, err, "auth.admin_keys: a key is empty");
+    }
     for (size_t i = 0; i < cfg->nclient_keys; i++) {
         if (*cfg->client_keys[i].key == '\0')
             return cfg_invalid(cfg, err, "auth.client_keys: a key is empty");
@@ -823,7 +842,7 @@ void cfg_print_options(FILE *out)
     static const char *const types[] = {"string",   "integer", "bool", "size",
                                         "duration", "list",    "level"};
     static const char *const sections[] = {"", "upstreams[].", "profiles[].",
-                                           "auth.client_keys[]."};
+                                           "auth.client_keys[].", "auth.admin_keys[]."};
     fprintf(out, "| option | type | default | help |\n|---|---|---|---|\n");
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
         const struct cfg_option *o = &cfg_options[i];
@@ -857,6 +876,9 @@ void cfg_destroy(struct cfg *cfg)
         cfg_free_fields(S_PROFILE, &cfg->profiles[i]);
     for (size_t i = 0; i < cfg->nclient_keys; i++)
         cfg_free_fields(S_CLIENT_KEY, &cfg->client_keys[i]);
+    for (size_t i = 0; i < cfg->nadmin_keys; i++)
+        cfg_free_fields(S_ADMIN_KEY, &cfg->admin_keys[i]);
+    free(cfg->admin_keys);
     free(cfg->upstreams);
     free(cfg->profiles);
     free(cfg->client_keys);

@@ -91,6 +91,8 @@ struct cfg {
 
     struct cfg_client_key *client_keys;
     size_t nclient_keys;
+    struct cfg_client_key *admin_keys; /* the REST API's; same shape */
+    size_t nadmin_keys;
     struct cfg_upstream *upstreams;
     size_t nupstreams;
     struct cfg_profile *profiles;
@@ -120,7 +122,7 @@ int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *or
  * config has none (the --upstream flag). */
 void cfg_set_upstream_url(struct cfg *cfg, const char *url);
 
-/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN and MEMPROXY_CLIENT_KEY. (The upstream key from the
+/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN, MEMPROXY_CLIENT_KEY and MEMPROXY_ADMIN_KEY. (The upstream key from the
  * environment is a default that cfg_validate() fills in.) */
 void cfg_apply_env(struct cfg *cfg);
 

@@ -613,6 +613,81 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     pthread_mutex_unlock(&e->mu);
 }
 
+/* ---- the REST API's view ---- */
+
+json_t *memory_session(struct memory_reader *r, const char *tenant, const char *id)
+{
+    return store_session_get(r->sr, tenant, id);
+}
+
+json_t *memory_turns(struct memory_reader *r, const char *tenant, const char *id, size_t limit)
+{
+    return store_turns(r->sr, tenant, id, INT64_MIN, limit);
+}
+
+json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char *user_id,
+                        const char *status, int64_t before, size_t limit)
+{
+    return store_sessions(r->sr, tenant, user_id, status, before, limit);
+}
+
+/* A change's report: the session to forget, who waits. */
+struct memory_change_done {
+    struct memory *m;
+    char *key;
+    struct event_base *base;
+    memory_done_cb cb;
+    void *arg;
+    int ok;
+};
+
+static void memory_change_trampoline(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory_change_done *d = arg;
+    (void)fd;
+    (void)what;
+    d->cb(d->arg, d->ok);
+    free(d->key);
+    free(d);
+}
+
+/* On the writer thread: the working set reads the session again before its next use. */
+static void memory_changed(void *arg, int ok)
+{
+    static const struct timeval now = {0, 0};
+    struct memory_change_done *d = arg;
+    struct memory *m = d->m;
+    uint64_t h = ws_hash(d->key);
+    pthread_mutex_lock(&m->mu);
+    for (struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)]; e != NULL; e = e->hnext) {
+        if (e->hash == h && strcmp(e->key, d->key) == 0)
+            e->stale = 1;
+    }
+    pthread_mutex_unlock(&m->mu);
+    d->ok = ok;
+    if (event_base_once(d->base, -1, EV_TIMEOUT, memory_change_trampoline, d, &now) != 0)
+        abort(); /* only without memory */
+}
+
+void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
+                   json_t *data, struct event_base *base, memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new(tenant, id);
+    struct memory_change_done *d = xcalloc(1, sizeof(*d));
+    *d = (struct memory_change_done){.m = m, .base = base, .cb = cb, .arg = arg};
+    d->key = xasprintf("%s\x1f%s", tenant, id);
+    store_batch_existing(b);
+    if (what == MEMORY_STOP)
+        store_batch_stop(b);
+    else if (what == MEMORY_DELETE)
+        store_batch_delete(b);
+    else if (what == MEMORY_RUNTIME)
+        store_batch_runtime(b, data);
+    else
+        store_batch_patch(b, data);
+    store_submit(m->st, b, NULL, memory_changed, d);
+}
+
 int memory_rec_replied(const struct memory_rec *rec)
 {
     return rec->replied;

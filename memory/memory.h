@@ -118,6 +118,31 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
                       struct event_base *base, memory_done_cb cb, void *arg);
 
 int memory_rec_replied(const struct memory_rec *rec);
+
+/* ---- the REST API's view (reads through the calling thread's reader) ---- */
+
+/* The session (store.h's shape), or NULL when the tenant has none by that id. */
+json_t *memory_session(struct memory_reader *r, const char *tenant, const char *id);
+/* Its turns in order, the last limit of them (0 = all). */
+json_t *memory_turns(struct memory_reader *r, const char *tenant, const char *id, size_t limit);
+/* {"sessions": [...], "next": cursor|null}, newest first. */
+json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char *user_id,
+                        const char *status, int64_t before, size_t limit);
+
+enum memory_change {
+    MEMORY_STOP,    /* status STOPPED */
+    MEMORY_DELETE,  /* the session and its turns */
+    MEMORY_RUNTIME, /* data: the runtime system messages (an array) */
+    MEMORY_PATCH,   /* data: {labels?, metadata?, user_id?} */
+};
+
+/*
+ * Change a session that exists. cb(arg, ok) runs on base's thread once committed; ok 0 when
+ * it failed or the session is gone. The working set then reads the session again before its
+ * next request, so a change (new runtime system messages) applies from the next request on.
+ */
+void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
+                   json_t *data, struct event_base *base, memory_done_cb cb, void *arg);
 void memory_rec_free(struct memory_rec *rec);
 
 #endif

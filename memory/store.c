@@ -61,7 +61,11 @@ enum store_op_kind {
     STORE_OP_WINDOW,
     STORE_OP_INSERT,
     STORE_OP_UPDATE,
-    STORE_OP_REPLACE
+    STORE_OP_REPLACE,
+    STORE_OP_STOP,
+    STORE_OP_DELETE,
+    STORE_OP_RUNTIME,
+    STORE_OP_PATCH
 };
 
 struct store_op {
@@ -79,6 +83,7 @@ struct store_batch {
     store_done_cb cb;
     void *arg;
     int ok;
+    int existing; /* the session must exist already: never created by this batch */
     struct store_batch *next;
 };
 
@@ -90,6 +95,10 @@ enum store_stmt {
     ST_INSERT,
     ST_UPDATE,
     ST_REPLACE,
+    ST_STOP,
+    ST_DELETE,
+    ST_RUNTIME,
+    ST_PATCH,
     ST_PURGE,
     ST_BEGIN,
     ST_COMMIT,
@@ -121,6 +130,12 @@ static const char *const store_sql[ST__COUNT] = {
                    "interrupt_ms = ?6, model = ?7, usage = ?8, finish_reason = ?9, ttft_us = ?10, "
                    "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13 "
                    "WHERE sid = ?1 AND seq = ?2",
+    [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2 "
+                "WHERE sid = ?1 AND status != 'STOPPED'",
+    [ST_DELETE] = "DELETE FROM sessions WHERE sid = ?1",
+    [ST_RUNTIME] = "UPDATE sessions SET runtime_system = ?2, updated_ms = ?3 WHERE sid = ?1",
+    [ST_PATCH] = "UPDATE sessions SET labels = COALESCE(?2, labels), metadata = COALESCE(?3, "
+                 "metadata), user_id = COALESCE(?4, user_id), updated_ms = ?5 WHERE sid = ?1",
     [ST_PURGE] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions "
                  "WHERE updated_ms < ?1 LIMIT ?2)",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -157,7 +172,7 @@ struct store {
 
 struct store_reader {
     sqlite3 *db;
-    sqlite3_stmt *turns, *session, *summary, *facts;
+    sqlite3_stmt *turns, *session, *summary, *facts, *list;
 };
 
 /* ---- batches ---- */
@@ -209,6 +224,31 @@ void store_batch_update(struct store_batch *b, json_t *update)
 void store_batch_replace(struct store_batch *b, json_t *turn)
 {
     store_batch_add(b, STORE_OP_REPLACE, turn);
+}
+
+void store_batch_existing(struct store_batch *b)
+{
+    b->existing = 1;
+}
+
+void store_batch_stop(struct store_batch *b)
+{
+    store_batch_add(b, STORE_OP_STOP, NULL);
+}
+
+void store_batch_delete(struct store_batch *b)
+{
+    store_batch_add(b, STORE_OP_DELETE, NULL);
+}
+
+void store_batch_runtime(struct store_batch *b, json_t *system_messages)
+{
+    store_batch_add(b, STORE_OP_RUNTIME, system_messages);
+}
+
+void store_batch_patch(struct store_batch *b, json_t *fields)
+{
+    store_batch_add(b, STORE_OP_PATCH, fields);
 }
 
 size_t store_batch_ops(const struct store_batch *b)
@@ -336,9 +376,23 @@ static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t
     return sid;
 }
 
+/* The id of a session that must exist, or -1 (the batch then fails). */
+static int64_t store_sid_existing(struct store *st, struct store_batch *b)
+{
+    sqlite3_stmt *s = st->stmt[ST_SESSION_SID];
+    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
+    int64_t sid = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return sid;
+}
+
 static int64_t store_sid(struct store *st, struct store_batch *b)
 {
     int64_t now = util_wall_ms(), sid;
+    if (b->existing)
+        return store_sid_existing(st, b);
     char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
     json_t *hit = json_object_get(st->sids, key);
     if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < STORE_TOUCH_MS) {
@@ -352,6 +406,37 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
     }
     free(key);
     return sid;
+}
+
+/* The REST API's changes to a session row. */
+static int store_exec_session_op(struct store *st, int64_t sid, struct store_op *op)
+{
+    int64_t now = util_wall_ms();
+    sqlite3_stmt *s = NULL;
+    switch (op->kind) {
+    case STORE_OP_STOP:
+        s = st->stmt[ST_STOP];
+        sqlite3_bind_int64(s, 2, now);
+        break;
+    case STORE_OP_DELETE:
+        s = st->stmt[ST_DELETE];
+        json_object_clear(st->sids); /* its id must not be reused */
+        break;
+    case STORE_OP_RUNTIME:
+        s = st->stmt[ST_RUNTIME];
+        store_bind_json(s, 2, op->data);
+        sqlite3_bind_int64(s, 3, now);
+        break;
+    default: /* STORE_OP_PATCH */
+        s = st->stmt[ST_PATCH];
+        store_bind_json(s, 2, json_object_get(op->data, "labels"));
+        store_bind_json(s, 3, json_object_get(op->data, "metadata"));
+        store_bind_text(s, 4, json_object_get(op->data, "user_id"));
+        sqlite3_bind_int64(s, 5, now);
+        break;
+    }
+    sqlite3_bind_int64(s, 1, sid);
+    return store_step(st->db, s);
 }
 
 static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
@@ -372,6 +457,11 @@ static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
         s = st->stmt[ST_INSERT];
         store_bind_turn(s, op->data);
         break;
+    case STORE_OP_STOP:
+    case STORE_OP_DELETE:
+    case STORE_OP_RUNTIME:
+    case STORE_OP_PATCH:
+        return store_exec_session_op(st, sid, op);
     case STORE_OP_UPDATE:
     case STORE_OP_REPLACE:
         s = st->stmt[op->kind == STORE_OP_UPDATE ? ST_UPDATE : ST_REPLACE];
@@ -686,8 +776,8 @@ struct store_reader *store_reader_open(struct store *st, char **err)
              sqlite3_prepare_v3(r->db,
                                 "SELECT id, tenant, user_id, profile, status, system_messages, "
                                 "window_hash, created_ms, updated_ms, stopped_ms, (SELECT "
-                                "COUNT(*) FROM messages m WHERE m.sid = s.sid), runtime_system "
-                                "FROM sessions s WHERE tenant = ?1 AND id = ?2",
+                                "COUNT(*) FROM messages m WHERE m.sid = s.sid), runtime_system, "
+                                "labels, metadata FROM sessions s WHERE tenant = ?1 AND id = ?2",
                                 -1, SQLITE_PREPARE_PERSISTENT, &r->session, NULL) == SQLITE_OK &&
              sqlite3_prepare_v3(r->db,
                                 "SELECT summary FROM user_summaries WHERE tenant = ?1 AND "
@@ -697,7 +787,13 @@ struct store_reader *store_reader_open(struct store *st, char **err)
                                 "SELECT category, key, value, confidence FROM user_facts WHERE "
                                 "tenant = ?1 AND user_id = ?2 ORDER BY confidence DESC, "
                                 "updated_ms DESC LIMIT ?3",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->facts, NULL) == SQLITE_OK;
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->facts, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v3(r->db,
+                                "SELECT id, user_id, profile, status, labels, created_ms, "
+                                "updated_ms, stopped_ms, sid FROM sessions WHERE tenant = ?1 AND "
+                                "(?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR status = ?3) "
+                                "AND sid < ?4 ORDER BY sid DESC LIMIT ?5",
+                                -1, SQLITE_PREPARE_PERSISTENT, &r->list, NULL) == SQLITE_OK;
     free(sql);
     if (!ok) {
         *err = xasprintf("%s: cannot open for reading: %s", st->path, sqlite3_errmsg(r->db));
@@ -715,6 +811,7 @@ void store_reader_close(struct store_reader *r)
     sqlite3_finalize(r->session);
     sqlite3_finalize(r->summary);
     sqlite3_finalize(r->facts);
+    sqlite3_finalize(r->list);
     sqlite3_close(r->db);
     free(r);
 }
@@ -781,7 +878,8 @@ json_t *store_session_get(struct store_reader *r, const char *tenant, const char
 {
     static const char *const names[] = {
         "id",          "tenant",     "user_id",    "profile",    "status", "system_messages",
-        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns",  "runtime_system"};
+        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns",  "runtime_system",
+        "labels",      "metadata"};
     sqlite3_stmt *s = r->session;
     json_t *out = NULL;
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -789,7 +887,7 @@ json_t *store_session_get(struct store_reader *r, const char *tenant, const char
     if (sqlite3_step(s) == SQLITE_ROW) {
         out = json_object();
         for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
-            json_object_set_new(out, names[i], store_col(s, i, i == 5 || i == 11));
+            json_object_set_new(out, names[i], store_col(s, i, i == 5 || i >= 11));
     }
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -818,5 +916,34 @@ json_t *store_user_memory(struct store_reader *r, const char *tenant, const char
                                         "confidence", store_col(s, 3, 0)));
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
+    return out;
+}
+
+json_t *store_sessions(struct store_reader *r, const char *tenant, const char *user_id,
+                       const char *status, int64_t before, size_t limit)
+{
+    static const char *const names[] = {"id",         "user_id",    "profile",
+                                        "status",     "labels",     "created_ms",
+                                        "updated_ms", "stopped_ms"};
+    json_t *list = json_array();
+    sqlite3_stmt *s = r->list;
+    int64_t last = -1;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, status, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, before > 0 ? before : INT64_MAX);
+    sqlite3_bind_int64(s, 5, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
+            json_object_set_new(row, names[i], store_col(s, i, i == 4));
+        json_array_append_new(list, row);
+        last = sqlite3_column_int64(s, 8);
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    json_t *out = json_pack("{s:o, s:n}", "sessions", list, "next");
+    if (last > 0 && json_array_size(list) == limit)
+        json_object_set_new(out, "next", json_integer(last));
     return out;
 }

@@ -70,6 +70,13 @@ void store_batch_update(struct store_batch *b, json_t *update);
 /* Overwrite the reply stored at turn's "seq" with turn (a request retried: the new reply is
  * the one the client got). */
 void store_batch_replace(struct store_batch *b, json_t *turn);
+/* The REST API's changes. A batch marked existing fails (ok 0) when the session is gone,
+ * rather than creating it. */
+void store_batch_existing(struct store_batch *b);
+void store_batch_stop(struct store_batch *b);   /* status STOPPED, stopped_ms now */
+void store_batch_delete(struct store_batch *b); /* the session and its turns */
+void store_batch_runtime(struct store_batch *b, json_t *system_messages);
+void store_batch_patch(struct store_batch *b, json_t *fields); /* labels, metadata, user_id */
 size_t store_batch_ops(const struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
@@ -90,13 +97,19 @@ struct store_reader *store_reader_open(struct store *st, char **err);
 void store_reader_close(struct store_reader *r);
 
 /* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
- * created/updated/stopped ms, turn count, runtime_system), or NULL when there is none. */
+ * created/updated/stopped ms, turn count, runtime_system, labels, metadata), or NULL when
+ * there is none. */
 json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id);
 
 /* The session's turns in seq order: those with turn_id >= min_turn, at most the last
  * limit of them (0 = all). An unknown session gives an empty array. */
 json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
                     int64_t min_turn, size_t limit);
+
+/* A tenant's sessions, newest first, optionally of one user and/or status, at most limit:
+ * {"sessions": [...], "next": cursor|null}; pass next back as before for the next page. */
+json_t *store_sessions(struct store_reader *r, const char *tenant, const char *user_id,
+                       const char *status, int64_t before, size_t limit);
 
 /* What is remembered about a user: {"summary": text|null, "facts": [{category, key, value,
  * confidence}, ...]} with at most max_facts facts, the most confident first. */

@@ -15,6 +15,10 @@
 /* 0 and *tenant set (borrowed from cfg) when allowed; -1 otherwise. header may be NULL. */
 int auth_client(const struct cfg *cfg, const char *header, const char **tenant);
 
+/* The REST API's keys (auth.admin_keys): the same check, but no keys configured means no
+ * access, not open access. */
+int auth_admin(const struct cfg *cfg, const char *header, const char **tenant);
+
 /* The token of "Bearer <token>" (scheme case-insensitive), or NULL. Borrowed from header. */
 const char *auth_bearer(const char *header);
 

@@ -19,8 +19,8 @@ static const uint64_t metrics_bounds_us[] = {
     50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
 #define METRICS_NBUCKETS (UTIL_ARRAY_LEN(metrics_bounds_us) + 1)
 
-static const char *const metrics_route_names[] = {"chat",   "models",  "embeddings",
-                                                  "health", "metrics", "other"};
+static const char *const metrics_route_names[] = {"chat",    "models", "embeddings", "health",
+                                                  "metrics", "rest",   "other"};
 static const char *const metrics_failure_names[] = {"unreachable", "timeout", "broken", "status"};
 
 struct metrics_hist {

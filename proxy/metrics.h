@@ -26,6 +26,7 @@ enum metrics_route {
     METRICS_ROUTE_EMBEDDINGS,
     METRICS_ROUTE_HEALTH,
     METRICS_ROUTE_METRICS,
+    METRICS_ROUTE_REST,
     METRICS_ROUTE_OTHER,
     METRICS_ROUTE__COUNT
 };
@@ -52,8 +53,7 @@ void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
 void metrics_fallback(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
 
-/* Render the sum of sets[0..n) in Prometheus text format; caller frees. */
-/* The Prometheus text for every worker's set and the memory's counters. */
+/* The Prometheus text for the sum of sets[0..n) and the memory's counters; caller frees. */
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,
                      size_t *len);
 

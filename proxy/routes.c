@@ -6,6 +6,7 @@
 #include "memory.h"
 #include "metrics.h"
 #include "respond.h"
+#include "rest.h"
 #include "server.h"
 #include "util.h"
 
@@ -107,15 +108,25 @@ static void routes_strip(const char **path, size_t *len, struct route_ctx *rc)
     }
 }
 
-/* Auth and body cap for an API route; 0 to go on, -1 when an error was sent. */
-static int routes_admit(struct worker *w, struct evhttp_request *req, struct route_ctx *rc)
+/* Auth (a client key, or an admin key for the REST API) and body cap; 0 to go on, -1 when
+ * an error was sent. */
+static int routes_admit(struct worker *w, struct evhttp_request *req, struct route_ctx *rc,
+                        int admin)
 {
     struct apierr e;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    if (auth_client(w->cfg, evhttp_find_header(in, "Authorization"), &rc->tenant) != 0) {
+    const char *authz = evhttp_find_header(in, "Authorization");
+    if ((admin ? auth_admin(w->cfg, authz, &rc->tenant)
+               : auth_client(w->cfg, authz, &rc->tenant)) != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
-        apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
-                   "a valid client key is required: Authorization: Bearer <key>");
+        if (admin && w->cfg->nadmin_keys == 0)
+            apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
+                       "the REST API is off: no admin key is configured (auth.admin_keys or "
+                       "MEMPROXY_ADMIN_KEY)");
+        else
+            apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
+                       "a valid %s key is required: Authorization: Bearer <key>",
+                       admin ? "admin" : "client");
         respond_error(w, rc->route, req, &e);
         return -1;
     }
@@ -152,12 +163,26 @@ static void routes_api(struct worker *w, struct evhttp_request *req, const struc
         respond_error(w, rc->route, req, &e);
         return;
     }
-    if (routes_admit(w, req, rc) != 0)
+    if (routes_admit(w, req, rc, 0) != 0)
         return;
     if (d->upstream_path == NULL)
         chat_handle(w, req, rc);
     else
         forward_handle(w, req, rc, d->upstream_path);
+}
+
+static void routes_rest(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+                        struct route_ctx *rc)
+{
+    rc->route = METRICS_ROUTE_REST;
+    if (w->draining) {
+        struct apierr e;
+        apierr_set(&e, APIERR_UNAVAILABLE, NULL, "memproxy is shutting down; retry");
+        respond_error(w, rc->route, req, &e);
+        return;
+    }
+    if (routes_admit(w, req, rc, 1) == 0)
+        rest_handle(w, req, path, len, rc);
 }
 
 void routes_handle(struct evhttp_request *req, void *arg)
@@ -178,6 +203,10 @@ void routes_handle(struct evhttp_request *req, void *arg)
         return;
     }
     routes_strip(&path, &len, &rc);
+    if (rc.path_profile == NULL && rest_match(path, len)) {
+        routes_rest(w, req, path, len, &rc);
+        return;
+    }
     for (size_t i = 0; i < UTIL_ARRAY_LEN(route_defs); i++) {
         if (routes_is(path, len, route_defs[i].path)) {
             routes_api(w, req, &route_defs[i], &rc);
