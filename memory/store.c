@@ -358,24 +358,6 @@ static int store_run(struct store *st, enum store_stmt which)
     return store_step(st->db, st->stmt[which]);
 }
 
-/* The session's row id, creating the session when new and touching updated_ms. */
-static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t now)
-{
-    sqlite3_stmt *s = st->stmt[ST_SESSION_ENSURE];
-    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, now);
-    if (store_step(st->db, s) != 0)
-        return -1;
-    s = st->stmt[ST_SESSION_SID];
-    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
-    int64_t sid = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return sid;
-}
-
 /* The id of a session that must exist, or -1 (the batch then fails). */
 static int64_t store_sid_existing(struct store *st, struct store_batch *b)
 {
@@ -388,6 +370,17 @@ static int64_t store_sid_existing(struct store *st, struct store_batch *b)
     return sid;
 }
 
+/* The session's row id, creating the session when new and touching updated_ms. */
+static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t now)
+{
+    sqlite3_stmt *s = st->stmt[ST_SESSION_ENSURE];
+    sqlite3_bind_text(s, 1, b->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, b->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    return store_sid_existing(st, b);
+}
 static int64_t store_sid(struct store *st, struct store_batch *b)
 {
     int64_t now = util_wall_ms(), sid;
