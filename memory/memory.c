@@ -65,10 +65,12 @@ struct memory_rec {
     int reload; /* the entry must be read again before use */
 };
 
-/* A submitted batch's report: the entry it changed and who waits for it. */
-struct memory_commit {
+/* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
+ * or the key of a session to read again (a REST change), and who waits for it. */
+struct memory_report {
     struct memory *m;
     struct ws_entry *e;
+    char *key;
     struct event_base *base;
     memory_done_cb cb;
     void *arg;
@@ -130,6 +132,12 @@ static void ws_lru_front(struct memory *m, struct ws_entry *e)
         m->lru_tail = e;
 }
 
+/* The working set's key of a session: tenant, 0x1f, id. */
+static char *memory_key(const char *tenant, const char *id)
+{
+    return xasprintf("%s\x1f%s", tenant, id);
+}
+
 static void ws_free(struct ws_entry *e)
 {
     json_decref(e->turns);
@@ -167,14 +175,20 @@ static void ws_evict(struct memory *m)
 
 /* The session's entry, created empty if new; referenced until ws_release(). *reload is set
  * when its turns must be read again (a failed commit, or idle past the retention period). */
+static struct ws_entry *ws_find(struct memory *m, const char *key, uint64_t h)
+{
+    struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)];
+    while (e != NULL && (e->hash != h || strcmp(e->key, key) != 0))
+        e = e->hnext;
+    return e;
+}
+
 static struct ws_entry *ws_acquire(struct memory *m, const char *key, int *reload)
 {
     uint64_t h = ws_hash(key);
     int64_t now = util_wall_ms();
     pthread_mutex_lock(&m->mu);
-    struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)];
-    while (e != NULL && (e->hash != h || strcmp(e->key, key) != 0))
-        e = e->hnext;
+    struct ws_entry *e = ws_find(m, key, h);
     if (e == NULL) {
         e = xcalloc(1, sizeof(*e));
         e->key = xstrdup(key);
@@ -373,31 +387,43 @@ static json_t *memory_stored_for(struct memory_rec *rec, struct ws_entry *e)
 
 /* ---- writes ---- */
 
-static void memory_done_trampoline(evutil_socket_t fd, short what, void *arg)
+static void memory_report_free(struct memory_report *r)
 {
-    struct memory_commit *c = arg;
-    (void)fd;
-    (void)what;
-    c->cb(c->arg, c->ok);
-    free(c);
+    free(r->key);
+    free(r);
 }
 
-/* On the writer thread, once the batch is committed or failed. */
-static void memory_committed(void *arg, int ok)
+static void memory_report_trampoline(evutil_socket_t fd, short what, void *arg)
+{
+    struct memory_report *r = arg;
+    (void)fd;
+    (void)what;
+    r->cb(r->arg, r->ok);
+    memory_report_free(r);
+}
+
+/* On the writer thread, once the batch is committed or failed: the working set learns of it
+ * first, then whoever waits hears on their own thread. */
+static void memory_reported(void *arg, int ok)
 {
     static const struct timeval now = {0, 0};
-    struct memory_commit *c = arg;
-    pthread_mutex_lock(&c->m->mu);
-    c->e->pending--;
-    if (!ok)
-        c->e->stale = 1;
-    pthread_mutex_unlock(&c->m->mu);
-    c->ok = ok;
-    if (c->cb == NULL) {
-        free(c);
+    struct memory_report *r = arg;
+    struct ws_entry *forget = NULL;
+    pthread_mutex_lock(&r->m->mu);
+    if (r->e != NULL) {
+        r->e->pending--;
+        if (!ok)
+            r->e->stale = 1;
+    }
+    if (r->key != NULL && (forget = ws_find(r->m, r->key, ws_hash(r->key))) != NULL)
+        forget->stale = 1; /* read again before its next request */
+    pthread_mutex_unlock(&r->m->mu);
+    r->ok = ok;
+    if (r->cb == NULL) {
+        memory_report_free(r);
         return;
     }
-    if (event_base_once(c->base, -1, EV_TIMEOUT, memory_done_trampoline, c, &now) != 0)
+    if (event_base_once(r->base, -1, EV_TIMEOUT, memory_report_trampoline, r, &now) != 0)
         abort(); /* only without memory */
 }
 
@@ -405,12 +431,12 @@ static void memory_committed(void *arg, int ok)
 static void memory_submit(struct memory *m, struct ws_entry *e, struct store_batch *b,
                           struct event_base *base, memory_done_cb cb, void *arg)
 {
-    struct memory_commit *c = xcalloc(1, sizeof(*c));
-    *c = (struct memory_commit){.m = m, .e = e, .base = base, .cb = base ? cb : NULL, .arg = arg};
+    struct memory_report *r = xcalloc(1, sizeof(*r));
+    *r = (struct memory_report){.m = m, .e = e, .base = base, .cb = base ? cb : NULL, .arg = arg};
     pthread_mutex_lock(&m->mu);
     e->pending++;
     pthread_mutex_unlock(&m->mu);
-    store_submit(m->st, b, NULL, memory_committed, c);
+    store_submit(m->st, b, NULL, memory_reported, r);
 }
 
 /* Number t as the session's next turn, keep it in the entry, and queue it. */
@@ -499,7 +525,7 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
 static struct ws_entry *memory_rec_lock(struct memory_rec *rec)
 {
     if (rec->e == NULL) {
-        char *key = xasprintf("%s\x1f%s", rec->tenant, rec->sid);
+        char *key = memory_key(rec->tenant, rec->sid);
         rec->e = ws_acquire(rec->rd->m, key, &rec->reload);
         free(key);
     }
@@ -631,51 +657,13 @@ json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char 
     return store_sessions(r->sr, tenant, user_id, status, before, limit);
 }
 
-/* A change's report: the session to forget, who waits. */
-struct memory_change_done {
-    struct memory *m;
-    char *key;
-    struct event_base *base;
-    memory_done_cb cb;
-    void *arg;
-    int ok;
-};
-
-static void memory_change_trampoline(evutil_socket_t fd, short what, void *arg)
-{
-    struct memory_change_done *d = arg;
-    (void)fd;
-    (void)what;
-    d->cb(d->arg, d->ok);
-    free(d->key);
-    free(d);
-}
-
-/* On the writer thread: the working set reads the session again before its next use. */
-static void memory_changed(void *arg, int ok)
-{
-    static const struct timeval now = {0, 0};
-    struct memory_change_done *d = arg;
-    struct memory *m = d->m;
-    uint64_t h = ws_hash(d->key);
-    pthread_mutex_lock(&m->mu);
-    for (struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)]; e != NULL; e = e->hnext) {
-        if (e->hash == h && strcmp(e->key, d->key) == 0)
-            e->stale = 1;
-    }
-    pthread_mutex_unlock(&m->mu);
-    d->ok = ok;
-    if (event_base_once(d->base, -1, EV_TIMEOUT, memory_change_trampoline, d, &now) != 0)
-        abort(); /* only without memory */
-}
-
 void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
                    json_t *data, struct event_base *base, memory_done_cb cb, void *arg)
 {
     struct store_batch *b = store_batch_new(tenant, id);
-    struct memory_change_done *d = xcalloc(1, sizeof(*d));
-    *d = (struct memory_change_done){.m = m, .base = base, .cb = cb, .arg = arg};
-    d->key = xasprintf("%s\x1f%s", tenant, id);
+    struct memory_report *r = xcalloc(1, sizeof(*r));
+    *r = (struct memory_report){.m = m, .base = base, .cb = cb, .arg = arg};
+    r->key = memory_key(tenant, id);
     store_batch_existing(b);
     if (what == MEMORY_STOP)
         store_batch_stop(b);
@@ -685,7 +673,7 @@ void memory_change(struct memory *m, const char *tenant, const char *id, enum me
         store_batch_runtime(b, data);
     else
         store_batch_patch(b, data);
-    store_submit(m->st, b, NULL, memory_changed, d);
+    store_submit(m->st, b, NULL, memory_reported, r);
 }
 
 int memory_rec_replied(const struct memory_rec *rec)

@@ -915,9 +915,8 @@ json_t *store_user_memory(struct store_reader *r, const char *tenant, const char
 json_t *store_sessions(struct store_reader *r, const char *tenant, const char *user_id,
                        const char *status, int64_t before, size_t limit)
 {
-    static const char *const names[] = {"id",         "user_id",    "profile",
-                                        "status",     "labels",     "created_ms",
-                                        "updated_ms", "stopped_ms"};
+    static const char *const names[] = {"id",     "user_id",    "profile",    "status",
+                                        "labels", "created_ms", "updated_ms", "stopped_ms"};
     json_t *list = json_array();
     sqlite3_stmt *s = r->list;
     int64_t last = -1;

@@ -239,7 +239,8 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
 {
     struct memory_context mc = {0};
     size_t history_n = 0;
-    if (c->rec != NULL)
+    /* only what the profile uses: a cold session is read before forwarding just for these */
+    if (c->rec != NULL && (chat_stored_mode(prof) || tx_listed(prof, "inject_memory")))
         memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
     json_t *up = chatreq_upstream(&c->creq, prof->model);
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);

@@ -7,6 +7,7 @@
 #include "util.h"
 
 #include <event2/buffer.h>
+#include <ctype.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,12 +73,8 @@ static int rest_parse(const char *path, size_t len, struct rest_path *p)
     size_t n = 0;
     p->id = evhttp_uridecode(raw, 0, &n);
     free(raw);
-    if (p->id == NULL || n == 0 || n > SESSION_MAX_ID || strlen(p->id) != n)
+    if (p->id == NULL || !session_id_valid(p->id, n))
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)p->id[i] < 0x20 || p->id[i] == 0x7f)
-            return -1;
-    }
     if (slash != NULL) {
         p->action = slash + 1;
         p->action_len = (size_t)(end - slash - 1);
@@ -141,11 +138,12 @@ static void rest_history_text(struct worker *w, struct evhttp_request *req, json
     json_t *t;
     json_array_foreach(turns, i, t)
     {
-        const char *role = json_string_value(json_object_get(t, "role"));
-        evbuffer_add_printf(out, "%s", i ? "\n\n" : "");
-        for (const char *r = role ? role : ""; *r; r++)
-            evbuffer_add_printf(out, "%c", *r >= 'a' && *r <= 'z' ? *r - 32 : *r);
-        evbuffer_add_printf(out, ": %s", json_string_value(json_object_get(t, "content")));
+        char role[16] = "";
+        snprintf(role, sizeof(role), "%s", json_string_value(json_object_get(t, "role")));
+        for (char *r = role; *r; r++)
+            *r = (char)toupper((unsigned char)*r);
+        evbuffer_add_printf(out, "%s%s: %s", i ? "\n\n" : "", role,
+                            json_string_value(json_object_get(t, "content")));
     }
     respond_send_buffer(w, METRICS_ROUTE_REST, req, 200, "text/plain; charset=utf-8", out);
     evbuffer_free(out);

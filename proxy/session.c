@@ -8,13 +8,13 @@
 /* Body fields that name the session or the user (besides the configured ones). */
 static const char *const session_body_fields[] = {"session_id", "user_id", "user_uid"};
 
-static int session_id_ok(const char *s, size_t len)
+int session_id_valid(const char *s, size_t len)
 {
     if (len == 0 || len > SESSION_MAX_ID)
         return 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
+        if (c < 0x20 || c == 0x7f) /* NUL included */
             return 0;
     }
     return 1;
@@ -24,7 +24,7 @@ static int session_id_ok(const char *s, size_t len)
 static int session_take(const char *text, size_t len, const char *what, char **out,
                         struct apierr *e)
 {
-    if (!session_id_ok(text, len) || memchr(text, '\0', len) != NULL) {
+    if (!session_id_valid(text, len)) {
         apierr_set(e, APIERR_INVALID_REQUEST, what,
                    "%s must be 1 to %d bytes without control characters", what, SESSION_MAX_ID);
         return -1;

@@ -37,6 +37,9 @@ struct session_ids {
     char *user_id;    /* NULL: no user */
 };
 
+/* Is s[0..len) a usable id: 1..SESSION_MAX_ID bytes, no control character (NUL included)? */
+int session_id_valid(const char *s, size_t len);
+
 /* 0 with ids filled (caller clears), or -1 with *e set. */
 int session_resolve(const struct session_input *in, struct session_ids *ids, struct apierr *e);
 void session_ids_clear(struct session_ids *ids);

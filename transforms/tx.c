@@ -1,5 +1,6 @@
 #include "tx.h"
 
+#include "reconcile.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -68,7 +69,7 @@ static json_t *tx_voice(json_t *m, const char *key)
     return v != NULL ? v : json_object_get(m, key);
 }
 
-static int tx_listed(const struct cfg_strlist *l, const char *s)
+static int tx_listed_in(const struct cfg_strlist *l, const char *s)
 {
     for (size_t i = 0; s != NULL && i < l->n; i++) {
         if (strcmp(l->v[i], s) == 0)
@@ -217,21 +218,13 @@ void tx_interruptions(struct tx_ctx *ctx, json_t *messages)
 
 /* ---- timestamps ---- */
 
-static int64_t tx_ms(json_t *v)
-{
-    double d = json_is_integer(v) ? (double)json_integer_value(v) : json_number_value(v);
-    if (d <= 0 || d > 1e15)
-        return -1;
-    return d < 1e11 ? (int64_t)(d * 1000) : (int64_t)d; /* epoch seconds or milliseconds */
-}
-
 void tx_timestamps(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m)
     {
-        int64_t ms = tx_ms(json_object_get(m, "timestamp"));
+        int64_t ms = rec_timestamp_ms(json_object_get(m, "timestamp")); /* s or ms, as stored */
         json_t *content = json_object_get(m, "content");
         if (ms < 0 || !json_is_string(content) || tx_is(m, "system"))
             continue;
@@ -291,7 +284,7 @@ void tx_drop_sources(struct tx_ctx *ctx, json_t *messages)
     json_t *m, *keep = json_array();
     json_array_foreach(messages, i, m)
     {
-        if (tx_listed(&ctx->prof->drop_sources, json_string_value(tx_voice(m, "source"))))
+        if (tx_listed_in(&ctx->prof->drop_sources, json_string_value(tx_voice(m, "source"))))
             ctx->dropped++;
         else
             json_array_append(keep, m);
@@ -422,6 +415,11 @@ static const struct {
     {"trim", tx_trim},
     {"inject_memory", tx_inject_memory},
 };
+
+int tx_listed(const struct cfg_profile *prof, const char *name)
+{
+    return tx_listed_in(&prof->transforms, name);
+}
 
 tx_fn tx_find(const char *name)
 {
