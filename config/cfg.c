@@ -14,7 +14,7 @@
 enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL };
 
 /* Where an option lives: the top level, or one item of a list section. */
-enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY, S_ADMIN_KEY };
+enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY, S_ADMIN_KEY, S_WEBHOOK };
 
 struct cfg_option {
     enum cfg_section section;
@@ -33,6 +33,7 @@ struct cfg_option {
 #define UPS(f)  offsetof(struct cfg_upstream, f)
 #define PRO(f)  offsetof(struct cfg_profile, f)
 #define CKEY(f) offsetof(struct cfg_client_key, f)
+#define HOOK(f) offsetof(struct cfg_webhook, f)
 
 /* The options table. Keep config/memproxy.example.yaml in step (a unit test checks it). */
 static const struct cfg_option cfg_options[] = {
@@ -76,6 +77,17 @@ static const struct cfg_option cfg_options[] = {
      "Turns kept in memory over all sessions; the least recently used sessions go first."},
     {S_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
      "Sessions not updated for this many days are deleted in the background; 0 keeps them."},
+    {S_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0, 30 * 86400 * SEC,
+     "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
+     "0 = never."},
+    {S_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
+     "Secret of Agora's notification callbacks (Agora-Signature-V2 is checked with it); empty "
+     "refuses POST /v1/notifications/agora."},
+    {S_TOP, "notifications.tenant", T_STR, TOP(agora_tenant), "default", 0, 0,
+     "Tenant whose sessions Agora's notifications stop."},
+    {S_TOP, "notifications.session_field", T_STR, TOP(agora_session_field), "", 0, 0,
+     "A payload field tried for the session id after labels.session_id and name (e.g. "
+     "channel)."},
 
     {S_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
      "A key clients send as 'Authorization: Bearer <key>'. No keys = open (warned at start)."},
@@ -86,6 +98,23 @@ static const struct cfg_option cfg_options[] = {
      "refuses every call."},
     {S_ADMIN_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant whose sessions the key may read and manage."},
+
+    {S_WEBHOOK, "url", T_STR, HOOK(url), NULL, 0, 0,
+     "Where a session's stop-time dump is POSTed (http:// or https://)."},
+    {S_WEBHOOK, "secret", T_STR, HOOK(secret), NULL, 0, 0,
+     "Key of the Agora-Signature (HMAC-SHA1) and Agora-Signature-V2 (HMAC-SHA256) headers."},
+    {S_WEBHOOK, "events", T_STRLIST, HOOK(events), "103", 0, 0,
+     "Agora event types sent: 103 (the session's history) and/or 102 (the session left)."},
+    {S_WEBHOOK, "tenant", T_STR, HOOK(tenant), "", 0, 0,
+     "Only this tenant's sessions; empty = every tenant's."},
+    {S_WEBHOOK, "timeout", T_DURATION, HOOK(timeout_ms), "10s", 1, 300 * SEC,
+     "A try that gets no 2xx within this long failed."},
+    {S_WEBHOOK, "max_attempts", T_INT, HOOK(max_attempts), "12", 1, 1000,
+     "Tries before a delivery is kept as failed (GET /v1/webhooks/deliveries, retryable)."},
+    {S_WEBHOOK, "backoff", T_DURATION, HOOK(backoff_ms), "1s", 1, 3600 * SEC,
+     "Wait before the first retry; doubled per try, with jitter."},
+    {S_WEBHOOK, "max_backoff", T_DURATION, HOOK(max_backoff_ms), "10m", 1, 86400 * SEC,
+     "Longest wait between tries."},
 
     {S_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
     {S_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
@@ -114,8 +143,8 @@ static const struct cfg_option cfg_options[] = {
     {S_PROFILE, "history", T_STR, PRO(history), "passthrough", 0, 0,
      "passthrough: the client sends its window; stored: the client sends only new messages "
      "and the session's stored history is put before them."},
-    {S_PROFILE, "transforms", T_STRLIST, PRO(transforms), "interruptions,trim,inject_memory,standard",
-     0, 0,
+    {S_PROFILE, "transforms", T_STRLIST, PRO(transforms),
+     "interruptions,trim,inject_memory,standard", 0, 0,
      "Transforms run over the messages, in order: standard, interruptions, timestamps, "
      "user_context, drop_sources, merge_consecutive, trim, inject_memory."},
     {S_PROFILE, "interruptions", T_STR, PRO(interruptions), "heard", 0, 0,
@@ -151,6 +180,7 @@ static const struct cfg_list_section cfg_lists[] = {
      TOP(nclient_keys)},
     {"auth.admin_keys", S_ADMIN_KEY, sizeof(struct cfg_client_key), TOP(admin_keys),
      TOP(nadmin_keys)},
+    {"webhooks", S_WEBHOOK, sizeof(struct cfg_webhook), TOP(webhooks), TOP(nwebhooks)},
 };
 
 /* ---- value parsing (shared by YAML, flags and defaults) ---- */
@@ -761,6 +791,32 @@ static int cfg_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char **er
     return 0;
 }
 
+static int cfg_validate_webhooks(struct cfg *cfg, char **err)
+{
+    for (size_t i = 0; i < cfg->nwebhooks; i++) {
+        const struct cfg_webhook *h = &cfg->webhooks[i];
+        if (strncmp(h->url, "http://", 7) != 0 && strncmp(h->url, "https://", 8) != 0)
+            return cfg_invalid(cfg, err,
+                               "webhooks[%zu].url: '%s' must start with http:// or "
+                               "https://",
+                               i, h->url);
+        if (*h->secret == '\0')
+            return cfg_invalid(cfg, err, "webhooks[%zu].secret: must not be empty", i);
+        if (h->events.n == 0)
+            return cfg_invalid(cfg, err, "webhooks[%zu].events: name at least one event", i);
+        for (size_t j = 0; j < h->events.n; j++) {
+            if (strcmp(h->events.v[j], "102") != 0 && strcmp(h->events.v[j], "103") != 0)
+                return cfg_invalid(cfg, err, "webhooks[%zu].events: '%s' is not 102 or 103", i,
+                                   h->events.v[j]);
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->webhooks[j].url, h->url) == 0)
+                return cfg_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i, h->url);
+        }
+    }
+    return 0;
+}
+
 int cfg_validate(struct cfg *cfg, char **err)
 {
     char *host = NULL;
@@ -805,7 +861,7 @@ int cfg_validate(struct cfg *cfg, char **err)
         if (*cfg->client_keys[i].key == '\0')
             return cfg_invalid(cfg, err, "auth.client_keys: a key is empty");
     }
-    return 0;
+    return cfg_validate_webhooks(cfg, err);
 }
 
 const struct cfg_profile *cfg_profile_find(const struct cfg *cfg, const char *name, size_t len)
@@ -841,8 +897,9 @@ void cfg_print_options(FILE *out)
 {
     static const char *const types[] = {"string",   "integer", "bool", "size",
                                         "duration", "list",    "level"};
-    static const char *const sections[] = {"", "upstreams[].", "profiles[].",
-                                           "auth.client_keys[].", "auth.admin_keys[]."};
+    static const char *const sections[] = {
+        "",           "upstreams[].", "profiles[].", "auth.client_keys[].", "auth.admin_keys[].",
+        "webhooks[]."};
     fprintf(out, "| option | type | default | help |\n|---|---|---|---|\n");
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
         const struct cfg_option *o = &cfg_options[i];
@@ -879,6 +936,9 @@ void cfg_destroy(struct cfg *cfg)
     for (size_t i = 0; i < cfg->nadmin_keys; i++)
         cfg_free_fields(S_ADMIN_KEY, &cfg->admin_keys[i]);
     free(cfg->admin_keys);
+    for (size_t i = 0; i < cfg->nwebhooks; i++)
+        cfg_free_fields(S_WEBHOOK, &cfg->webhooks[i]);
+    free(cfg->webhooks);
     free(cfg->upstreams);
     free(cfg->profiles);
     free(cfg->client_keys);

@@ -63,6 +63,16 @@ struct cfg_client_key {
     char *tenant;
 };
 
+struct cfg_webhook {
+    char *url;
+    char *secret;
+    struct cfg_strlist events; /* "102", "103" */
+    char *tenant;              /* "" = every tenant */
+    long timeout_ms;
+    long max_attempts;
+    long backoff_ms, max_backoff_ms;
+};
+
 struct cfg {
     char *source; /* file the values came from, or "(defaults)" */
 
@@ -88,11 +98,17 @@ struct cfg {
     long ws_session_turns;
     long ws_max_turns;
     long retention_days;
+    long idle_timeout_ms; /* 0 = never */
+    char *agora_secret;   /* "" = notifications refused */
+    char *agora_tenant;
+    char *agora_session_field;
 
     struct cfg_client_key *client_keys;
     size_t nclient_keys;
     struct cfg_client_key *admin_keys; /* the REST API's; same shape */
     size_t nadmin_keys;
+    struct cfg_webhook *webhooks;
+    size_t nwebhooks;
     struct cfg_upstream *upstreams;
     size_t nupstreams;
     struct cfg_profile *profiles;
@@ -122,8 +138,8 @@ int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *or
  * config has none (the --upstream flag). */
 void cfg_set_upstream_url(struct cfg *cfg, const char *url);
 
-/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN, MEMPROXY_CLIENT_KEY and MEMPROXY_ADMIN_KEY. (The upstream key from the
- * environment is a default that cfg_validate() fills in.) */
+/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN, MEMPROXY_CLIENT_KEY and MEMPROXY_ADMIN_KEY. (The
+ * upstream key from the environment is a default that cfg_validate() fills in.) */
 void cfg_apply_env(struct cfg *cfg);
 
 /* Check cross-option rules, resolve names, and fill the first upstream's empty api_key from

@@ -95,6 +95,18 @@ int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
     return diff == 0;
 }
 
+int util_id_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > UTIL_MAX_ID)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
 int util_parse_ll(const char *s, long long *out)
 {
     char *end = NULL;

@@ -35,6 +35,10 @@ int64_t util_wall_ms(void);
 /* Compare two byte strings in time that depends only on the lengths, not the contents. */
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
+/* Ids (sessions, users): 1..UTIL_MAX_ID bytes without control characters (NUL included). */
+#define UTIL_MAX_ID 256
+int util_id_valid(const char *s, size_t len);
+
 /* Parse a decimal integer that must fill the whole string; 0 on success, -1 otherwise. */
 int util_parse_ll(const char *s, long long *out);
 

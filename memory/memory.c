@@ -1,7 +1,9 @@
 #include "memory.h"
 
+#include "history.h"
 #include "log.h"
 #include "reconcile.h"
+#include "snapshot.h"
 #include "store.h"
 #include "util.h"
 
@@ -12,6 +14,8 @@
 #define MEMORY_MAX_READ 100000
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
+/* Facts the REST API shows for a user. */
+#define MEMORY_MAX_USER_FACTS 1000
 
 /* One session in the working set. */
 struct ws_entry {
@@ -29,6 +33,7 @@ struct ws_entry {
     int exists;           /* the session row is in the database, or on its way */
     char *user, *profile; /* as last written */
     json_t *inject;       /* system messages for inject_memory, read with the entry */
+    json_t *params;       /* the session's runtime params (an object), or NULL */
     /* under memory.mu */
     int refs;       /* recs using it */
     int pending;    /* submitted batches not yet committed */
@@ -71,6 +76,7 @@ struct memory_report {
     struct memory *m;
     struct ws_entry *e;
     char *key;
+    char *tenant; /* every session of this tenant is read again (a user's data changed) */
     struct event_base *base;
     memory_done_cb cb;
     void *arg;
@@ -142,6 +148,7 @@ static void ws_free(struct ws_entry *e)
 {
     json_decref(e->turns);
     json_decref(e->inject);
+    json_decref(e->params);
     free(e->user);
     free(e->profile);
     pthread_mutex_destroy(&e->mu);
@@ -302,7 +309,8 @@ static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, cons
     }
     if (user != NULL) {
         json_t *um = store_user_memory(rec->rd->sr, rec->tenant, user, MEMORY_MAX_FACTS);
-        const char *summary = json_string_value(json_object_get(um, "summary"));
+        const char *summary =
+            json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
         if (summary != NULL && *summary) {
             char *text =
                 xasprintf("Summary of earlier conversations with this caller: %s", summary);
@@ -342,6 +350,9 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     json_decref(e->inject);
     e->inject = memory_build_inject(rec, json_object_get(sess, "runtime_system"),
                                     rec->user ? rec->user : e->user);
+    json_t *params = json_object_get(sess, "runtime_params");
+    json_decref(e->params);
+    e->params = json_object_size(params) > 0 ? json_incref(params) : NULL;
     e->loaded = 1;
     json_decref(sess);
 }
@@ -390,6 +401,7 @@ static json_t *memory_stored_for(struct memory_rec *rec, struct ws_entry *e)
 static void memory_report_free(struct memory_report *r)
 {
     free(r->key);
+    free(r->tenant);
     free(r);
 }
 
@@ -417,6 +429,11 @@ static void memory_reported(void *arg, int ok)
     }
     if (r->key != NULL && (forget = ws_find(r->m, r->key, ws_hash(r->key))) != NULL)
         forget->stale = 1; /* read again before its next request */
+    size_t tlen = r->tenant ? strlen(r->tenant) : 0;
+    for (struct ws_entry *e = r->m->lru_head; r->tenant != NULL && e != NULL; e = e->next) {
+        if (strncmp(e->key, r->tenant, tlen) == 0 && e->key[tlen] == '\x1f')
+            e->stale = 1;
+    }
     pthread_mutex_unlock(&r->m->mu);
     r->ok = ok;
     if (r->cb == NULL) {
@@ -541,6 +558,7 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     struct ws_entry *e = memory_rec_lock(rec);
     out->inject = e->inject ? json_deep_copy(e->inject) : NULL;
     out->history = want_history ? json_deep_copy(e->turns) : NULL;
+    out->params = e->params ? json_deep_copy(e->params) : NULL;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -657,22 +675,145 @@ json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char 
     return store_sessions(r->sr, tenant, user_id, status, before, limit);
 }
 
+/* A report that only tells the caller (cb on base's thread; nothing when base is NULL). */
+static struct memory_report *memory_report_new(struct memory *m, struct event_base *base,
+                                               memory_done_cb cb, void *arg)
+{
+    struct memory_report *r = xcalloc(1, sizeof(*r));
+    *r = (struct memory_report){.m = m, .base = base, .cb = base ? cb : NULL, .arg = arg};
+    return r;
+}
+
+/* A report for a change that makes the working set read a session (id) or all of a
+ * tenant's sessions (id NULL) again once committed. */
+static struct memory_report *memory_change_report(struct memory *m, const char *tenant,
+                                                  const char *id, struct event_base *base,
+                                                  memory_done_cb cb, void *arg)
+{
+    struct memory_report *r = memory_report_new(m, base, cb, arg);
+    if (id != NULL)
+        r->key = memory_key(tenant, id);
+    else
+        r->tenant = xstrdup(tenant);
+    return r;
+}
+
 void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
                    json_t *data, struct event_base *base, memory_done_cb cb, void *arg)
 {
     struct store_batch *b = store_batch_new(tenant, id);
-    struct memory_report *r = xcalloc(1, sizeof(*r));
-    *r = (struct memory_report){.m = m, .base = base, .cb = cb, .arg = arg};
-    r->key = memory_key(tenant, id);
+    struct memory_report *r = memory_change_report(m, tenant, id, base, cb, arg);
     store_batch_existing(b);
     if (what == MEMORY_STOP)
-        store_batch_stop(b);
+        store_batch_stop(b, data);
     else if (what == MEMORY_DELETE)
         store_batch_delete(b);
     else if (what == MEMORY_RUNTIME)
         store_batch_runtime(b, data);
     else
         store_batch_patch(b, data);
+    store_submit(m->st, b, NULL, memory_reported, r);
+}
+
+json_t *memory_history(json_t *session, json_t *turns, int full)
+{
+    return history_object(session, turns, full);
+}
+
+json_t *memory_export(struct memory_reader *r, const char *tenant, const char *id)
+{
+    json_t *sess = store_session_get(r->sr, tenant, id);
+    if (sess == NULL)
+        return NULL;
+    json_object_del(sess, "tenant");
+    json_object_del(sess, "turns");
+    return json_pack("{s:s, s:o, s:o}", "format", SNAPSHOT_FORMAT, "session", sess, "turns",
+                     store_turns(r->sr, tenant, id, INT64_MIN, 0));
+}
+
+int memory_import_check(json_t *snapshot, char *err, size_t errlen)
+{
+    return snapshot_check(snapshot, err, errlen);
+}
+
+void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
+                   memory_done_cb cb, void *arg)
+{
+    const char *id = json_string_value(json_object_get(json_object_get(snapshot, "session"), "id"));
+    struct store_batch *b = store_batch_new(tenant, NULL);
+    store_batch_import(b, snapshot);
+    store_submit(m->st, b, NULL, memory_reported,
+                 memory_change_report(m, tenant, id, base, cb, arg));
+}
+
+json_t *memory_user(struct memory_reader *r, const char *tenant, const char *user_id)
+{
+    json_t *um = store_user_memory(r->sr, tenant, user_id, MEMORY_MAX_USER_FACTS);
+    json_object_set_new(um, "user_id", json_string(user_id));
+    return um;
+}
+
+json_t *memory_user_memory_check(json_t *body, char *err, size_t errlen)
+{
+    return snapshot_user_memory(body, err, errlen);
+}
+
+void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
+                        enum memory_user_change what, json_t *data, struct event_base *base,
+                        memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new(tenant, NULL);
+    if (what == MEMORY_USER_ERASE)
+        store_batch_user_erase(b, user_id);
+    else
+        store_batch_user_memory(b, user_id, data);
+    store_submit(m->st, b, NULL, memory_reported,
+                 memory_change_report(m, tenant, NULL, base, cb, arg));
+}
+
+json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit)
+{
+    return store_idle_sessions(r->sr, before_ms, limit);
+}
+
+json_t *memory_outbox_due(struct memory_reader *r, int64_t now_ms, size_t limit)
+{
+    return store_outbox_due(r->sr, now_ms, limit);
+}
+
+int64_t memory_outbox_next(struct memory_reader *r)
+{
+    return store_outbox_next(r->sr);
+}
+
+void memory_outbox_result(struct memory *m, json_t *result, struct event_base *base,
+                          memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new("", NULL);
+    struct memory_report *r = memory_report_new(m, base, cb, arg);
+    store_batch_outbox_result(b, result);
+    store_submit(m->st, b, NULL, memory_reported, r);
+}
+
+json_t *memory_deliveries(struct memory_reader *r, const char *tenant, const char *status,
+                          const char *session_id, const char *notice_id, int64_t before,
+                          size_t limit)
+{
+    struct store_delivery_query q = {.tenant = tenant,
+                                     .status = status,
+                                     .session_id = session_id,
+                                     .notice_id = notice_id,
+                                     .before = before,
+                                     .limit = limit};
+    return store_deliveries(r->sr, &q);
+}
+
+void memory_delivery_retry(struct memory *m, const char *tenant, const char *notice_id,
+                           struct event_base *base, memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new(tenant, NULL);
+    struct memory_report *r = memory_report_new(m, base, cb, arg);
+    store_batch_outbox_retry(b, notice_id);
     store_submit(m->st, b, NULL, memory_reported, r);
 }
 
@@ -714,7 +855,8 @@ void memory_rec_free(struct memory_rec *rec)
 struct memory *memory_open(const struct memory_opts *o, char **err)
 {
     struct store_opts so = {.busy_timeout_ms = o->busy_timeout_ms,
-                            .retention_ms = (int64_t)o->retention_days * 86400000LL};
+                            .retention_ms = (int64_t)o->retention_days * 86400000LL,
+                            .touch_ms = o->touch_ms};
     struct store *st = store_open(o->path, &so, err);
     if (st == NULL)
         return NULL;

@@ -47,6 +47,8 @@ struct memory_opts {
     long retention_days;  /* > 0: sessions idle longer are deleted in the background */
     size_t session_turns; /* recent turns kept per session */
     size_t max_turns;     /* kept over all sessions */
+    int64_t touch_ms;     /* a session's updated time may lag its last request by this much
+                             (at most a minute; idle stops want it finer) */
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
@@ -88,6 +90,7 @@ struct memory_context {
     json_t *history; /* the session's recent turns, stored shape (want_history only) */
     json_t *inject;  /* system messages for inject_memory: the session's runtime system
                         messages, the user's summary, the user's facts */
+    json_t *params;  /* the session's runtime params (set over REST), an object */
 };
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out);
 
@@ -129,8 +132,14 @@ json_t *memory_turns(struct memory_reader *r, const char *tenant, const char *id
 json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char *user_id,
                         const char *status, int64_t before, size_t limit);
 
+/* A session's history in Agora's shape {agent_id, start_ts, status, contents}; full adds
+ * memproxy's own fields to each content entry (history.h). New JSON. */
+json_t *memory_history(json_t *session, json_t *turns, int full);
+
 enum memory_change {
-    MEMORY_STOP,    /* status STOPPED */
+    MEMORY_STOP,    /* status STOPPED; data (or NULL): {"hooks": [{url, event}], "idle_before":
+                       ms} — the webhook dumps queued in the same transaction, and an idle
+                       stop that does not happen when the session was used since */
     MEMORY_DELETE,  /* the session and its turns */
     MEMORY_RUNTIME, /* data: the runtime system messages (an array) */
     MEMORY_PATCH,   /* data: {labels?, metadata?, user_id?} */
@@ -144,5 +153,54 @@ enum memory_change {
 void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
                    json_t *data, struct event_base *base, memory_done_cb cb, void *arg);
 void memory_rec_free(struct memory_rec *rec);
+
+/* ---- export and import (snapshot.h's shape) ---- */
+
+/* The session and all its turns, or NULL when the tenant has none by that id. */
+json_t *memory_export(struct memory_reader *r, const char *tenant, const char *id);
+/* 0 when snapshot may be imported; -1 with the reason in err. */
+int memory_import_check(json_t *snapshot, char *err, size_t errlen);
+/* Create the session as exported (checked first); ok 0 when the id is taken meanwhile. */
+void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
+                   memory_done_cb cb, void *arg);
+
+/* ---- users ---- */
+
+/* {user_id, summary: {text, from_ms, to_ms, updated_ms}|null, facts: [...]}. */
+json_t *memory_user(struct memory_reader *r, const char *tenant, const char *user_id);
+
+enum memory_user_change {
+    MEMORY_USER_ERASE,  /* everything held about the user: sessions, turns, summary, facts,
+                           webhook dumps */
+    MEMORY_USER_MEMORY, /* data replaces the summary and facts ({summary, facts}; {} clears) */
+};
+/* The body of PUT /v1/users/{id}/memory checked and made MEMORY_USER_MEMORY's data, or NULL
+ * with the reason in err (snapshot.h). */
+json_t *memory_user_memory_check(json_t *body, char *err, size_t errlen);
+/* The tenant's sessions in the working set are read again after the change. */
+void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
+                        enum memory_user_change what, json_t *data, struct event_base *base,
+                        memory_done_cb cb, void *arg);
+
+/* ---- session lifecycle and the webhook outbox ---- */
+
+/* RUNNING sessions (all tenants) not updated since before_ms: [{tenant, id}], at most limit. */
+json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit);
+/* Pending webhook deliveries due by now_ms: [{id, notice_id, tenant, session_id, url, event,
+ * payload (text), attempts}]; and when the next is due (-1: none pending). */
+json_t *memory_outbox_due(struct memory_reader *r, int64_t now_ms, size_t limit);
+int64_t memory_outbox_next(struct memory_reader *r);
+/* Record a try's outcome: {id, status: pending|delivered|failed, next_ms, code?, error?};
+ * cb(arg, ok) on base's thread once committed. */
+void memory_outbox_result(struct memory *m, json_t *result, struct event_base *base,
+                          memory_done_cb cb, void *arg);
+/* A tenant's deliveries, newest first ({"deliveries": [...], "next": cursor|null}); NULL
+ * filters match all. */
+json_t *memory_deliveries(struct memory_reader *r, const char *tenant, const char *status,
+                          const char *session_id, const char *notice_id, int64_t before,
+                          size_t limit);
+/* Make an undelivered notice due now, its tries counted afresh; ok 0 when there is none. */
+void memory_delivery_retry(struct memory *m, const char *tenant, const char *notice_id,
+                           struct event_base *base, memory_done_cb cb, void *arg);
 
 #endif

@@ -3,6 +3,9 @@
 #include "log.h"
 #include "util.h"
 
+#include "history.h"
+
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -47,6 +50,19 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "  value TEXT NOT NULL, confidence REAL NOT NULL DEFAULT 0.5, seen INTEGER NOT NULL DEFAULT 1,"
     "  updated_ms INTEGER NOT NULL,"
     "  PRIMARY KEY (tenant, user_id, category, key));",
+    /* 4: runtime params (set over REST); the webhook outbox, filled in the transaction that
+     * stops a session and emptied by deliveries */
+    "ALTER TABLE sessions ADD COLUMN runtime_params TEXT;"
+    "CREATE TABLE webhook_outbox ("
+    "  id INTEGER PRIMARY KEY, notice_id TEXT NOT NULL UNIQUE,"
+    "  tenant TEXT NOT NULL, session_id TEXT NOT NULL, user_id TEXT,"
+    "  url TEXT NOT NULL, event INTEGER NOT NULL, payload TEXT NOT NULL,"
+    "  status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+    "  next_ms INTEGER NOT NULL, last_status INTEGER, last_error TEXT,"
+    "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+    "CREATE INDEX outbox_due ON webhook_outbox(status, next_ms);"
+    "CREATE INDEX outbox_tenant ON webhook_outbox(tenant, id);"
+    "CREATE INDEX outbox_user ON webhook_outbox(tenant, user_id);",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -65,7 +81,13 @@ enum store_op_kind {
     STORE_OP_STOP,
     STORE_OP_DELETE,
     STORE_OP_RUNTIME,
-    STORE_OP_PATCH
+    STORE_OP_PATCH,
+    /* in batches of no one session (store_batch_new(tenant, NULL)) */
+    STORE_OP_IMPORT,
+    STORE_OP_USER_ERASE,
+    STORE_OP_USER_MEMORY,
+    STORE_OP_OUTBOX_RESULT,
+    STORE_OP_OUTBOX_RETRY
 };
 
 struct store_op {
@@ -100,6 +122,16 @@ enum store_stmt {
     ST_RUNTIME,
     ST_PATCH,
     ST_PURGE,
+    ST_OUTBOX_ADD,
+    ST_OUTBOX_RESULT,
+    ST_OUTBOX_RETRY,
+    ST_IMPORT,
+    ST_USER_SESSIONS,
+    ST_USER_SUMMARY_DEL,
+    ST_USER_FACTS_DEL,
+    ST_USER_OUTBOX_DEL,
+    ST_SUMMARY_SET,
+    ST_FACT_SET,
     ST_BEGIN,
     ST_COMMIT,
     ST_SAVEPOINT,
@@ -131,13 +163,38 @@ static const char *const store_sql[ST__COUNT] = {
                    "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13 "
                    "WHERE sid = ?1 AND seq = ?2",
     [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2 "
-                "WHERE sid = ?1 AND status != 'STOPPED'",
+                "WHERE sid = ?1 AND status != 'STOPPED' AND updated_ms < ?3",
     [ST_DELETE] = "DELETE FROM sessions WHERE sid = ?1",
-    [ST_RUNTIME] = "UPDATE sessions SET runtime_system = ?2, updated_ms = ?3 WHERE sid = ?1",
+    [ST_RUNTIME] = "UPDATE sessions SET runtime_system = COALESCE(?2, runtime_system), "
+                   "runtime_params = COALESCE(?4, runtime_params), updated_ms = ?3 WHERE sid = ?1",
     [ST_PATCH] = "UPDATE sessions SET labels = COALESCE(?2, labels), metadata = COALESCE(?3, "
                  "metadata), user_id = COALESCE(?4, user_id), updated_ms = ?5 WHERE sid = ?1",
     [ST_PURGE] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions "
                  "WHERE updated_ms < ?1 LIMIT ?2)",
+    [ST_OUTBOX_ADD] = "INSERT INTO webhook_outbox(notice_id, tenant, session_id, user_id, url, "
+                      "event, payload, next_ms, created_ms, updated_ms) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
+    [ST_OUTBOX_RESULT] = "UPDATE webhook_outbox SET status = ?2, attempts = attempts + 1, "
+                         "next_ms = ?3, last_status = ?4, last_error = ?5, updated_ms = ?6 "
+                         "WHERE id = ?1 AND status = 'pending'",
+    [ST_OUTBOX_RETRY] = "UPDATE webhook_outbox SET status = 'pending', attempts = 0, "
+                        "next_ms = ?3, updated_ms = ?3 WHERE tenant = ?1 AND notice_id = ?2 "
+                        "AND status != 'delivered'",
+    [ST_IMPORT] = "INSERT INTO sessions(tenant, id, user_id, profile, status, labels, metadata, "
+                  "system_messages, window_hash, created_ms, updated_ms, stopped_ms, "
+                  "runtime_system, runtime_params) VALUES (?1, ?2, ?3, ?4, ?5, "
+                  "COALESCE(?6, '{}'), COALESCE(?7, '{}'), ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [ST_USER_SESSIONS] = "DELETE FROM sessions WHERE tenant = ?1 AND user_id = ?2",
+    [ST_USER_SUMMARY_DEL] = "DELETE FROM user_summaries WHERE tenant = ?1 AND user_id = ?2",
+    [ST_USER_FACTS_DEL] = "DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2",
+    [ST_USER_OUTBOX_DEL] = "DELETE FROM webhook_outbox WHERE tenant = ?1 AND user_id = ?2",
+    [ST_SUMMARY_SET] = "INSERT INTO user_summaries(tenant, user_id, summary, from_ms, to_ms, "
+                       "updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_FACT_SET] = "INSERT INTO user_facts(tenant, user_id, category, key, value, confidence, "
+                    "seen, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7) "
+                    "ON CONFLICT(tenant, user_id, category, key) DO UPDATE SET "
+                    "value = excluded.value, confidence = excluded.confidence, "
+                    "updated_ms = excluded.updated_ms",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_SAVEPOINT] = "SAVEPOINT batch",
@@ -166,14 +223,31 @@ struct store {
     int busy;                                  /* the writer holds a group not yet completed */
     json_t *sids;                              /* the writer's session cache (see STORE_TOUCH_MS) */
     atomic_uint_fast64_t n_tx, n_ok, n_failed; /* written by the writer, read by /metrics */
+    struct store_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
     int stopping;
     int64_t next_purge_ms;
 };
 
+enum store_rstmt {
+    RS_TURNS,
+    RS_SESSION,
+    RS_SUMMARY,
+    RS_FACTS,
+    RS_LIST,
+    RS_OUTBOX_DUE,
+    RS_OUTBOX_NEXT,
+    RS_DELIVERIES,
+    RS_IDLE,
+    RS__COUNT
+};
+
 struct store_reader {
     sqlite3 *db;
-    sqlite3_stmt *turns, *session, *summary, *facts, *list;
+    int own_db; /* 0 for the writer's own reader, which borrows the write connection */
+    sqlite3_stmt *stmt[RS__COUNT];
 };
+
+static int store_reader_prepare(struct store_reader *r);
 
 /* ---- batches ---- */
 
@@ -181,7 +255,7 @@ struct store_batch *store_batch_new(const char *tenant, const char *session_id)
 {
     struct store_batch *b = xcalloc(1, sizeof(*b));
     b->tenant = xstrdup(tenant);
-    b->session_id = xstrdup(session_id);
+    b->session_id = session_id ? xstrdup(session_id) : NULL;
     return b;
 }
 
@@ -231,9 +305,9 @@ void store_batch_existing(struct store_batch *b)
     b->existing = 1;
 }
 
-void store_batch_stop(struct store_batch *b)
+void store_batch_stop(struct store_batch *b, json_t *how)
 {
-    store_batch_add(b, STORE_OP_STOP, NULL);
+    store_batch_add(b, STORE_OP_STOP, how);
 }
 
 void store_batch_delete(struct store_batch *b)
@@ -249,6 +323,31 @@ void store_batch_runtime(struct store_batch *b, json_t *system_messages)
 void store_batch_patch(struct store_batch *b, json_t *fields)
 {
     store_batch_add(b, STORE_OP_PATCH, fields);
+}
+
+void store_batch_import(struct store_batch *b, json_t *snapshot)
+{
+    store_batch_add(b, STORE_OP_IMPORT, snapshot);
+}
+
+void store_batch_user_erase(struct store_batch *b, const char *user_id)
+{
+    store_batch_add(b, STORE_OP_USER_ERASE, NULL)->a = xstrdup(user_id);
+}
+
+void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t *memory)
+{
+    store_batch_add(b, STORE_OP_USER_MEMORY, memory)->a = xstrdup(user_id);
+}
+
+void store_batch_outbox_result(struct store_batch *b, json_t *result)
+{
+    store_batch_add(b, STORE_OP_OUTBOX_RESULT, result);
+}
+
+void store_batch_outbox_retry(struct store_batch *b, const char *notice_id)
+{
+    store_batch_add(b, STORE_OP_OUTBOX_RETRY, NULL)->a = xstrdup(notice_id);
 }
 
 size_t store_batch_ops(const struct store_batch *b)
@@ -388,7 +487,7 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
         return store_sid_existing(st, b);
     char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
     json_t *hit = json_object_get(st->sids, key);
-    if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < STORE_TOUCH_MS) {
+    if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < st->opts.touch_ms) {
         sid = json_integer_value(json_array_get(hit, 0));
     } else {
         sid = store_sid_lookup(st, b, now);
@@ -401,24 +500,83 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
     return sid;
 }
 
+/* A notice id: random, so that it stays unique across databases and restarts; the event
+ * type after it, as in Agora's ids. */
+static void store_notice_id(char *out, size_t len, json_int_t event)
+{
+    unsigned char raw[12];
+    char hex[2 * sizeof(raw) + 1];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort(); /* the CSPRNG failing is not something to carry on from */
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    snprintf(out, len, "%s:%" JSON_INTEGER_FORMAT, hex, event);
+}
+
+/* One outbox row per hook for the session b just stopped, its payload read inside this
+ * transaction (so it holds exactly what was committed with it). */
+static int store_outbox_fill(struct store *st, struct store_batch *b, json_t *hooks, int64_t now)
+{
+    json_t *sess = store_session_get(st->wr, b->tenant, b->session_id);
+    json_t *turns = store_turns(st->wr, b->tenant, b->session_id, INT64_MIN, 0), *h;
+    sqlite3_stmt *s = st->stmt[ST_OUTBOX_ADD];
+    size_t i;
+    int rc = sess ? 0 : -1;
+    json_array_foreach(hooks, i, h)
+    {
+        json_int_t event = json_integer_value(json_object_get(h, "event"));
+        json_t *payload = history_payload(sess, turns, (int)event);
+        char notice[64];
+        store_notice_id(notice, sizeof(notice), event);
+        sqlite3_bind_text(s, 1, notice, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 2, b->tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, b->session_id, -1, SQLITE_STATIC);
+        store_bind_text(s, 4, json_object_get(sess, "user_id"));
+        store_bind_text(s, 5, json_object_get(h, "url"));
+        sqlite3_bind_int64(s, 6, event);
+        store_bind_json(s, 7, payload);
+        sqlite3_bind_int64(s, 8, now);
+        json_decref(payload);
+        if (rc != 0 || (rc = store_step(st->db, s)) != 0)
+            break;
+    }
+    json_decref(sess);
+    json_decref(turns);
+    return rc;
+}
+
+/* Stop the session (unless it is stopped already, or had a request since how.idle_before)
+ * and queue its dumps. */
+static int store_exec_stop(struct store *st, struct store_batch *b, int64_t sid, json_t *how)
+{
+    int64_t now = util_wall_ms();
+    json_t *idle = json_object_get(how, "idle_before");
+    sqlite3_stmt *s = st->stmt[ST_STOP];
+    sqlite3_bind_int64(s, 1, sid);
+    sqlite3_bind_int64(s, 2, now);
+    sqlite3_bind_int64(s, 3, json_is_integer(idle) ? json_integer_value(idle) : INT64_MAX);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    if (sqlite3_changes(st->db) == 0 || json_array_size(json_object_get(how, "hooks")) == 0)
+        return 0;
+    return store_outbox_fill(st, b, json_object_get(how, "hooks"), now);
+}
+
 /* The REST API's changes to a session row. */
 static int store_exec_session_op(struct store *st, int64_t sid, struct store_op *op)
 {
     int64_t now = util_wall_ms();
     sqlite3_stmt *s = NULL;
     switch (op->kind) {
-    case STORE_OP_STOP:
-        s = st->stmt[ST_STOP];
-        sqlite3_bind_int64(s, 2, now);
-        break;
     case STORE_OP_DELETE:
         s = st->stmt[ST_DELETE];
         json_object_clear(st->sids); /* its id must not be reused */
         break;
     case STORE_OP_RUNTIME:
         s = st->stmt[ST_RUNTIME];
-        store_bind_json(s, 2, op->data);
+        store_bind_json(s, 2, json_object_get(op->data, "system_messages"));
         sqlite3_bind_int64(s, 3, now);
+        store_bind_json(s, 4, json_object_get(op->data, "params"));
         break;
     default: /* STORE_OP_PATCH */
         s = st->stmt[ST_PATCH];
@@ -432,9 +590,141 @@ static int store_exec_session_op(struct store *st, int64_t sid, struct store_op 
     return store_step(st->db, s);
 }
 
-static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
+/* Bind tenant and user as ?1, ?2 of s and run it. */
+static int store_exec_user(struct store *st, enum store_stmt which, const char *tenant,
+                           const char *user)
+{
+    sqlite3_stmt *s = st->stmt[which];
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+    return store_step(st->db, s);
+}
+
+/* Replace what is remembered about a user with m ({summary?, facts?}; NULL: nothing). */
+static int store_exec_user_memory(struct store *st, const char *tenant, const char *user, json_t *m)
+{
+    int64_t now = util_wall_ms();
+    json_t *sum = json_object_get(m, "summary"), *f;
+    size_t i;
+    if (store_exec_user(st, ST_USER_SUMMARY_DEL, tenant, user) != 0 ||
+        store_exec_user(st, ST_USER_FACTS_DEL, tenant, user) != 0)
+        return -1;
+    sqlite3_stmt *s = st->stmt[ST_SUMMARY_SET];
+    if (json_is_object(sum)) {
+        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+        store_bind_text(s, 3, json_object_get(sum, "text"));
+        store_bind_int(s, 4, json_object_get(sum, "from_ms"));
+        store_bind_int(s, 5, json_object_get(sum, "to_ms"));
+        sqlite3_bind_int64(s, 6, now);
+        if (store_step(st->db, s) != 0)
+            return -1;
+    }
+    s = st->stmt[ST_FACT_SET];
+    json_array_foreach(json_object_get(m, "facts"), i, f)
+    {
+        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+        store_bind_text(s, 3, json_object_get(f, "category"));
+        store_bind_text(s, 4, json_object_get(f, "key"));
+        store_bind_text(s, 5, json_object_get(f, "value"));
+        sqlite3_bind_double(s, 6, json_number_value(json_object_get(f, "confidence")));
+        sqlite3_bind_int64(s, 7, now);
+        if (store_step(st->db, s) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Everything held about a user: sessions (turns by cascade), summary, facts, dumps. */
+static int store_exec_user_erase(struct store *st, const char *tenant, const char *user)
+{
+    json_object_clear(st->sids); /* deleted sessions' ids must not be reused */
+    return store_exec_user(st, ST_USER_SESSIONS, tenant, user) ||
+                   store_exec_user(st, ST_USER_SUMMARY_DEL, tenant, user) ||
+                   store_exec_user(st, ST_USER_FACTS_DEL, tenant, user) ||
+                   store_exec_user(st, ST_USER_OUTBOX_DEL, tenant, user)
+               ? -1
+               : 0;
+}
+
+/* A session from an export (snapshot.h, checked): the row as it was, then its turns. Fails
+ * when the tenant has a session by that id. */
+static int store_exec_import(struct store *st, const char *tenant, json_t *snap)
+{
+    static const char *const cols[] = {"user_id",     "profile",        "status",
+                                       "labels",      "metadata",       "system_messages",
+                                       "window_hash", "created_ms",     "updated_ms",
+                                       "stopped_ms",  "runtime_system", "runtime_params"};
+    json_t *sess = json_object_get(snap, "session"), *t;
+    sqlite3_stmt *s = st->stmt[ST_IMPORT];
+    size_t i;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    store_bind_text(s, 2, json_object_get(sess, "id"));
+    for (i = 0; i < UTIL_ARRAY_LEN(cols); i++) {
+        json_t *v = json_object_get(sess, cols[i]);
+        if (json_is_integer(v))
+            store_bind_int(s, (int)i + 3, v);
+        else if (json_is_string(v))
+            store_bind_text(s, (int)i + 3, v);
+        else
+            store_bind_json(s, (int)i + 3, v);
+    }
+    if (store_step(st->db, s) != 0)
+        return -1;
+    int64_t sid = sqlite3_last_insert_rowid(st->db);
+    s = st->stmt[ST_INSERT];
+    json_array_foreach(json_object_get(snap, "turns"), i, t)
+    {
+        store_bind_turn(s, t);
+        sqlite3_bind_int64(s, 1, sid);
+        if (store_step(st->db, s) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int store_exec_outbox(struct store *st, const char *tenant, struct store_op *op)
+{
+    int64_t now = util_wall_ms();
+    sqlite3_stmt *s;
+    if (op->kind == STORE_OP_OUTBOX_RETRY) {
+        s = st->stmt[ST_OUTBOX_RETRY];
+        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, op->a, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, now);
+        return store_step(st->db, s) != 0 || sqlite3_changes(st->db) == 0 ? -1 : 0;
+    }
+    s = st->stmt[ST_OUTBOX_RESULT];
+    store_bind_int(s, 1, json_object_get(op->data, "id"));
+    store_bind_text(s, 2, json_object_get(op->data, "status"));
+    store_bind_int(s, 3, json_object_get(op->data, "next_ms"));
+    store_bind_int(s, 4, json_object_get(op->data, "code"));
+    store_bind_text(s, 5, json_object_get(op->data, "error"));
+    sqlite3_bind_int64(s, 6, now);
+    return store_step(st->db, s);
+}
+
+/* The ops of batches that belong to no one session. */
+static int store_exec_global(struct store *st, struct store_batch *b, struct store_op *op)
+{
+    switch (op->kind) {
+    case STORE_OP_IMPORT:
+        return store_exec_import(st, b->tenant, op->data);
+    case STORE_OP_USER_ERASE:
+        return store_exec_user_erase(st, b->tenant, op->a);
+    case STORE_OP_USER_MEMORY:
+        return store_exec_user_memory(st, b->tenant, op->a, op->data);
+    default:
+        return store_exec_outbox(st, b->tenant, op);
+    }
+}
+
+static int store_exec_op(struct store *st, struct store_batch *b, int64_t sid, struct store_op *op)
 {
     sqlite3_stmt *s = NULL;
+    if (b->session_id == NULL)
+        return store_exec_global(st, b, op);
     switch (op->kind) {
     case STORE_OP_SESSION:
         s = st->stmt[ST_SESSION_SET];
@@ -451,10 +741,14 @@ static int store_exec_op(struct store *st, int64_t sid, struct store_op *op)
         store_bind_turn(s, op->data);
         break;
     case STORE_OP_STOP:
+        return store_exec_stop(st, b, sid, op->data);
     case STORE_OP_DELETE:
     case STORE_OP_RUNTIME:
     case STORE_OP_PATCH:
         return store_exec_session_op(st, sid, op);
+    default: /* a global op in a session's batch: a caller's mistake */
+        log_error("store: an operation of no session was queued with session '%s'", b->session_id);
+        return -1;
     case STORE_OP_UPDATE:
     case STORE_OP_REPLACE:
         s = st->stmt[op->kind == STORE_OP_UPDATE ? ST_UPDATE : ST_REPLACE];
@@ -487,10 +781,10 @@ static void store_apply(struct store *st, struct store_batch *b, int alone)
 {
     if (!alone)
         store_run(st, ST_SAVEPOINT);
-    int64_t sid = store_sid(st, b);
+    int64_t sid = b->session_id ? store_sid(st, b) : 0;
     b->ok = sid >= 0;
     for (size_t i = 0; b->ok && i < b->n; i++)
-        b->ok = store_exec_op(st, sid, &b->ops[i]) == 0;
+        b->ok = store_exec_op(st, b, sid, &b->ops[i]) == 0;
     if (!b->ok)
         json_object_clear(st->sids);
     if (!b->ok && !alone)
@@ -696,6 +990,8 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     struct store *st = xcalloc(1, sizeof(*st));
     st->path = xstrdup(path);
     st->opts = *opts;
+    if (st->opts.touch_ms <= 0 || st->opts.touch_ms > STORE_TOUCH_MS)
+        st->opts.touch_ms = STORE_TOUCH_MS;
     st->sids = json_object();
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -710,6 +1006,12 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     }
     if (store_migrate(st->db, err) != 0 || store_prepare(st, err) != 0)
         goto fail;
+    st->wr = xcalloc(1, sizeof(*st->wr));
+    st->wr->db = st->db;
+    if (store_reader_prepare(st->wr) != 0) {
+        *err = xasprintf("cannot prepare a statement: %s", sqlite3_errmsg(st->db));
+        goto fail;
+    }
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     pthread_cond_init(&st->idle_cv, NULL);
@@ -718,6 +1020,7 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
         abort();
     return st;
 fail:
+    store_reader_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
     sqlite3_close(st->db);
@@ -736,6 +1039,7 @@ void store_close(struct store *st)
     pthread_cond_signal(&st->cv);
     pthread_mutex_unlock(&st->mu);
     pthread_join(st->thread, NULL);
+    store_reader_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
     sqlite3_close(st->db);
@@ -749,46 +1053,58 @@ void store_close(struct store *st)
 
 /* ---- readers ---- */
 
-static const char store_turn_cols[] =
-    "seq, turn_id, turn_idx, role, content, source, interrupted, interrupt_ms, original, "
-    "metadata, tool_calls, tool_call_id, name, timestamp_ms, importance, model, usage, "
-    "finish_reason, ttft_us, latency_us";
+#define STORE_TURN_COLS                                                                            \
+    "seq, turn_id, turn_idx, role, content, source, interrupted, interrupt_ms, original, "         \
+    "metadata, tool_calls, tool_call_id, name, timestamp_ms, importance, model, usage, "           \
+    "finish_reason, ttft_us, latency_us"
+
+static const char *const store_rsql[RS__COUNT] = {
+    [RS_TURNS] = "SELECT * FROM (SELECT " STORE_TURN_COLS " FROM messages WHERE sid = "
+                 "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
+                 "AND turn_id >= ?3 ORDER BY seq DESC LIMIT ?4) ORDER BY seq",
+    [RS_SESSION] = "SELECT id, tenant, user_id, profile, status, system_messages, window_hash, "
+                   "created_ms, updated_ms, stopped_ms, (SELECT COUNT(*) FROM messages m WHERE "
+                   "m.sid = s.sid), runtime_system, labels, metadata, runtime_params "
+                   "FROM sessions s WHERE tenant = ?1 AND id = ?2",
+    [RS_SUMMARY] = "SELECT summary, from_ms, to_ms, updated_ms FROM user_summaries "
+                   "WHERE tenant = ?1 AND user_id = ?2",
+    [RS_FACTS] = "SELECT category, key, value, confidence, seen, updated_ms FROM user_facts "
+                 "WHERE tenant = ?1 AND user_id = ?2 ORDER BY confidence DESC, updated_ms DESC "
+                 "LIMIT ?3",
+    [RS_LIST] = "SELECT id, user_id, profile, status, labels, created_ms, updated_ms, stopped_ms, "
+                "sid FROM sessions WHERE tenant = ?1 AND (?2 IS NULL OR user_id = ?2) AND "
+                "(?3 IS NULL OR status = ?3) AND sid < ?4 ORDER BY sid DESC LIMIT ?5",
+    [RS_OUTBOX_DUE] = "SELECT id, notice_id, tenant, session_id, url, event, payload, attempts "
+                      "FROM webhook_outbox WHERE status = 'pending' AND next_ms <= ?1 "
+                      "ORDER BY next_ms LIMIT ?2",
+    [RS_OUTBOX_NEXT] = "SELECT MIN(next_ms) FROM webhook_outbox WHERE status = 'pending'",
+    [RS_DELIVERIES] = "SELECT notice_id, session_id, url, event, status, attempts, next_ms, "
+                      "last_status, last_error, created_ms, updated_ms, id FROM webhook_outbox "
+                      "WHERE tenant = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR "
+                      "session_id = ?3) AND (?4 IS NULL OR notice_id = ?4) AND id < ?5 "
+                      "ORDER BY id DESC LIMIT ?6",
+    [RS_IDLE] = "SELECT tenant, id FROM sessions WHERE status = 'RUNNING' AND updated_ms < ?1 "
+                "ORDER BY updated_ms LIMIT ?2",
+};
+
+static int store_reader_prepare(struct store_reader *r)
+{
+    for (int i = 0; i < RS__COUNT; i++) {
+        if (sqlite3_prepare_v3(r->db, store_rsql[i], -1, SQLITE_PREPARE_PERSISTENT, &r->stmt[i],
+                               NULL) != SQLITE_OK)
+            return -1;
+    }
+    return 0;
+}
 
 struct store_reader *store_reader_open(struct store *st, char **err)
 {
     struct store_reader *r = xcalloc(1, sizeof(*r));
-    char *sql = xasprintf("SELECT * FROM (SELECT %s FROM messages WHERE sid = "
-                          "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
-                          "AND turn_id >= ?3 ORDER BY seq DESC LIMIT ?4) ORDER BY seq",
-                          store_turn_cols);
-    int ok = sqlite3_open_v2(st->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) ==
-                 SQLITE_OK &&
-             sqlite3_busy_timeout(r->db, (int)st->opts.busy_timeout_ms) == SQLITE_OK &&
-             sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->turns, NULL) ==
-                 SQLITE_OK &&
-             sqlite3_prepare_v3(r->db,
-                                "SELECT id, tenant, user_id, profile, status, system_messages, "
-                                "window_hash, created_ms, updated_ms, stopped_ms, (SELECT "
-                                "COUNT(*) FROM messages m WHERE m.sid = s.sid), runtime_system, "
-                                "labels, metadata FROM sessions s WHERE tenant = ?1 AND id = ?2",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->session, NULL) == SQLITE_OK &&
-             sqlite3_prepare_v3(r->db,
-                                "SELECT summary FROM user_summaries WHERE tenant = ?1 AND "
-                                "user_id = ?2",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->summary, NULL) == SQLITE_OK &&
-             sqlite3_prepare_v3(r->db,
-                                "SELECT category, key, value, confidence FROM user_facts WHERE "
-                                "tenant = ?1 AND user_id = ?2 ORDER BY confidence DESC, "
-                                "updated_ms DESC LIMIT ?3",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->facts, NULL) == SQLITE_OK &&
-             sqlite3_prepare_v3(r->db,
-                                "SELECT id, user_id, profile, status, labels, created_ms, "
-                                "updated_ms, stopped_ms, sid FROM sessions WHERE tenant = ?1 AND "
-                                "(?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR status = ?3) "
-                                "AND sid < ?4 ORDER BY sid DESC LIMIT ?5",
-                                -1, SQLITE_PREPARE_PERSISTENT, &r->list, NULL) == SQLITE_OK;
-    free(sql);
-    if (!ok) {
+    r->own_db = 1;
+    if (sqlite3_open_v2(st->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_busy_timeout(r->db, (int)st->opts.busy_timeout_ms) != SQLITE_OK ||
+        store_reader_prepare(r) != 0) {
         *err = xasprintf("%s: cannot open for reading: %s", st->path, sqlite3_errmsg(r->db));
         store_reader_close(r);
         return NULL;
@@ -800,13 +1116,18 @@ void store_reader_close(struct store_reader *r)
 {
     if (r == NULL)
         return;
-    sqlite3_finalize(r->turns);
-    sqlite3_finalize(r->session);
-    sqlite3_finalize(r->summary);
-    sqlite3_finalize(r->facts);
-    sqlite3_finalize(r->list);
-    sqlite3_close(r->db);
+    for (int i = 0; i < RS__COUNT; i++)
+        sqlite3_finalize(r->stmt[i]);
+    if (r->own_db)
+        sqlite3_close(r->db);
     free(r);
+}
+
+/* Reset a reader's statement after use. */
+static void store_rdone(sqlite3_stmt *s)
+{
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
 }
 
 static json_t *store_col(sqlite3_stmt *s, int i, int as_json)
@@ -851,64 +1172,85 @@ static json_t *store_turn_row(sqlite3_stmt *s)
     return t;
 }
 
+/* The current row as an object: names[i] = column i, JSON-decoded where json_cols says
+ * (a bit per column). */
+static json_t *store_row(sqlite3_stmt *s, const char *const *names, int n, unsigned json_cols)
+{
+    json_t *row = json_object();
+    for (int i = 0; i < n; i++)
+        json_object_set_new(row, names[i], store_col(s, i, (json_cols >> i) & 1));
+    return row;
+}
+
 json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
                     int64_t min_turn, size_t limit)
 {
     json_t *out = json_array();
-    sqlite3_stmt *s = r->turns;
+    sqlite3_stmt *s = r->stmt[RS_TURNS];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, min_turn);
     sqlite3_bind_int64(s, 4, limit ? (sqlite3_int64)limit : -1);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(out, store_turn_row(s));
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    store_rdone(s);
     return out;
 }
 
 json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id)
 {
     static const char *const names[] = {
-        "id",          "tenant",     "user_id",    "profile",    "status", "system_messages",
-        "window_hash", "created_ms", "updated_ms", "stopped_ms", "turns",  "runtime_system",
-        "labels",      "metadata"};
-    sqlite3_stmt *s = r->session;
+        "id",          "tenant",     "user_id",       "profile",    "status", "system_messages",
+        "window_hash", "created_ms", "updated_ms",    "stopped_ms", "turns",  "runtime_system",
+        "labels",      "metadata",   "runtime_params"};
+    sqlite3_stmt *s = r->stmt[RS_SESSION];
     json_t *out = NULL;
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        out = json_object();
-        for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
-            json_object_set_new(out, names[i], store_col(s, i, i == 5 || i >= 11));
-    }
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        out = store_row(s, names, (int)UTIL_ARRAY_LEN(names), 1u << 5 | 0xfu << 11);
+    store_rdone(s);
     return out;
 }
 
 json_t *store_user_memory(struct store_reader *r, const char *tenant, const char *user_id,
                           size_t max_facts)
 {
+    static const char *const sum[] = {"text", "from_ms", "to_ms", "updated_ms"};
+    static const char *const fact[] = {"category",   "key",  "value",
+                                       "confidence", "seen", "updated_ms"};
     json_t *out = json_pack("{s:n, s:[]}", "summary", "facts");
-    sqlite3_stmt *s = r->summary;
+    sqlite3_stmt *s = r->stmt[RS_SUMMARY];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) == SQLITE_ROW)
-        json_object_set_new(out, "summary", store_col(s, 0, 0));
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    s = r->facts;
+        json_object_set_new(out, "summary", store_row(s, sum, 4, 0));
+    store_rdone(s);
+    s = r->stmt[RS_FACTS];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)max_facts);
     while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(json_object_get(out, "facts"),
-                              json_pack("{s:o, s:o, s:o, s:o}", "category", store_col(s, 0, 0),
-                                        "key", store_col(s, 1, 0), "value", store_col(s, 2, 0),
-                                        "confidence", store_col(s, 3, 0)));
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+        json_array_append_new(json_object_get(out, "facts"), store_row(s, fact, 6, 0));
+    store_rdone(s);
+    return out;
+}
+
+/* Rows of s as objects (the last column, the row id, is the cursor of the next page):
+ * {key: [...], "next": cursor|null}. */
+static json_t *store_page(sqlite3_stmt *s, const char *key, const char *const *names, int n,
+                          unsigned json_cols, size_t limit)
+{
+    json_t *list = json_array();
+    int64_t last = -1;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        json_array_append_new(list, store_row(s, names, n, json_cols));
+        last = sqlite3_column_int64(s, n);
+    }
+    store_rdone(s);
+    json_t *out = json_pack("{s:o, s:n}", key, list, "next");
+    if (last > 0 && json_array_size(list) == limit)
+        json_object_set_new(out, "next", json_integer(last));
     return out;
 }
 
@@ -917,25 +1259,63 @@ json_t *store_sessions(struct store_reader *r, const char *tenant, const char *u
 {
     static const char *const names[] = {"id",     "user_id",    "profile",    "status",
                                         "labels", "created_ms", "updated_ms", "stopped_ms"};
-    json_t *list = json_array();
-    sqlite3_stmt *s = r->list;
-    int64_t last = -1;
+    sqlite3_stmt *s = r->stmt[RS_LIST];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, user_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 4, before > 0 ? before : INT64_MAX);
     sqlite3_bind_int64(s, 5, (sqlite3_int64)limit);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        json_t *row = json_object();
-        for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++)
-            json_object_set_new(row, names[i], store_col(s, i, i == 4));
-        json_array_append_new(list, row);
-        last = sqlite3_column_int64(s, 8);
-    }
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    json_t *out = json_pack("{s:o, s:n}", "sessions", list, "next");
-    if (last > 0 && json_array_size(list) == limit)
-        json_object_set_new(out, "next", json_integer(last));
+    return store_page(s, "sessions", names, (int)UTIL_ARRAY_LEN(names), 1u << 4, limit);
+}
+
+json_t *store_deliveries(struct store_reader *r, const struct store_delivery_query *q)
+{
+    static const char *const names[] = {"id",         "session_id", "url",         "event",
+                                        "status",     "attempts",   "next_try_ms", "last_status",
+                                        "last_error", "created_ms", "updated_ms"};
+    sqlite3_stmt *s = r->stmt[RS_DELIVERIES];
+    sqlite3_bind_text(s, 1, q->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, q->status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, q->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, q->notice_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, q->before > 0 ? q->before : INT64_MAX);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)q->limit);
+    return store_page(s, "deliveries", names, (int)UTIL_ARRAY_LEN(names), 0, q->limit);
+}
+
+json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit)
+{
+    static const char *const names[] = {"id",  "notice_id", "tenant",  "session_id",
+                                        "url", "event",     "payload", "attempts"};
+    json_t *out = json_array();
+    sqlite3_stmt *s = r->stmt[RS_OUTBOX_DUE];
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
+    store_rdone(s);
+    return out;
+}
+
+int64_t store_outbox_next(struct store_reader *r)
+{
+    sqlite3_stmt *s = r->stmt[RS_OUTBOX_NEXT];
+    int64_t next = -1;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_INTEGER)
+        next = sqlite3_column_int64(s, 0);
+    store_rdone(s);
+    return next;
+}
+
+json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit)
+{
+    static const char *const names[] = {"tenant", "id"};
+    json_t *out = json_array();
+    sqlite3_stmt *s = r->stmt[RS_IDLE];
+    sqlite3_bind_int64(s, 1, before_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, store_row(s, names, 2, 0));
+    store_rdone(s);
     return out;
 }

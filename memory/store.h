@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 struct store;
 struct store_batch;
@@ -41,6 +41,8 @@ struct store_reader;
 struct store_opts {
     long busy_timeout_ms; /* every connection waits this long for a lock */
     int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
+    int64_t touch_ms;     /* a session's updated_ms lags its last write by at most this
+                             (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
 };
 
 /* Open (creating and migrating as needed). NULL with *err set on failure. */
@@ -55,6 +57,8 @@ void store_close(struct store *st);
 
 /* ---- writes ---- */
 
+/* A batch of one session's writes; with session_id NULL, a batch of the tenant's writes that
+ * belong to no one session (import, the user and outbox operations below). */
 struct store_batch *store_batch_new(const char *tenant, const char *session_id);
 /* Create the session if new (RUNNING); set user and profile when given (NULL keeps them). */
 void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
@@ -73,10 +77,30 @@ void store_batch_replace(struct store_batch *b, json_t *turn);
 /* The REST API's changes. A batch marked existing fails (ok 0) when the session is gone,
  * rather than creating it. */
 void store_batch_existing(struct store_batch *b);
-void store_batch_stop(struct store_batch *b);   /* status STOPPED, stopped_ms now */
+/*
+ * Status STOPPED, stopped_ms now — unless it is stopped already, or how.idle_before (ms) is
+ * given and the session was updated since. When it stops, one outbox row per how.hooks
+ * item ({url, event}) is written in the same transaction, its payload (history.h) read there
+ * too, with a fresh random notice id. how may be NULL.
+ */
+void store_batch_stop(struct store_batch *b, json_t *how);
 void store_batch_delete(struct store_batch *b); /* the session and its turns */
 void store_batch_runtime(struct store_batch *b, json_t *system_messages);
 void store_batch_patch(struct store_batch *b, json_t *fields); /* labels, metadata, user_id */
+/* Tenant batches (session_id NULL). */
+/* A session from an export (snapshot_check() passed); fails when the id is taken. */
+void store_batch_import(struct store_batch *b, json_t *snapshot);
+/* Every session of the user (and their turns), their summary, facts and webhook dumps. */
+void store_batch_user_erase(struct store_batch *b, const char *user_id);
+/* Replace the user's summary and facts: {summary: {text, from_ms?, to_ms?}|null,
+ * facts: [{category, key, value, confidence}]}; NULL or {} removes them. */
+void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t *memory);
+/* A delivery's outcome: {id, status: pending|delivered|failed, next_ms, code?, error?};
+ * attempts counts up. Only a pending row changes. */
+void store_batch_outbox_result(struct store_batch *b, json_t *result);
+/* Make a failed (or pending) delivery due now with its tries counted afresh; the batch fails
+ * when the tenant has no such undelivered notice. */
+void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
 size_t store_batch_ops(const struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
@@ -97,8 +121,8 @@ struct store_reader *store_reader_open(struct store *st, char **err);
 void store_reader_close(struct store_reader *r);
 
 /* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
- * created/updated/stopped ms, turn count, runtime_system, labels, metadata), or NULL when
- * there is none. */
+ * created/updated/stopped ms, turn count, runtime_system, labels, metadata, runtime_params),
+ * or NULL when there is none. */
 json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id);
 
 /* The session's turns in seq order: those with turn_id >= min_turn, at most the last
@@ -111,9 +135,29 @@ json_t *store_turns(struct store_reader *r, const char *tenant, const char *sess
 json_t *store_sessions(struct store_reader *r, const char *tenant, const char *user_id,
                        const char *status, int64_t before, size_t limit);
 
-/* What is remembered about a user: {"summary": text|null, "facts": [{category, key, value,
- * confidence}, ...]} with at most max_facts facts, the most confident first. */
+/* What is remembered about a user: {"summary": {text, from_ms, to_ms, updated_ms}|null,
+ * "facts": [{category, key, value, confidence, seen, updated_ms}, ...]} with at most
+ * max_facts facts, the most confident first. */
 json_t *store_user_memory(struct store_reader *r, const char *tenant, const char *user_id,
                           size_t max_facts);
+
+/* Webhook deliveries of a tenant, newest first: {"deliveries": [{id (the notice id),
+ * session_id, url, event, status, attempts, next_try_ms, last_status, last_error, created_ms,
+ * updated_ms}], "next": cursor|null}. NULL filters match all. */
+struct store_delivery_query {
+    const char *tenant, *status, *session_id, *notice_id;
+    int64_t before; /* a previous page's next, or 0 */
+    size_t limit;
+};
+json_t *store_deliveries(struct store_reader *r, const struct store_delivery_query *q);
+
+/* Pending deliveries due by now_ms, the most overdue first, at most limit:
+ * [{id, notice_id, tenant, session_id, url, event, payload (text), attempts}]. */
+json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit);
+/* When the next pending delivery is due (ms), or -1 when none is pending. */
+int64_t store_outbox_next(struct store_reader *r);
+
+/* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id}]. */
+json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit);
 
 #endif

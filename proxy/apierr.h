@@ -16,8 +16,11 @@ enum apierr_kind {
     APIERR_INVALID_REQUEST,       /* 400 */
     APIERR_INVALID_JSON,          /* 400 */
     APIERR_UNAUTHORIZED,          /* 401 */
+    APIERR_BAD_SIGNATURE,         /* 401: a notification's signature does not verify */
+    APIERR_FORBIDDEN,             /* 403 */
     APIERR_NOT_FOUND,             /* 404 */
     APIERR_METHOD,                /* 405 */
+    APIERR_CONFLICT,              /* 409 */
     APIERR_TOO_LARGE,             /* 413 */
     APIERR_INTERNAL,              /* 500 */
     APIERR_STORAGE,               /* 500: the turn could not be committed */

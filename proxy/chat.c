@@ -239,10 +239,12 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
 {
     struct memory_context mc = {0};
     size_t history_n = 0;
-    /* only what the profile uses: a cold session is read before forwarding just for these */
-    if (c->rec != NULL && (chat_stored_mode(prof) || tx_listed(prof, "inject_memory")))
+    /* the session's runtime params and injected memory (from the working set; a cold
+     * session is read once), and its history when the profile keeps it */
+    if (c->rec != NULL)
         memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
     json_t *up = chatreq_upstream(&c->creq, prof->model);
+    chatreq_apply_params(up, mc.params);
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
     struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = user_id};
     tx_run(&tx, msgs);
@@ -257,6 +259,7 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
     json_decref(up);
     json_decref(mc.history);
     json_decref(mc.inject);
+    json_decref(mc.params);
     return body;
 }
 

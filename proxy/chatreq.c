@@ -171,6 +171,35 @@ json_t *chatreq_upstream(const struct chatreq *r, const char *model)
     return up;
 }
 
+void chatreq_apply_params(json_t *up, json_t *params)
+{
+    static const char *const fields[] = {"model",
+                                         "temperature",
+                                         "top_p",
+                                         "max_tokens",
+                                         "max_completion_tokens",
+                                         "presence_penalty",
+                                         "frequency_penalty",
+                                         "stop",
+                                         "seed",
+                                         "logit_bias",
+                                         "response_format",
+                                         "tools",
+                                         "tool_choice",
+                                         "parallel_tool_calls",
+                                         "reasoning_effort",
+                                         "service_tier",
+                                         "n",
+                                         "logprobs",
+                                         "top_logprobs",
+                                         "user"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+        json_t *v = json_object_get(params, fields[i]);
+        if (v != NULL)
+            json_object_set(up, fields[i], v);
+    }
+}
+
 char *chatreq_dump(json_t *up, size_t *len)
 {
     char *s = json_dumps(up, JSON_COMPACT);

@@ -47,6 +47,10 @@ int chatreq_too_deep(const char *buf, size_t len, size_t max_depth);
  * "stream_options.include_usage": true so usage is always recorded.
  */
 json_t *chatreq_upstream(const struct chatreq *r, const char *model);
+/* Lay a session's runtime params (set over REST, Agora's llm.params) over the upstream
+ * body: the standard OpenAI fields among them replace the request's (model, temperature,
+ * top_p, max_tokens, ...); the rest are the operator's own and are not sent. */
+void chatreq_apply_params(json_t *up, json_t *params);
 /* Its JSON text (caller frees); *len gets its length. */
 char *chatreq_dump(json_t *up, size_t *len);
 /* Both in one: the upstream body of r as it came. */

@@ -2,6 +2,7 @@
  * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
  */
 #include "cfg.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "memory.h"
 #include "server.h"
@@ -128,7 +129,8 @@ static int main_serve(const struct cfg *cfg)
                              .busy_timeout_ms = cfg->busy_timeout_ms,
                              .retention_days = cfg->retention_days,
                              .session_turns = (size_t)cfg->ws_session_turns,
-                             .max_turns = (size_t)cfg->ws_max_turns};
+                             .max_turns = (size_t)cfg->ws_max_turns,
+                             .touch_ms = lifecycle_touch_ms(cfg)};
     struct memory *mem = memory_open(&mo, &err);
     int rc = 1;
     if (mem == NULL)

@@ -1,13 +1,16 @@
 #include "rest.h"
 
+#include "deliveries.h"
+#include "lifecycle.h"
 #include "memory.h"
 #include "respond.h"
 #include "server.h"
 #include "session.h"
+#include "users.h"
 #include "util.h"
 
-#include <event2/buffer.h>
 #include <ctype.h>
+#include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,38 +20,47 @@
 #define REST_HISTORY_MAX    100000
 #define REST_MAX_RUNTIME    64 /* runtime system messages */
 #define REST_MAX_RUNTIME_SZ (32 * 1024)
+#define REST_MAX_PARAMS_SZ  (16 * 1024)
 
-/* The parts of a REST path: /{collection}/{id}/{action}. */
+/* The parts of a session path: /{sessions|agents}/{id}/{action}. */
 struct rest_path {
     int agents;         /* /agents/... (Agora's names) rather than /sessions/... */
     char *id;           /* decoded; NULL for the collection */
-    const char *action; /* "", "history", "update", "stop", "leave" */
+    const char *action; /* "", "history", "update", "stop", "leave", "export" */
     size_t action_len;
 };
 
 /* A change waiting for its commit. */
-struct rest_pending {
+struct rest_waiting {
     struct worker *w;
     struct evhttp_request *req;
-    char *tenant, *id;
-    enum memory_change what;
+    rest_answer_fn answer;
+    char *a, *b;
 };
+
+static int rest_prefix(const char *path, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && memcmp(path, prefix, n) == 0 && (len == n || path[n] == '/');
+}
 
 int rest_match(const char *path, size_t len)
 {
-    return (len >= 9 && memcmp(path, "/sessions", 9) == 0 && (len == 9 || path[9] == '/')) ||
-           (len > 8 && memcmp(path, "/agents/", 8) == 0);
+    return rest_prefix(path, len, "/sessions") || (len > 8 && memcmp(path, "/agents/", 8) == 0) ||
+           rest_prefix(path, len, "/users") || rest_prefix(path, len, "/webhooks/deliveries");
 }
 
-static void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
-                       const char *param, const char *msg)
+/* ---- shared helpers ---- */
+
+void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
+                const char *param, const char *msg)
 {
     struct apierr e;
     apierr_set(&e, kind, param, "%s", msg);
     respond_error(w, METRICS_ROUTE_REST, req, &e);
 }
 
-static void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
+void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
 {
     char *text = json_dumps(body, JSON_COMPACT);
     respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, strlen(text));
@@ -56,7 +68,92 @@ static void rest_json(struct worker *w, struct evhttp_request *req, int status, 
     json_decref(body);
 }
 
-/* Split the path; -1 when it is not a route or its id is unusable. */
+json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+{
+    json_error_t jerr;
+    json_t *b = rc->body ? json_loadb(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    if (json_is_object(b))
+        return b;
+    json_decref(b);
+    rest_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
+               "the body must be a JSON object");
+    return NULL;
+}
+
+long rest_limit(struct evkeyvalq *q, long def, long max)
+{
+    const char *v = evhttp_find_header(q, "limit");
+    long long n = 0;
+    if (v == NULL)
+        return def;
+    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
+        return -1;
+    return (long)n;
+}
+
+long long rest_cursor(struct evkeyvalq *q)
+{
+    const char *v = evhttp_find_header(q, "cursor");
+    long long n = 0;
+    if (v == NULL)
+        return 0;
+    return util_parse_ll(v, &n) == 0 && n >= 1 ? n : -1;
+}
+
+void rest_page_cursor(json_t *page)
+{
+    json_t *next = json_object_get(page, "next");
+    if (json_is_integer(next)) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(next));
+        json_object_set_new(page, "next", json_string(buf));
+    }
+}
+
+void rest_method(struct worker *w, struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    rest_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
+}
+
+char *rest_id(const char *s, size_t len)
+{
+    char *raw = xstrndup(s, len);
+    size_t n = 0;
+    char *id = evhttp_uridecode(raw, 0, &n);
+    free(raw);
+    if (id != NULL && !util_id_valid(id, n)) {
+        free(id);
+        id = NULL;
+    }
+    return id;
+}
+
+void *rest_wait(struct worker *w, struct evhttp_request *req, rest_answer_fn answer, const char *a,
+                const char *b)
+{
+    struct rest_waiting *p = xcalloc(1, sizeof(*p));
+    *p = (struct rest_waiting){.w = w, .req = req, .answer = answer};
+    p->a = a ? xstrdup(a) : NULL;
+    p->b = b ? xstrdup(b) : NULL;
+    server_hold(w);
+    return p;
+}
+
+void rest_waited(void *arg, int ok)
+{
+    struct rest_waiting *p = arg;
+    struct worker *w = p->w;
+    p->answer(w, p->req, ok, p->a, p->b);
+    free(p->a);
+    free(p->b);
+    free(p);
+    server_release(w);
+}
+
+/* ---- sessions: reads ---- */
+
+/* Split a session path; -1 when its id is unusable. */
 static int rest_parse(const char *path, size_t len, struct rest_path *p)
 {
     memset(p, 0, sizeof(*p));
@@ -68,12 +165,8 @@ static int rest_parse(const char *path, size_t len, struct rest_path *p)
     if (!p->agents)
         rest++; /* the '/' after "sessions" */
     const char *slash = memchr(rest, '/', (size_t)(end - rest));
-    const char *id_end = slash ? slash : end;
-    char *raw = xstrndup(rest, (size_t)(id_end - rest));
-    size_t n = 0;
-    p->id = evhttp_uridecode(raw, 0, &n);
-    free(raw);
-    if (p->id == NULL || !session_id_valid(p->id, n))
+    p->id = rest_id(rest, (size_t)((slash ? slash : end) - rest));
+    if (p->id == NULL)
         return -1;
     if (slash != NULL) {
         p->action = slash + 1;
@@ -85,50 +178,6 @@ static int rest_parse(const char *path, size_t len, struct rest_path *p)
 static int rest_action_is(const struct rest_path *p, const char *name)
 {
     return p->action_len == strlen(name) && memcmp(p->action, name, p->action_len) == 0;
-}
-
-/* ---- reads ---- */
-
-/* A query parameter as a whole number in [1, max]; def when absent; -1 when bad. */
-static long rest_limit(struct evkeyvalq *q, long def, long max)
-{
-    const char *v = evhttp_find_header(q, "limit");
-    long long n = 0;
-    if (v == NULL)
-        return def;
-    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
-        return -1;
-    return (long)n;
-}
-
-/* One stored turn in Agora's history shape; full adds memproxy's own fields. */
-static json_t *rest_content(json_t *t, int full)
-{
-    static const char *const extra[] = {"seq",     "turn_idx",   "tool_calls", "tool_call_id",
-                                        "name",    "model",      "usage",      "finish_reason",
-                                        "ttft_us", "latency_us", "importance"};
-    json_t *meta = json_deep_copy(json_object_get(t, "metadata"));
-    if (!json_is_object(meta)) {
-        json_decref(meta);
-        meta = json_object();
-    }
-    if (json_is_string(json_object_get(t, "source")))
-        json_object_set(meta, "source", json_object_get(t, "source"));
-    if (json_is_true(json_object_get(t, "interrupted"))) {
-        json_object_set_new(meta, "interrupted", json_true());
-        json_object_set(meta, "interrupt_timestamp", json_object_get(t, "interrupt_timestamp"));
-        json_object_set(meta, "original", json_object_get(t, "original"));
-    }
-    json_t *c =
-        json_pack("{s:O, s:O, s:O, s:O, s:o}", "role", json_object_get(t, "role"), "content",
-                  json_object_get(t, "content"), "turn_id", json_object_get(t, "turn_id"),
-                  "timestamp", json_object_get(t, "timestamp"), "metadata", meta);
-    for (size_t i = 0; full && i < UTIL_ARRAY_LEN(extra); i++) {
-        json_t *v = json_object_get(t, extra[i]);
-        if (v != NULL)
-            json_object_set(c, extra[i], v);
-    }
-    return c;
 }
 
 static void rest_history_text(struct worker *w, struct evhttp_request *req, json_t *turns)
@@ -173,18 +222,10 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
         return;
     }
     json_t *turns = memory_turns(w->reader, tenant, id, (size_t)limit);
-    if (strcmp(format, "text") == 0) {
+    if (strcmp(format, "text") == 0)
         rest_history_text(w, req, turns);
-    } else {
-        json_t *contents = json_array(), *t;
-        size_t i;
-        json_array_foreach(turns, i, t)
-            json_array_append_new(contents, rest_content(t, format[0] == 'f'));
-        json_int_t start = json_integer_value(json_object_get(sess, "created_ms")) / 1000;
-        rest_json(w, req, 200,
-                  json_pack("{s:s, s:I, s:O, s:o}", "agent_id", id, "start_ts", start, "status",
-                            json_object_get(sess, "status"), "contents", contents));
-    }
+    else
+        rest_json(w, req, 200, memory_history(sess, turns, format[0] == 'f'));
     json_decref(turns);
     json_decref(sess);
 }
@@ -193,15 +234,14 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
                       struct evkeyvalq *q)
 {
     const char *status = evhttp_find_header(q, "status");
-    const char *cursor = evhttp_find_header(q, "cursor");
-    long long before = 0;
+    long long before = rest_cursor(q);
     long limit = rest_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
     const char *bad = NULL, *why = NULL;
     if (limit < 0)
         bad = "limit", why = "limit must be a whole number from 1 to 1000";
     else if (status != NULL && strcmp(status, "RUNNING") != 0 && strcmp(status, "STOPPED") != 0)
         bad = "status", why = "status must be RUNNING or STOPPED";
-    else if (cursor != NULL && (util_parse_ll(cursor, &before) != 0 || before < 1))
+    else if (before < 0)
         bad = "cursor", why = "cursor must be the next value of a previous page";
     if (bad != NULL) {
         rest_error(w, req, APIERR_INVALID_REQUEST, bad, why);
@@ -209,12 +249,7 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
     }
     json_t *page = memory_sessions(w->reader, tenant, evhttp_find_header(q, "user_id"), status,
                                    before, (size_t)limit);
-    json_t *next = json_object_get(page, "next");
-    if (json_is_integer(next)) { /* an opaque string to the client */
-        char buf[32];
-        snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(next));
-        json_object_set_new(page, "next", json_string(buf));
-    }
+    rest_page_cursor(page);
     rest_json(w, req, 200, page);
 }
 
@@ -226,30 +261,62 @@ static json_t *rest_session_view(json_t *sess)
     return sess;
 }
 
-/* ---- changes ---- */
-
-static void rest_committed(void *arg, int ok)
+static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
+                             const char *id)
 {
-    struct rest_pending *p = arg;
-    struct worker *w = p->w;
-    if (!ok) {
-        rest_error(w, p->req, APIERR_NOT_FOUND, NULL, "no session with this id");
-    } else if (p->what == MEMORY_DELETE) {
-        rest_json(w, p->req, 200, json_pack("{s:s, s:b}", "id", p->id, "deleted", 1));
-    } else {
-        json_t *sess = memory_session(w->reader, p->tenant, p->id);
-        if (sess == NULL)
-            rest_error(w, p->req, APIERR_NOT_FOUND, NULL, "no session with this id");
-        else
-            rest_json(w, p->req, 200, rest_session_view(sess));
-    }
-    free(p->tenant);
-    free(p->id);
-    free(p);
-    server_release(w);
+    json_t *sess = memory_session(w->reader, tenant, id);
+    if (sess != NULL)
+        rest_json(w, req, 200, rest_session_view(sess));
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
 }
 
-/* Submit the change; the answer goes out from rest_committed(). Takes data. */
+static void rest_export(struct worker *w, struct evhttp_request *req, const char *tenant,
+                        const char *id)
+{
+    json_t *snap = memory_export(w->reader, tenant, id);
+    if (snap != NULL)
+        rest_json(w, req, 200, snap);
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+}
+
+/* ---- sessions: changes ---- */
+
+/* After a change of session b (tenant a): the session as it is now. */
+static void rest_answer_session(struct worker *w, struct evhttp_request *req, int ok,
+                                const char *tenant, const char *id)
+{
+    json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
+    if (sess == NULL)
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+    else
+        rest_json(w, req, 200, rest_session_view(sess));
+}
+
+static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, int ok,
+                                const char *tenant, const char *id)
+{
+    (void)tenant;
+    if (ok)
+        rest_json(w, req, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+}
+
+static void rest_answer_imported(struct worker *w, struct evhttp_request *req, int ok,
+                                 const char *tenant, const char *id)
+{
+    json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
+    if (sess == NULL)
+        rest_error(w, req, APIERR_CONFLICT, "session.id",
+                   "a session with this id was created meanwhile");
+    else
+        rest_json(w, req, 201, rest_session_view(sess));
+}
+
+/* Submit the change to a session that exists; the answer goes out once committed. Takes
+ * data. */
 static void rest_change(struct worker *w, struct evhttp_request *req, const char *tenant,
                         const char *id, enum memory_change what, json_t *data)
 {
@@ -260,38 +327,29 @@ static void rest_change(struct worker *w, struct evhttp_request *req, const char
         return;
     }
     json_decref(sess);
-    struct rest_pending *p = xcalloc(1, sizeof(*p));
-    *p = (struct rest_pending){.w = w, .req = req, .what = what};
-    p->tenant = xstrdup(tenant);
-    p->id = xstrdup(id);
-    server_hold(w); /* a draining worker waits for the answer */
-    memory_change(w->mem, tenant, id, what, data, w->base, rest_committed, p);
+    void *p = rest_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
+                        tenant, id);
+    if (what == MEMORY_STOP)
+        lifecycle_stop(w, tenant, id, 0, rest_waited, p);
+    else
+        memory_change(w->mem, tenant, id, what, data, w->base, rest_waited, p);
     json_decref(data);
 }
 
-/* The body as a JSON object, or NULL with the error sent. */
-static json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
-{
-    json_error_t jerr;
-    json_t *b = rc->body ? json_loadb(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
-    if (json_is_object(b))
-        return b;
-    json_decref(b);
-    rest_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
-               "the body must be a JSON object");
-    return NULL;
-}
-
-/* Agora's update body: properties.llm.system_messages, strings or {role, content}. */
+/* Agora's update body: properties.llm.system_messages (strings or {role, content}) and/or
+ * properties.llm.params (an object). */
 static json_t *rest_runtime(json_t *body, struct apierr *e)
 {
-    json_t *sm = json_object_get(json_object_get(json_object_get(body, "properties"), "llm"),
-                                 "system_messages");
-    json_t *out = json_array(), *m;
+    json_t *llm = json_object_get(json_object_get(body, "properties"), "llm");
+    json_t *sm = json_object_get(llm, "system_messages"), *params = json_object_get(llm, "params");
+    json_t *out = json_object(), *msgs = json_array(), *m;
     size_t i;
-    if (!json_is_array(sm) || json_array_size(sm) > REST_MAX_RUNTIME) {
+    json_object_set_new(out, "system_messages", msgs);
+    if ((sm == NULL && params == NULL) || (sm != NULL && !json_is_array(sm)) ||
+        json_array_size(sm) > REST_MAX_RUNTIME) {
         apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.system_messages",
-                   "properties.llm.system_messages must be an array of at most %d messages",
+                   "properties.llm needs system_messages (an array of at most %d messages) "
+                   "and/or params (an object)",
                    REST_MAX_RUNTIME);
         goto fail;
     }
@@ -305,7 +363,20 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
                        i);
             goto fail;
         }
-        json_array_append_new(out, json_pack("{s:s, s:O}", "role", "system", "content", c));
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", c));
+    }
+    if (sm == NULL)
+        json_object_del(out, "system_messages"); /* kept as they are */
+    if (params != NULL) {
+        char *text = json_is_object(params) ? json_dumps(params, JSON_COMPACT) : NULL;
+        size_t n = text ? strlen(text) : 0;
+        free(text);
+        if (!json_is_object(params) || n > REST_MAX_PARAMS_SZ) {
+            apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.params",
+                       "properties.llm.params must be an object of at most 16 KiB");
+            goto fail;
+        }
+        json_object_set(out, "params", params);
     }
     return out;
 fail:
@@ -323,8 +394,8 @@ static json_t *rest_patch(json_t *body, struct apierr *e)
         int obj = strcmp(key, "labels") == 0 || strcmp(key, "metadata") == 0;
         int user = strcmp(key, "user_id") == 0;
         if ((obj && json_is_object(v)) ||
-            (user && json_is_string(v) && json_string_length(v) >= 1 &&
-             json_string_length(v) <= SESSION_MAX_ID))
+            (user && json_is_string(v) &&
+             util_id_valid(json_string_value(v), json_string_length(v))))
             continue;
         apierr_set(e, APIERR_INVALID_REQUEST, key,
                    obj || user ? "%s has the wrong type"
@@ -355,25 +426,30 @@ static void rest_write(struct worker *w, struct evhttp_request *req, const struc
     rest_change(w, req, rc->tenant, id, update ? MEMORY_RUNTIME : MEMORY_PATCH, data);
 }
 
+/* POST /sessions/import: a snapshot from GET /sessions/{id}/export. */
+static void rest_import(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+{
+    char why[256];
+    json_t *snap = rest_body(w, req, rc);
+    if (snap == NULL)
+        return;
+    const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
+    json_t *have = NULL;
+    if (memory_import_check(snap, why, sizeof(why)) != 0)
+        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+    else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
+        rest_error(w, req, APIERR_CONFLICT, "session.id",
+                   "a session with this id exists; delete it first to restore the snapshot");
+    else
+        memory_import(w->mem, rc->tenant, snap, w->base, rest_waited,
+                      rest_wait(w, req, rest_answer_imported, rc->tenant, id));
+    json_decref(have);
+    json_decref(snap);
+}
+
 /* ---- dispatch ---- */
 
-static void rest_method(struct worker *w, struct evhttp_request *req, const char *allow)
-{
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-    rest_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
-}
-
-static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
-                             const char *id)
-{
-    json_t *sess = memory_session(w->reader, tenant, id);
-    if (sess != NULL)
-        rest_json(w, req, 200, rest_session_view(sess));
-    else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
-}
-
-/* A route on one session: its action (history, update, stop/leave) or the session itself. */
+/* A route on one session: its action or the session itself. */
 static void rest_one(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
                      const struct rest_path *p, struct evkeyvalq *q)
 {
@@ -389,9 +465,16 @@ static void rest_one(struct worker *w, struct evhttp_request *req, const struct 
     } else if (rest_action_is(p, p->agents ? "leave" : "stop")) {
         if (m == EVHTTP_REQ_POST)
             allow = NULL, rest_change(w, req, rc->tenant, p->id, MEMORY_STOP, NULL);
+    } else if (!p->agents && rest_action_is(p, "export")) {
+        allow = "GET";
+        if (m == EVHTTP_REQ_GET)
+            allow = NULL, rest_export(w, req, rc->tenant, p->id);
     } else if (p->action_len > 0 || p->agents) {
         allow = NULL;
         rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+    } else if (strcmp(p->id, "import") == 0) {
+        if (m == EVHTTP_REQ_POST)
+            allow = NULL, rest_import(w, req, rc);
     } else {
         allow = "GET, PATCH, DELETE";
         if (m == EVHTTP_REQ_GET)
@@ -405,31 +488,36 @@ static void rest_one(struct worker *w, struct evhttp_request *req, const struct 
         rest_method(w, req, allow);
 }
 
-void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                 const struct route_ctx *rc)
+static void rest_sessions(struct worker *w, struct evhttp_request *req, const char *path,
+                          size_t len, const struct route_ctx *rc, struct evkeyvalq *q)
 {
     struct rest_path p;
-    struct evkeyvalq q;
-    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    if (evhttp_parse_query_str(query ? query : "", &q) != 0) { /* also initialises q */
-        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
-        goto out;
-    }
     if (rest_parse(path, len, &p) != 0) {
         rest_error(w, req, APIERR_NOT_FOUND, NULL,
                    "no session with this id (ids are 1 to 256 bytes without control characters)");
-        free(p.id);
-        goto out;
-    }
-    if (p.id == NULL) {
+    } else if (p.id == NULL) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
-            rest_list(w, req, rc->tenant, &q);
+            rest_list(w, req, rc->tenant, q);
         else
             rest_method(w, req, "GET");
     } else {
-        rest_one(w, req, rc, &p, &q);
+        rest_one(w, req, rc, &p, q);
     }
     free(p.id);
-out:
+}
+
+void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+                 const struct route_ctx *rc)
+{
+    struct evkeyvalq q;
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (evhttp_parse_query_str(query ? query : "", &q) != 0) /* also initialises q */
+        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
+    else if (rest_prefix(path, len, "/users"))
+        users_handle(w, req, path + 6, len - 6, rc);
+    else if (rest_prefix(path, len, "/webhooks/deliveries"))
+        deliveries_handle(w, req, path + 20, len - 20, rc, &q);
+    else
+        rest_sessions(w, req, path, len, rc, &q);
     evhttp_clear_headers(&q);
 }

@@ -5,6 +5,7 @@
 #include "forward.h"
 #include "memory.h"
 #include "metrics.h"
+#include "notify.h"
 #include "respond.h"
 #include "rest.h"
 #include "server.h"
@@ -108,6 +109,25 @@ static void routes_strip(const char **path, size_t *len, struct route_ctx *rc)
     }
 }
 
+/* The body within its cap into rc; 0 to go on, -1 when an error was sent. */
+static int routes_body(struct worker *w, struct evhttp_request *req, struct route_ctx *rc)
+{
+    struct apierr e;
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    if (len > (size_t)w->cfg->max_body_size) {
+        apierr_set(&e, APIERR_TOO_LARGE, NULL, "the request body is %zu bytes; the limit is %ld",
+                   len, w->cfg->max_body_size);
+        respond_error(w, rc->route, req, &e);
+        return -1;
+    }
+    if (len > 0) {
+        rc->body = (const char *)evbuffer_pullup(body, -1);
+        rc->body_len = len;
+    }
+    return 0;
+}
+
 /* Auth (a client key, or an admin key for the REST API) and body cap; 0 to go on, -1 when
  * an error was sent. */
 static int routes_admit(struct worker *w, struct evhttp_request *req, struct route_ctx *rc,
@@ -130,19 +150,7 @@ static int routes_admit(struct worker *w, struct evhttp_request *req, struct rou
         respond_error(w, rc->route, req, &e);
         return -1;
     }
-    struct evbuffer *body = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(body);
-    if (len > (size_t)w->cfg->max_body_size) {
-        apierr_set(&e, APIERR_TOO_LARGE, NULL, "the request body is %zu bytes; the limit is %ld",
-                   len, w->cfg->max_body_size);
-        respond_error(w, rc->route, req, &e);
-        return -1;
-    }
-    if (len > 0) {
-        rc->body = (const char *)evbuffer_pullup(body, -1);
-        rc->body_len = len;
-    }
-    return 0;
+    return routes_body(w, req, rc);
 }
 
 static void routes_api(struct worker *w, struct evhttp_request *req, const struct route_def *d,
@@ -181,6 +189,11 @@ static void routes_rest(struct worker *w, struct evhttp_request *req, const char
         respond_error(w, rc->route, req, &e);
         return;
     }
+    if (routes_is(path, len, NOTIFY_PATH)) { /* signed by Agora instead of a key */
+        if (routes_body(w, req, rc) == 0)
+            notify_handle(w, req, rc);
+        return;
+    }
     if (routes_admit(w, req, rc, 1) == 0)
         rest_handle(w, req, path, len, rc);
 }
@@ -203,7 +216,7 @@ void routes_handle(struct evhttp_request *req, void *arg)
         return;
     }
     routes_strip(&path, &len, &rc);
-    if (rc.path_profile == NULL && rest_match(path, len)) {
+    if (rc.path_profile == NULL && (rest_match(path, len) || routes_is(path, len, NOTIFY_PATH))) {
         routes_rest(w, req, path, len, &rc);
         return;
     }

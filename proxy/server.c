@@ -1,5 +1,7 @@
 #include "server.h"
 
+#include "hook.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "memory.h"
 #include "metrics.h"
@@ -28,6 +30,7 @@ struct server {
     struct worker *workers;
     struct metrics **metrics;
     struct memory *mem;
+    struct hook *hooks; /* on workers[0] */
     size_t nworkers;
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
@@ -135,7 +138,16 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
             return NULL;
         }
     }
+    /* The background work of the whole process runs on the first worker. */
+    if (cfg->nwebhooks > 0)
+        srv->hooks = hook_create(&srv->workers[0]);
+    srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
     return srv;
+}
+
+struct hook *server_hooks(const struct server *srv)
+{
+    return srv->hooks;
 }
 
 int server_port(const struct server *srv)
@@ -313,6 +325,9 @@ void server_destroy(struct server *srv)
         if (w->base != NULL) /* ...and runs here: the worker threads are gone */
             event_base_loop(w->base, EVLOOP_NONBLOCK);
         relay_abort_all(w);
+        if (i == 0) /* before its upstream client: it cancels the tries on the wire */
+            hook_destroy(srv->hooks);
+        lifecycle_destroy(w->lifecycle);
         evhttp_free(w->http); /* closes kept-alive client connections */
         upstream_destroy(w->up);
         if (w->force_timer)

@@ -30,6 +30,8 @@ struct metrics;
 struct upstream;
 struct memory;
 struct memory_reader;
+struct hook;
+struct lifecycle;
 
 struct worker {
     int id;
@@ -43,6 +45,7 @@ struct worker {
     struct metrics *metrics;
     struct memory *mem;           /* shared by all workers */
     struct memory_reader *reader; /* this worker's read connection */
+    struct lifecycle *lifecycle;  /* the idle sweeper (the first worker's, when configured) */
     struct relay *relays;         /* in flight; owned by relay.c */
     size_t active;                /* relays in flight */
     size_t sending;               /* responses handed to evhttp, not yet fully written */
@@ -61,6 +64,9 @@ int server_run(struct server *srv);
 
 /* The port actually bound (useful with port 0). */
 int server_port(const struct server *srv);
+
+/* The webhook deliverer (it runs on the first worker), or NULL when none is configured. */
+struct hook *server_hooks(const struct server *srv);
 
 /* Every worker's metrics set, for a scrape; *n gets the count. */
 struct metrics *const *server_metrics(const struct server *srv, size_t *n);

@@ -10,14 +10,7 @@ static const char *const session_body_fields[] = {"session_id", "user_id", "user
 
 int session_id_valid(const char *s, size_t len)
 {
-    if (len == 0 || len > SESSION_MAX_ID)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) /* NUL included */
-            return 0;
-    }
-    return 1;
+    return util_id_valid(s, len);
 }
 
 /* Take text as the id named what; -1 with *e set when it is unusable. */

@@ -19,10 +19,11 @@
 
 #include "apierr.h"
 #include "cfg.h"
+#include "util.h"
 
 #include <jansson.h>
 
-#define SESSION_MAX_ID 256
+#define SESSION_MAX_ID UTIL_MAX_ID
 
 struct session_input {
     const char *h_session; /* X-Session-Id, or NULL */

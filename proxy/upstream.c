@@ -28,7 +28,8 @@ struct upstream_xfer {
     CURL *easy;
     const struct upstream_handler *h;
     void *arg;
-    struct event *fb_timer; /* first-byte timeout; also reports a failed start */
+    struct event *fb_timer;         /* first-byte timeout; also reports a failed start */
+    struct curl_slist *own_headers; /* a plain POST's (target NULL) */
     struct upstream_xfer *next_zombie;
     long status;
     unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1, start_failed : 1,
@@ -123,6 +124,7 @@ static void upstream_xfer_free(struct upstream_xfer *x)
     if (x->in_multi)
         curl_multi_remove_handle(up->multi, x->easy);
     event_free(x->fb_timer);
+    curl_slist_free_all(x->own_headers);
     if (up->npool < UPSTREAM_POOL_MAX) {
         curl_easy_reset(x->easy);
         up->pool[up->npool++] = x->easy;
@@ -249,7 +251,27 @@ static void upstream_fb_timer_cb(evutil_socket_t fd, short kind, void *arg)
     upstream_finish(x, UPSTREAM_TIMEOUT);
 }
 
-static void upstream_setup(struct upstream_xfer *x, const struct upstream_request *rq)
+/* A plain POST (a webhook): the request's own URL, headers and time limit. */
+static void upstream_setup_plain(struct upstream_xfer *x, const struct upstream_request *rq)
+{
+    CURL *e = x->easy;
+    struct curl_slist *l = NULL;
+    l = curl_slist_append(l, "Content-Type: application/json");
+    l = curl_slist_append(l, "Expect:");
+    l = curl_slist_append(l, "User-Agent: memproxy/" MEMPROXY_VERSION);
+    for (size_t i = 0; rq->headers != NULL && rq->headers[i] != NULL; i++)
+        l = curl_slist_append(l, rq->headers[i]);
+    if (l == NULL)
+        abort();
+    x->own_headers = l;
+    curl_easy_setopt(e, CURLOPT_URL, rq->url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, rq->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
+}
+
+/* A request to a configured upstream: its URL, headers and timeouts. */
+static void upstream_setup_target(struct upstream_xfer *x, const struct upstream_request *rq)
 {
     const struct cfg_upstream *t = rq->target;
     size_t idx = (size_t)(t - x->up->cfg->upstreams);
@@ -258,19 +280,28 @@ static void upstream_setup(struct upstream_xfer *x, const struct upstream_reques
 
     snprintf(url, sizeof(url), "%s%s", t->url, rq->path);
     curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER,
                      rq->stream ? x->up->hdr_stream[idx] : x->up->hdr_json[idx]);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t->connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t->total_timeout_ms);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (t->idle_timeout_ms + 999) / 1000);
+}
+
+static void upstream_setup(struct upstream_xfer *x, const struct upstream_request *rq)
+{
+    CURL *e = x->easy;
+    if (rq->target != NULL)
+        upstream_setup_target(x, rq);
+    else
+        upstream_setup_plain(x, rq);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (rq->body != NULL) {
@@ -294,7 +325,7 @@ struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_
     x->fb_timer = evtimer_new(up->base, upstream_fb_timer_cb, x);
     upstream_setup(x, rq);
 
-    long fb = rq->target->first_byte_timeout_ms;
+    long fb = rq->target ? rq->target->first_byte_timeout_ms : rq->timeout_ms;
     struct timeval tv = {.tv_sec = fb / 1000, .tv_usec = (fb % 1000) * 1000};
     if (curl_multi_add_handle(up->multi, x->easy) != CURLM_OK) {
         x->start_failed = 1;

@@ -44,11 +44,16 @@ struct upstream_handler {
 };
 
 struct upstream_request {
-    const struct cfg_upstream *target;
-    const char *path; /* appended to target->url, e.g. "/chat/completions" */
-    const char *body; /* NULL for GET */
+    const struct cfg_upstream *target; /* NULL: a plain POST to url (a webhook), below */
+    const char *path;                  /* appended to target->url, e.g. "/chat/completions" */
+    const char *body;                  /* NULL for GET */
     size_t body_len;
     int stream; /* ask for text/event-stream */
+    /* With target NULL: the whole URL, extra header lines ("Name: value", NULL-terminated,
+     * copied) and one time limit for connecting, the first byte and the whole transfer. */
+    const char *url;
+    const char *const *headers;
+    long timeout_ms;
 };
 
 /* max_connections: idle upstream connections kept (CURLMOPT_MAXCONNECTS). */

@@ -68,8 +68,8 @@ static void test_error_body(void **state)
 
 static void test_status_table(void **state)
 {
-    static const int want[APIERR__COUNT] = {400, 400, 401, 404, 405, 413,
-                                            500, 500, 502, 502, 503, 504};
+    static const int want[APIERR__COUNT] = {400, 400, 401, 401, 403, 404, 405, 409,
+                                            413, 500, 500, 502, 502, 503, 504};
     for (int k = 0; k < APIERR__COUNT; k++) {
         assert_int_equal(apierr_status((enum apierr_kind)k), want[k]);
         assert_non_null(apierr_type((enum apierr_kind)k));
