@@ -122,6 +122,7 @@ enum store_stmt {
     ST_RUNTIME,
     ST_PATCH,
     ST_PURGE,
+    ST_PURGE_OUTBOX,
     ST_OUTBOX_ADD,
     ST_OUTBOX_RESULT,
     ST_OUTBOX_RETRY,
@@ -171,6 +172,8 @@ static const char *const store_sql[ST__COUNT] = {
                  "metadata), user_id = COALESCE(?4, user_id), updated_ms = ?5 WHERE sid = ?1",
     [ST_PURGE] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions "
                  "WHERE updated_ms < ?1 LIMIT ?2)",
+    [ST_PURGE_OUTBOX] = "DELETE FROM webhook_outbox WHERE id IN (SELECT id FROM webhook_outbox "
+                        "WHERE status != 'pending' AND updated_ms < ?1 LIMIT ?2)",
     [ST_OUTBOX_ADD] = "INSERT INTO webhook_outbox(notice_id, tenant, session_id, user_id, url, "
                       "event, payload, next_ms, created_ms, updated_ms) "
                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
@@ -798,29 +801,40 @@ static void store_apply(struct store *st, struct store_batch *b, int alone)
 #define STORE_PURGE_EVERY_MS (3600 * 1000LL)
 #define STORE_PURGE_CHUNK    200 /* sessions per transaction: the writer never stalls long */
 
-/* Delete sessions idle past the retention period (their turns go by cascade), a chunk per
- * transaction so that commits queued meanwhile wait at most one chunk. */
-static void store_purge(struct store *st)
+/* Run a chunked DELETE (?1 = before, ?2 = chunk) until it deletes less than a chunk, a
+ * transaction per chunk so that commits queued meanwhile wait at most one chunk. The rows
+ * deleted, or -1 on failure. */
+static long store_purge_chunks(struct store *st, enum store_stmt which, int64_t before)
 {
-    int64_t before = util_wall_ms() - st->opts.retention_ms;
-    sqlite3_stmt *s = st->stmt[ST_PURGE];
+    sqlite3_stmt *s = st->stmt[which];
     long total = 0;
-    json_object_clear(st->sids); /* a purged session's id must not be reused */
     for (;;) {
         if (store_run(st, ST_BEGIN) != 0)
-            return;
+            return -1;
         sqlite3_bind_int64(s, 1, before);
         sqlite3_bind_int(s, 2, STORE_PURGE_CHUNK);
         int ok = store_step(st->db, s) == 0;
         int n = ok ? sqlite3_changes(st->db) : 0;
         if (store_run(st, ok ? ST_COMMIT : ST_ROLLBACK) != 0 || !ok)
-            return;
+            return -1;
         total += n;
         if (n < STORE_PURGE_CHUNK)
-            break;
+            return total;
     }
-    if (total > 0)
-        log_info("store: retention: deleted %ld session(s) idle for over %lld day(s)", total,
+}
+
+/* Delete sessions idle past the retention period (their turns go by cascade) and webhook
+ * deliveries finished (delivered or failed) as long ago. */
+static void store_purge(struct store *st)
+{
+    int64_t before = util_wall_ms() - st->opts.retention_ms;
+    json_object_clear(st->sids); /* a purged session's id must not be reused */
+    long sessions = store_purge_chunks(st, ST_PURGE, before);
+    long dumps = store_purge_chunks(st, ST_PURGE_OUTBOX, before);
+    if (sessions > 0 || dumps > 0)
+        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
+                 "deliveries older than %lld day(s)",
+                 sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
                  (long long)(st->opts.retention_ms / 86400000LL));
 }
 

@@ -319,15 +319,21 @@ void server_destroy(struct server *srv)
 {
     if (srv == NULL)
         return;
+    /* First the background work, so that nothing below starts more: a webhook try still on
+     * the wire is dropped (its row stays pending for the next start); no stop or delivery
+     * outcome is waiting, as those hold their worker's loop open until reported. */
+    hook_destroy(srv->hooks);
+    srv->hooks = NULL;
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        lifecycle_destroy(srv->workers[i].lifecycle);
+        srv->workers[i].lifecycle = NULL;
+    }
     memory_drain(srv->mem); /* every report is now queued on its worker's base... */
     for (size_t i = 0; i < srv->nworkers; i++) {
         struct worker *w = &srv->workers[i];
         if (w->base != NULL) /* ...and runs here: the worker threads are gone */
             event_base_loop(w->base, EVLOOP_NONBLOCK);
         relay_abort_all(w);
-        if (i == 0) /* before its upstream client: it cancels the tries on the wire */
-            hook_destroy(srv->hooks);
-        lifecycle_destroy(w->lifecycle);
         evhttp_free(w->http); /* closes kept-alive client connections */
         upstream_destroy(w->up);
         if (w->force_timer)

@@ -288,6 +288,12 @@ static void test_retention(void **state)
     sqlite3_open(path, &db);
     sqlite3_exec(db, "UPDATE sessions SET updated_ms = updated_ms - 3 * 86400000 WHERE id='old'",
                  NULL, NULL, NULL);
+    sqlite3_exec(db,
+                 "INSERT INTO webhook_outbox(notice_id, tenant, session_id, url, event, payload, "
+                 "status, next_ms, created_ms, updated_ms) VALUES "
+                 "('done-old', 't', 'x', 'u', 103, '{}', 'delivered', 0, 0, 0),"
+                 "('pending-old', 't', 'x', 'u', 103, '{}', 'pending', 0, 0, 0)",
+                 NULL, NULL, NULL);
     sqlite3_close(db);
 
     st = open_opts(path, 2 * 86400000LL);
@@ -313,7 +319,83 @@ static void test_retention(void **state)
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(s, 0), 1); /* the old session's turn went with it */
     sqlite3_finalize(s);
+    sqlite3_prepare_v2(db, "SELECT group_concat(notice_id) FROM webhook_outbox", -1, &s, NULL);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(s, 0), "pending-old"); /* not sent */
+    sqlite3_finalize(s);
     sqlite3_close(db);
+    unlink(path);
+    free(path);
+}
+
+/* Stopping queues one outbox row per hook, with the history as committed, in the same
+ * transaction; a second stop, or an idle stop of a session used since, queues nothing. */
+static void test_stop_fills_the_outbox(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_batch *b = store_batch_new("t", "call-1");
+    json_t *t = turn("user", "hi", 1, 0, 1);
+    store_batch_session(b, "1002", NULL);
+    store_batch_insert(b, t);
+    json_decref(t);
+    assert_int_equal(commit(st, b), 1);
+
+    json_t *guard = json_pack("{s:[{s:s, s:i}], s:I}", "hooks", "url", "http://h/1", "event", 103,
+                              "idle_before", (json_int_t)1); /* updated after 1 ms: no stop */
+    b = store_batch_new("t", "call-1");
+    store_batch_existing(b);
+    store_batch_stop(b, guard);
+    json_decref(guard);
+    assert_int_equal(commit(st, b), 1);
+    struct store_reader *r = store_reader_open(st, &err);
+    assert_int_equal(store_outbox_next(r), -1);
+
+    json_t *how = json_pack("{s:[{s:s, s:i}, {s:s, s:i}]}", "hooks", "url", "http://h/1", "event",
+                            103, "url", "http://h/2", "event", 102);
+    for (int i = 0; i < 2; i++) {
+        b = store_batch_new("t", "call-1");
+        store_batch_existing(b);
+        store_batch_stop(b, how);
+        assert_int_equal(commit(st, b), 1);
+    }
+    json_decref(how);
+    json_t *due = store_outbox_due(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(due), 2);
+    json_t *row = json_array_get(due, 0);
+    json_t *payload = json_loads(json_string_value(json_object_get(row, "payload")), 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(row, "session_id")), "call-1");
+    assert_string_equal(json_string_value(json_object_get(payload, "user_id")), "1002");
+    assert_string_equal(json_string_value(json_object_get(payload, "status")), "STOPPED");
+    json_t *c0 = json_array_get(json_object_get(payload, "contents"), 0);
+    assert_string_equal(json_string_value(json_object_get(c0, "content")), "hi");
+    assert_non_null(strstr(json_string_value(json_object_get(row, "notice_id")), ":103"));
+    json_decref(payload);
+
+    /* an outcome: delivered leaves the due list; a page of the tenant's deliveries */
+    json_t *res = json_pack("{s:O, s:s, s:I, s:i}", "id", json_object_get(row, "id"), "status",
+                            "delivered", "next_ms", (json_int_t)0, "code", 200);
+    b = store_batch_new("t", NULL);
+    store_batch_outbox_result(b, res);
+    json_decref(res);
+    assert_int_equal(commit(st, b), 1);
+    json_decref(due);
+    due = store_outbox_due(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(due), 1);
+    json_decref(due);
+    struct store_delivery_query q = {.tenant = "t", .status = "delivered", .limit = 10};
+    json_t *page = store_deliveries(r, &q);
+    json_t *d = json_array_get(json_object_get(page, "deliveries"), 0);
+    assert_int_equal(json_integer_value(json_object_get(d, "attempts")), 1);
+    assert_int_equal(json_integer_value(json_object_get(d, "last_status")), 200);
+    json_decref(page);
+    q.tenant = "other";
+    q.status = NULL;
+    page = store_deliveries(r, &q);
+    assert_int_equal(json_array_size(json_object_get(page, "deliveries")), 0);
+    json_decref(page);
+    store_reader_close(r);
+    store_close(st);
     unlink(path);
     free(path);
 }
@@ -328,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_drain_and_writer_callback),
         cmocka_unit_test(test_failed_batch),
         cmocka_unit_test(test_retention),
+        cmocka_unit_test(test_stop_fills_the_outbox),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
