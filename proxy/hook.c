@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "memory.h"
+#include "metrics.h"
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
@@ -130,6 +131,9 @@ static void hook_settle(struct hook_xfer *t, int delivered, const char *error)
         json_object_set_new(res, "code", json_integer(t->status));
     if (error != NULL)
         json_object_set_new(res, "error", json_string(error));
+    metrics_hook(t->h->w->metrics, delivered                       ? METRICS_HOOK_DELIVERED
+                                   : strcmp(status, "failed") == 0 ? METRICS_HOOK_FAILED
+                                                                   : METRICS_HOOK_RETRY);
     if (!delivered)
         log_warn("webhook %s: try %ld of %ld failed: %s%s", c->url, tries, c->max_attempts,
                  error ? error : "?", strcmp(status, "failed") == 0 ? " (giving up)" : "");

@@ -36,6 +36,7 @@ struct metrics {
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
     _Atomic uint64_t disconnects;
+    _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
 };
 
 /* Single writer per set: a relaxed load and store is enough and needs no locked instruction. */
@@ -107,6 +108,11 @@ void metrics_fallback(struct metrics *m)
 void metrics_client_disconnect(struct metrics *m)
 {
     metrics_add(&m->disconnects, 1);
+}
+
+void metrics_hook(struct metrics *m, enum metrics_hook outcome)
+{
+    metrics_add(&m->hooks[outcome], 1);
 }
 
 /* ---- rendering ---- */
@@ -211,6 +217,13 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# TYPE memproxy_client_disconnects_total counter\n"
                    "memproxy_client_disconnects_total %llu\n",
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
+    static const char *const hook_names[METRICS_HOOK__COUNT] = {"delivered", "retry", "failed"};
+    metrics_printf(o, "# HELP memproxy_webhook_tries_total Webhook dump tries by outcome.\n"
+                      "# TYPE memproxy_webhook_tries_total counter\n");
+    for (size_t h = 0; h < METRICS_HOOK__COUNT; h++)
+        metrics_printf(
+            o, "memproxy_webhook_tries_total{result=\"%s\"} %llu\n", hook_names[h],
+            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, hooks[h])));
 }
 
 static void metrics_render_memory(struct metrics_out *o, const struct memory_stats *m)

@@ -13,6 +13,7 @@
  *   memproxy_upstream_failures_total{kind}          counter
  *   memproxy_upstream_fallbacks_total               counter
  *   memproxy_client_disconnects_total               counter
+ *   memproxy_webhook_tries_total{result}            counter (delivered, retry, failed)
  */
 #ifndef MEMPROXY_METRICS_H
 #define MEMPROXY_METRICS_H
@@ -29,6 +30,13 @@ enum metrics_route {
     METRICS_ROUTE_REST,
     METRICS_ROUTE_OTHER,
     METRICS_ROUTE__COUNT
+};
+
+enum metrics_hook {
+    METRICS_HOOK_DELIVERED, /* a 2xx */
+    METRICS_HOOK_RETRY,     /* a failed try, another to come */
+    METRICS_HOOK_FAILED,    /* the last try failed: kept as failed */
+    METRICS_HOOK__COUNT
 };
 
 enum metrics_failure {
@@ -52,6 +60,7 @@ void metrics_stream_delta(struct metrics *m, int delta);
 void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
 void metrics_fallback(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
+void metrics_hook(struct metrics *m, enum metrics_hook outcome);
 
 /* The Prometheus text for the sum of sets[0..n) and the memory's counters; caller frees. */
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,

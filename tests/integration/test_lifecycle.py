@@ -233,6 +233,9 @@ class Redelivery(Base):
                                                     "failed")[1]["deliveries"]],
                        timeout=10, step=0.1, what="a failed delivery")
         self.assertEqual((d["attempts"], d["last_status"]), (2, 500))
+        _, _, metrics = self.mp.request("GET", "/metrics")
+        self.assertIn(b'memproxy_webhook_tries_total{result="retry"} 1', metrics)
+        self.assertIn(b'memproxy_webhook_tries_total{result="failed"} 1', metrics)
         self.assertEqual(len(self.recv.dumps()), 2)
         self.recv.status = 204
         status, r = self.api("POST", "/v1/webhooks/deliveries/%s/retry" % d["id"])
