@@ -164,6 +164,17 @@ static const struct cfg_option cfg_options[] = {
      "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
     {S_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,
      "Answer with X-Memproxy-Context: history, trimmed and injected message counts."},
+    {S_PROFILE, "summarize", T_BOOL, PRO(summarize), "false", 0, 0,
+     "When a session with a user id stops, summarize it (and extract facts about the caller) "
+     "through the profile's upstream, off the hot path; injected into the user's next sessions."},
+    {S_PROFILE, "summarizer_model", T_STR, PRO(summarizer_model), "", 0, 0,
+     "Model of the summary request; empty = the profile's model, else the session's last "
+     "reply's."},
+    {S_PROFILE, "summary_prompt", T_STR, PRO(summary_prompt), "", 0, 0,
+     "System prompt of the summary request; empty = the built-in one (JSON summary and facts)."},
+    {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
+     "How long a stop's webhook dumps wait for the summary to ride along; then they go "
+     "without it."},
 };
 
 struct cfg_list_section {

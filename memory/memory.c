@@ -5,6 +5,7 @@
 #include "reconcile.h"
 #include "snapshot.h"
 #include "store.h"
+#include "summary.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -14,6 +15,8 @@
 #define MEMORY_MAX_READ 100000
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
+/* The summarizer's model when neither the profile nor the session names one. */
+#define MEMORY_SUMMARY_MODEL "gpt-4o-mini"
 /* Facts the REST API shows for a user. */
 #define MEMORY_MAX_USER_FACTS 1000
 
@@ -767,6 +770,47 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
         store_batch_user_erase(b, user_id);
     else
         store_batch_user_memory(b, user_id, data);
+    store_submit(m->st, b, NULL, memory_reported,
+                 memory_change_report(m, tenant, NULL, base, cb, arg));
+}
+
+json_t *memory_to_summarize(struct memory_reader *r, size_t limit)
+{
+    return store_to_summarize(r->sr, limit);
+}
+
+json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
+                               const char *user_id, const char *model, const char *prompt)
+{
+    json_t *turns = store_turns(r->sr, tenant, id, INT64_MIN, 0);
+    json_t *um = store_user_memory(r->sr, tenant, user_id, MEMORY_MAX_FACTS);
+    const char *prev = json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
+    size_t i;
+    if (prompt == NULL || *prompt == '\0')
+        prompt = SUMMARY_DEFAULT_PROMPT;
+    /* no model named: the one that answered the session last */
+    for (i = json_array_size(turns); (model == NULL || *model == '\0') && i-- > 0;)
+        model = json_string_value(json_object_get(json_array_get(turns, i), "model"));
+    if (model == NULL || *model == '\0')
+        model = MEMORY_SUMMARY_MODEL;
+    json_t *body = json_array_size(turns) > 0
+                       ? summary_request(model, prompt, turns, prev, json_object_get(um, "facts"))
+                       : NULL;
+    json_decref(turns);
+    json_decref(um);
+    return body;
+}
+
+json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    return summary_parse(text, len, err, errlen);
+}
+
+void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
+                         struct event_base *base, memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new(tenant, NULL);
+    store_batch_summary(b, outcome);
     store_submit(m->st, b, NULL, memory_reported,
                  memory_change_report(m, tenant, NULL, base, cb, arg));
 }

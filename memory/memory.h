@@ -182,6 +182,23 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
                         enum memory_user_change what, json_t *data, struct event_base *base,
                         memory_done_cb cb, void *arg);
 
+/* ---- long-term memory: summaries and facts (summary.h) ---- */
+
+/* STOPPED sessions waiting for their summary: [{tenant, id, user_id, profile, created_ms,
+ * stopped_ms}], the longest waiting first. */
+json_t *memory_to_summarize(struct memory_reader *r, size_t limit);
+/* The summarizer request for a session: its turns as the caller heard them, with the user's
+ * current summary and facts to fold in. New JSON; NULL when the session is gone. */
+json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
+                               const char *user_id, const char *model, const char *prompt);
+/* Read the summarizer's answer (summary.h): the memory to store, or NULL with err set. */
+json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t errlen);
+/* Store a summary pass's outcome ({session_id, user_id, memory|null, from_ms, to_ms}, see
+ * store_batch_summary()); the tenant's sessions in the working set read their injected memory
+ * again. cb(arg, ok) on base's thread once committed. */
+void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
+                         struct event_base *base, memory_done_cb cb, void *arg);
+
 /* ---- session lifecycle and the webhook outbox ---- */
 
 /* RUNNING sessions (all tenants) not updated since before_ms: [{tenant, id}], at most limit. */

@@ -63,6 +63,10 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "CREATE INDEX outbox_due ON webhook_outbox(status, next_ms);"
     "CREATE INDEX outbox_tenant ON webhook_outbox(tenant, id);"
     "CREATE INDEX outbox_user ON webhook_outbox(tenant, user_id);",
+    /* 5: which stopped sessions still wait for their summary (NULL; 0 = none wanted) */
+    "ALTER TABLE sessions ADD COLUMN summarized_ms INTEGER;"
+    "UPDATE sessions SET summarized_ms = 0;"
+    "CREATE INDEX sessions_to_summarize ON sessions(stopped_ms) WHERE summarized_ms IS NULL;",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -87,7 +91,8 @@ enum store_op_kind {
     STORE_OP_USER_ERASE,
     STORE_OP_USER_MEMORY,
     STORE_OP_OUTBOX_RESULT,
-    STORE_OP_OUTBOX_RETRY
+    STORE_OP_OUTBOX_RETRY,
+    STORE_OP_SUMMARY
 };
 
 struct store_op {
@@ -133,6 +138,12 @@ enum store_stmt {
     ST_USER_OUTBOX_DEL,
     ST_SUMMARY_SET,
     ST_FACT_SET,
+    ST_SUMMARY_FOLD,
+    ST_FACT_SEEN,
+    ST_FACT_DECAY,
+    ST_FACT_FORGET,
+    ST_SUMMARIZED,
+    ST_OUTBOX_SUMMARY,
     ST_BEGIN,
     ST_COMMIT,
     ST_SAVEPOINT,
@@ -141,6 +152,12 @@ enum store_stmt {
     ST_ROLLBACK,
     ST__COUNT
 };
+
+/* Facts (DESIGN §10): one seen again gains confidence, one not seen in a summary pass of its
+ * user loses a tenth of it, and one under the floor is forgotten. */
+#define STORE_FACT_BOOST "0.1"
+#define STORE_FACT_DECAY "0.9"
+#define STORE_FACT_FLOOR "0.1"
 
 static const char *const store_sql[ST__COUNT] = {
     [ST_SESSION_ENSURE] = "INSERT INTO sessions(tenant, id, created_ms, updated_ms) "
@@ -163,7 +180,8 @@ static const char *const store_sql[ST__COUNT] = {
                    "interrupt_ms = ?6, model = ?7, usage = ?8, finish_reason = ?9, ttft_us = ?10, "
                    "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13 "
                    "WHERE sid = ?1 AND seq = ?2",
-    [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2 "
+    [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2, "
+                "summarized_ms = CASE WHEN ?4 AND user_id IS NOT NULL THEN NULL ELSE 0 END "
                 "WHERE sid = ?1 AND status != 'STOPPED' AND updated_ms < ?3",
     [ST_DELETE] = "DELETE FROM sessions WHERE sid = ?1",
     [ST_RUNTIME] = "UPDATE sessions SET runtime_system = COALESCE(?2, runtime_system), "
@@ -176,7 +194,7 @@ static const char *const store_sql[ST__COUNT] = {
                         "WHERE status != 'pending' AND updated_ms < ?1 LIMIT ?2)",
     [ST_OUTBOX_ADD] = "INSERT INTO webhook_outbox(notice_id, tenant, session_id, user_id, url, "
                       "event, payload, next_ms, created_ms, updated_ms) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
     [ST_OUTBOX_RESULT] = "UPDATE webhook_outbox SET status = ?2, attempts = attempts + 1, "
                          "next_ms = ?3, last_status = ?4, last_error = ?5, updated_ms = ?6 "
                          "WHERE id = ?1 AND status = 'pending'",
@@ -198,6 +216,26 @@ static const char *const store_sql[ST__COUNT] = {
                     "ON CONFLICT(tenant, user_id, category, key) DO UPDATE SET "
                     "value = excluded.value, confidence = excluded.confidence, "
                     "updated_ms = excluded.updated_ms",
+    [ST_SUMMARY_FOLD] = "INSERT INTO user_summaries(tenant, user_id, summary, from_ms, to_ms, "
+                        "updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                        "ON CONFLICT(tenant, user_id) DO UPDATE SET summary = excluded.summary, "
+                        "from_ms = MIN(COALESCE(from_ms, excluded.from_ms), excluded.from_ms), "
+                        "to_ms = MAX(COALESCE(to_ms, excluded.to_ms), excluded.to_ms), "
+                        "updated_ms = excluded.updated_ms",
+    [ST_FACT_SEEN] = "INSERT INTO user_facts(tenant, user_id, category, key, value, confidence, "
+                     "seen, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7) "
+                     "ON CONFLICT(tenant, user_id, category, key) DO UPDATE SET "
+                     "value = excluded.value, confidence = MIN(1.0, MAX(confidence, "
+                     "excluded.confidence) + " STORE_FACT_BOOST "), seen = seen + 1, "
+                     "updated_ms = excluded.updated_ms",
+    [ST_FACT_DECAY] = "UPDATE user_facts SET confidence = confidence * " STORE_FACT_DECAY
+                      " WHERE tenant = ?1 AND user_id = ?2 AND updated_ms < ?3",
+    [ST_FACT_FORGET] = "DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2 AND "
+                       "confidence < " STORE_FACT_FLOOR,
+    [ST_SUMMARIZED] = "UPDATE sessions SET summarized_ms = ?3 WHERE tenant = ?1 AND id = ?2",
+    [ST_OUTBOX_SUMMARY] = "UPDATE webhook_outbox SET payload = CASE WHEN ?3 IS NULL THEN payload "
+                          "ELSE json_set(payload, '$.summary', ?3) END, next_ms = MIN(next_ms, ?4) "
+                          "WHERE tenant = ?1 AND session_id = ?2 AND status = 'pending'",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_SAVEPOINT] = "SAVEPOINT batch",
@@ -241,6 +279,7 @@ enum store_rstmt {
     RS_OUTBOX_NEXT,
     RS_DELIVERIES,
     RS_IDLE,
+    RS_TO_SUMMARIZE,
     RS__COUNT
 };
 
@@ -346,6 +385,11 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
 void store_batch_outbox_result(struct store_batch *b, json_t *result)
 {
     store_batch_add(b, STORE_OP_OUTBOX_RESULT, result);
+}
+
+void store_batch_summary(struct store_batch *b, json_t *outcome)
+{
+    store_batch_add(b, STORE_OP_SUMMARY, outcome);
 }
 
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id)
@@ -518,10 +562,16 @@ static void store_notice_id(char *out, size_t len, json_int_t event)
 
 /* One outbox row per hook for the session b just stopped, its payload read inside this
  * transaction (so it holds exactly what was committed with it). */
-static int store_outbox_fill(struct store *st, struct store_batch *b, json_t *hooks, int64_t now)
+static int store_outbox_fill(struct store *st, struct store_batch *b, json_t *how, int64_t now)
 {
     json_t *sess = store_session_get(st->wr, b->tenant, b->session_id);
     json_t *turns = store_turns(st->wr, b->tenant, b->session_id, INT64_MIN, 0), *h;
+    json_t *hooks = json_object_get(how, "hooks");
+    /* a summary on its way: the dumps wait for it, at most hold_ms */
+    int64_t due = now;
+    if (json_is_true(json_object_get(how, "summarize")) &&
+        json_is_string(json_object_get(sess, "user_id")))
+        due += json_integer_value(json_object_get(how, "hold_ms"));
     sqlite3_stmt *s = st->stmt[ST_OUTBOX_ADD];
     size_t i;
     int rc = sess ? 0 : -1;
@@ -538,7 +588,8 @@ static int store_outbox_fill(struct store *st, struct store_batch *b, json_t *ho
         store_bind_text(s, 5, json_object_get(h, "url"));
         sqlite3_bind_int64(s, 6, event);
         store_bind_json(s, 7, payload);
-        sqlite3_bind_int64(s, 8, now);
+        sqlite3_bind_int64(s, 8, due);
+        sqlite3_bind_int64(s, 9, now);
         json_decref(payload);
         if (rc != 0 || (rc = store_step(st->db, s)) != 0)
             break;
@@ -558,11 +609,12 @@ static int store_exec_stop(struct store *st, struct store_batch *b, int64_t sid,
     sqlite3_bind_int64(s, 1, sid);
     sqlite3_bind_int64(s, 2, now);
     sqlite3_bind_int64(s, 3, json_is_integer(idle) ? json_integer_value(idle) : INT64_MAX);
+    sqlite3_bind_int(s, 4, json_is_true(json_object_get(how, "summarize")));
     if (store_step(st->db, s) != 0)
         return -1;
     if (sqlite3_changes(st->db) == 0 || json_array_size(json_object_get(how, "hooks")) == 0)
         return 0;
-    return store_outbox_fill(st, b, json_object_get(how, "hooks"), now);
+    return store_outbox_fill(st, b, how, now);
 }
 
 /* The REST API's changes to a session row. */
@@ -708,6 +760,60 @@ static int store_exec_outbox(struct store *st, const char *tenant, struct store_
     return store_step(st->db, s);
 }
 
+/* A summary pass's outcome for a stopped session (store_batch_summary()). */
+static int store_exec_summary(struct store *st, const char *tenant, json_t *d)
+{
+    int64_t now = util_wall_ms();
+    const char *sid = json_string_value(json_object_get(d, "session_id"));
+    const char *user = json_string_value(json_object_get(d, "user_id"));
+    json_t *mem = json_object_get(d, "memory"), *f;
+    json_t *text = json_object_get(json_object_get(mem, "summary"), "text");
+    sqlite3_stmt *s;
+    size_t i;
+    if (json_is_string(text)) {
+        s = st->stmt[ST_SUMMARY_FOLD];
+        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+        store_bind_text(s, 3, text);
+        store_bind_int(s, 4, json_object_get(d, "from_ms"));
+        store_bind_int(s, 5, json_object_get(d, "to_ms"));
+        sqlite3_bind_int64(s, 6, now);
+        if (store_step(st->db, s) != 0)
+            return -1;
+        s = st->stmt[ST_FACT_SEEN];
+        json_array_foreach(json_object_get(mem, "facts"), i, f)
+        {
+            sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+            store_bind_text(s, 3, json_object_get(f, "category"));
+            store_bind_text(s, 4, json_object_get(f, "key"));
+            store_bind_text(s, 5, json_object_get(f, "value"));
+            sqlite3_bind_double(s, 6, json_number_value(json_object_get(f, "confidence")));
+            sqlite3_bind_int64(s, 7, now);
+            if (store_step(st->db, s) != 0)
+                return -1;
+        }
+        s = st->stmt[ST_FACT_DECAY];
+        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, now);
+        if (store_step(st->db, s) != 0 || store_exec_user(st, ST_FACT_FORGET, tenant, user) != 0)
+            return -1;
+    }
+    s = st->stmt[ST_SUMMARIZED];
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, sid, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    s = st->stmt[ST_OUTBOX_SUMMARY]; /* the dumps waiting for it go now, with it if made */
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, sid, -1, SQLITE_STATIC);
+    store_bind_text(s, 3, text);
+    sqlite3_bind_int64(s, 4, now);
+    return store_step(st->db, s);
+}
+
 /* The ops of batches that belong to no one session. */
 static int store_exec_global(struct store *st, struct store_batch *b, struct store_op *op)
 {
@@ -718,6 +824,8 @@ static int store_exec_global(struct store *st, struct store_batch *b, struct sto
         return store_exec_user_erase(st, b->tenant, op->a);
     case STORE_OP_USER_MEMORY:
         return store_exec_user_memory(st, b->tenant, op->a, op->data);
+    case STORE_OP_SUMMARY:
+        return store_exec_summary(st, b->tenant, op->data);
     default:
         return store_exec_outbox(st, b->tenant, op);
     }
@@ -1099,6 +1207,9 @@ static const char *const store_rsql[RS__COUNT] = {
                       "ORDER BY id DESC LIMIT ?6",
     [RS_IDLE] = "SELECT tenant, id FROM sessions WHERE status = 'RUNNING' AND updated_ms < ?1 "
                 "ORDER BY updated_ms LIMIT ?2",
+    [RS_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, stopped_ms FROM "
+                        "sessions WHERE summarized_ms IS NULL AND status = 'STOPPED' "
+                        "ORDER BY stopped_ms LIMIT ?1",
 };
 
 static int store_reader_prepare(struct store_reader *r)
@@ -1330,6 +1441,19 @@ json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t li
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(out, store_row(s, names, 2, 0));
+    store_rdone(s);
+    return out;
+}
+
+json_t *store_to_summarize(struct store_reader *r, size_t limit)
+{
+    static const char *const names[] = {"tenant",  "id",         "user_id",
+                                        "profile", "created_ms", "stopped_ms"};
+    json_t *out = json_array();
+    sqlite3_stmt *s = r->stmt[RS_TO_SUMMARIZE];
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
     store_rdone(s);
     return out;
 }

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 struct store;
 struct store_batch;
@@ -81,7 +81,9 @@ void store_batch_existing(struct store_batch *b);
  * Status STOPPED, stopped_ms now — unless it is stopped already, or how.idle_before (ms) is
  * given and the session was updated since. When it stops, one outbox row per how.hooks
  * item ({url, event}) is written in the same transaction, its payload (history.h) read there
- * too, with a fresh random notice id. how may be NULL.
+ * too, with a fresh random notice id. With how.summarize (and a user on the session) the
+ * session waits for its summary (store_to_summarize()) and the rows are due how.hold_ms
+ * later, unless the summary comes sooner. how may be NULL.
  */
 void store_batch_stop(struct store_batch *b, json_t *how);
 void store_batch_delete(struct store_batch *b); /* the session and its turns */
@@ -98,6 +100,11 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
 /* A delivery's outcome: {id, status: pending|delivered|failed, next_ms, code?, error?};
  * attempts counts up. Only a pending row changes. */
 void store_batch_outbox_result(struct store_batch *b, json_t *result);
+/* A summary pass over a stopped session: {session_id, user_id, memory: {summary: {text},
+ * facts} or null when none was made, from_ms, to_ms}. The summary replaces the user's (its
+ * range widened to cover both), facts seen are reinforced and the user's others decay; the
+ * session is marked summarized and its waiting dumps become due, carrying the summary. */
+void store_batch_summary(struct store_batch *b, json_t *outcome);
 /* Make a failed (or pending) delivery due now with its tries counted afresh; the batch fails
  * when the tenant has no such undelivered notice. */
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
@@ -156,6 +163,10 @@ json_t *store_deliveries(struct store_reader *r, const struct store_delivery_que
 json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit);
 /* When the next pending delivery is due (ms), or -1 when none is pending. */
 int64_t store_outbox_next(struct store_reader *r);
+
+/* STOPPED sessions waiting for their summary, the longest first: [{tenant, id, user_id,
+ * profile, created_ms, stopped_ms}]. */
+json_t *store_to_summarize(struct store_reader *r, size_t limit);
 
 /* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id}]. */
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit);

@@ -3,6 +3,7 @@
 #include "hook.h"
 #include "log.h"
 #include "server.h"
+#include "summarizer.h"
 #include "util.h"
 
 #include <event2/event.h>
@@ -28,8 +29,10 @@ static void lifecycle_committed(void *arg, int ok)
 {
     struct lifecycle_pending *p = arg;
     struct worker *w = p->w;
-    if (ok)
+    if (ok) {
         hook_wake(server_hooks(w->srv));
+        summarizer_wake(server_summarizer(w->srv));
+    }
     if (p->cb != NULL)
         p->cb(p->arg, ok);
     free(p);
@@ -42,6 +45,14 @@ void lifecycle_stop(struct worker *w, const char *tenant, const char *id, int64_
     struct lifecycle_pending *p = xcalloc(1, sizeof(*p));
     *p = (struct lifecycle_pending){.w = w, .cb = cb, .arg = arg};
     json_t *how = json_pack("{s:o}", "hooks", hook_targets(w->cfg, tenant));
+    json_t *sess = memory_session(w->reader, tenant, id);
+    const char *pname = json_string_value(json_object_get(sess, "profile"));
+    const struct cfg_profile *prof = pname ? cfg_profile_find(w->cfg, pname, strlen(pname)) : NULL;
+    if (prof != NULL && prof->summarize) { /* its dumps wait a while for the summary */
+        json_object_set_new(how, "summarize", json_true());
+        json_object_set_new(how, "hold_ms", json_integer(prof->summary_wait_ms));
+    }
+    json_decref(sess);
     if (idle_before > 0)
         json_object_set_new(how, "idle_before", json_integer(idle_before));
     server_hold(w); /* a draining worker waits for the commit */

@@ -2,7 +2,9 @@
  * lifecycle: how a session stops (DESIGN §9). Every stop — the REST call, an Agora
  * notification, the idle timeout — goes through lifecycle_stop(), which asks the store to mark
  * the session STOPPED and, in the same transaction, to queue one dump per webhook that takes
- * the session's tenant; once committed the webhook deliverer is woken.
+ * the session's tenant; once committed the webhook deliverer is woken. When the session's
+ * profile summarizes, the session is left waiting for its summary (proxy/summarizer.h), the
+ * summarizer is woken too, and the dumps wait for the summary up to summary_wait.
  *
  * The idle sweeper runs on one worker (the first) when sessions.idle_timeout is set: every
  * lifecycle_touch_ms() it stops the RUNNING sessions whose last update is older than the

@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "relay.h"
 #include "routes.h"
+#include "summarizer.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -30,7 +31,8 @@ struct server {
     struct worker *workers;
     struct metrics **metrics;
     struct memory *mem;
-    struct hook *hooks; /* on workers[0] */
+    struct hook *hooks;            /* on workers[0] */
+    struct summarizer *summarizer; /* on workers[0] */
     size_t nworkers;
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
@@ -141,6 +143,7 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
     /* The background work of the whole process runs on the first worker. */
     if (cfg->nwebhooks > 0)
         srv->hooks = hook_create(&srv->workers[0]);
+    srv->summarizer = summarizer_create(&srv->workers[0]);
     srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
     return srv;
 }
@@ -148,6 +151,11 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
 struct hook *server_hooks(const struct server *srv)
 {
     return srv->hooks;
+}
+
+struct summarizer *server_summarizer(const struct server *srv)
+{
+    return srv->summarizer;
 }
 
 int server_port(const struct server *srv)
@@ -324,6 +332,8 @@ void server_destroy(struct server *srv)
      * outcome is waiting, as those hold their worker's loop open until reported. */
     hook_destroy(srv->hooks);
     srv->hooks = NULL;
+    summarizer_destroy(srv->summarizer);
+    srv->summarizer = NULL;
     for (size_t i = 0; i < srv->nworkers; i++) {
         lifecycle_destroy(srv->workers[i].lifecycle);
         srv->workers[i].lifecycle = NULL;

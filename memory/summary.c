@@ -1,0 +1,98 @@
+#include "summary.h"
+
+#include "snapshot.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The conversation as "ROLE: text" lines, the newest SUMMARY_MAX_TRANSCRIPT bytes of it. */
+static char *summary_transcript(json_t *turns)
+{
+    size_t total = 0, first = json_array_size(turns);
+    while (first > 0) {
+        json_t *t = json_array_get(turns, first - 1);
+        size_t n = json_string_length(json_object_get(t, "content")) + 16;
+        if (total + n > SUMMARY_MAX_TRANSCRIPT)
+            break;
+        total += n;
+        first--;
+    }
+    char *out = xmalloc(total + 1), *p = out;
+    *p = '\0';
+    for (size_t i = first; i < json_array_size(turns); i++) {
+        json_t *t = json_array_get(turns, i);
+        const char *role = json_string_value(json_object_get(t, "role"));
+        const char *text = json_string_value(json_object_get(t, "content"));
+        int user = role && strcmp(role, "user") == 0;
+        if (text == NULL || *text == '\0' || (!user && (!role || strcmp(role, "assistant"))))
+            continue; /* system, tool and empty turns say nothing about the caller */
+        p += snprintf(p, total + 1 - (size_t)(p - out), "%s: %s\n", user ? "USER" : "ASSISTANT",
+                      text);
+    }
+    return out;
+}
+
+static char *summary_known(const char *previous, json_t *facts)
+{
+    char *out = xasprintf("Earlier summary: %s\n", previous ? previous : "(none)");
+    json_t *f;
+    size_t i;
+    json_array_foreach(facts, i, f)
+    {
+        char *n = xasprintf("%s%s%s %s: %s\n", out, i == 0 ? "Known facts:\n" : "",
+                            json_string_value(json_object_get(f, "category")),
+                            json_string_value(json_object_get(f, "key")),
+                            json_string_value(json_object_get(f, "value")));
+        free(out);
+        out = n;
+    }
+    return out;
+}
+
+json_t *summary_request(const char *model, const char *prompt, json_t *turns, const char *previous,
+                        json_t *facts)
+{
+    char *transcript = summary_transcript(turns);
+    char *known = summary_known(previous, facts);
+    char *user = xasprintf("%s\nConversation:\n%s", known, transcript);
+    json_t *body =
+        json_pack("{s:s, s:[{s:s, s:s}, {s:s, s:s}], s:b, s:{s:s}}", "model", model, "messages",
+                  "role", "system", "content", prompt, "role", "user", "content", user, "stream", 0,
+                  "response_format", "type", "json_object");
+    free(transcript);
+    free(known);
+    free(user);
+    return body;
+}
+
+json_t *summary_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    if (len > SUMMARY_MAX_ANSWER) {
+        snprintf(err, errlen, "the answer is %zu bytes; at most %d are read", len,
+                 SUMMARY_MAX_ANSWER);
+        return NULL;
+    }
+    const char *end = text + len;
+    while (text < end && (*text == ' ' || *text == '\n' || *text == '\r' || *text == '\t'))
+        text++;
+    if (end - text >= 3 && memcmp(text, "```", 3) == 0) { /* ```json ... ``` */
+        const char *nl = memchr(text, '\n', (size_t)(end - text));
+        text = nl ? nl + 1 : end;
+        while (end > text && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\r'))
+            end--;
+        if (end - text >= 3 && memcmp(end - 3, "```", 3) == 0)
+            end -= 3;
+    }
+    json_t *j = json_loadb(text, (size_t)(end - text), JSON_REJECT_DUPLICATES, NULL);
+    json_t *out = j ? snapshot_user_memory(j, err, errlen) : NULL;
+    if (j == NULL)
+        snprintf(err, errlen, "the answer is not a JSON object");
+    else if (out != NULL && !json_is_object(json_object_get(out, "summary"))) {
+        snprintf(err, errlen, "the answer has no summary");
+        json_decref(out);
+        out = NULL;
+    }
+    json_decref(j);
+    return out;
+}

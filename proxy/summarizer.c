@@ -1,0 +1,253 @@
+#include "summarizer.h"
+
+#include "hook.h"
+#include "log.h"
+#include "memory.h"
+#include "server.h"
+#include "upstream.h"
+#include "util.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <string.h>
+
+#define SUMMARIZER_MAX_INFLIGHT 4
+#define SUMMARIZER_POLL_MS      30000
+#define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
+
+struct summarizer_job {
+    struct summarizer *s;
+    char *tenant, *id, *user;
+    json_int_t from_ms, to_ms;
+    char *body;
+    struct upstream_xfer *x;
+    long status;
+    struct evbuffer *answer;
+    int overflow;
+};
+
+struct summarizer {
+    struct worker *w;
+    struct event *timer, *wake;
+    struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
+    size_t ninflight;
+};
+
+static void summarizer_poll(struct summarizer *s);
+
+static void summarizer_job_free(struct summarizer_job *j)
+{
+    struct summarizer *s = j->s;
+    for (size_t i = 0; i < s->ninflight; i++) {
+        if (s->inflight[i] == j) {
+            s->inflight[i] = s->inflight[--s->ninflight];
+            break;
+        }
+    }
+    evbuffer_free(j->answer);
+    free(j->body);
+    free(j->tenant);
+    free(j->id);
+    free(j->user);
+    free(j);
+}
+
+static void summarizer_stored(void *arg, int ok)
+{
+    struct summarizer_job *j = arg;
+    struct summarizer *s = j->s;
+    if (!ok)
+        log_error("session %s: the summary could not be stored", j->id);
+    summarizer_job_free(j);
+    hook_wake(server_hooks(s->w->srv)); /* the dumps that waited for it */
+    server_release(s->w);
+    summarizer_poll(s);
+}
+
+/* Store the outcome (mem may be NULL: none made); takes mem. */
+static void summarizer_finish(struct summarizer_job *j, json_t *mem)
+{
+    json_t *outcome =
+        json_pack("{s:s, s:s?, s:o, s:I, s:I}", "session_id", j->id, "user_id", j->user, "memory",
+                  mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
+    j->x = NULL;
+    server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
+    memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
+    json_decref(outcome);
+}
+
+/* The summary in an OpenAI chat completion, or NULL (logged). */
+static json_t *summarizer_read(struct summarizer_job *j)
+{
+    char err[256];
+    size_t len = evbuffer_get_length(j->answer);
+    json_t *resp = json_loadb((const char *)evbuffer_pullup(j->answer, -1), len, 0, NULL);
+    json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
+    const char *text = json_string_value(json_object_get(msg, "content"));
+    json_t *mem = NULL;
+    if (text == NULL)
+        snprintf(err, sizeof(err), "the upstream's answer is not a chat completion");
+    else
+        mem = memory_summary_parse(text, strlen(text), err, sizeof(err));
+    if (mem == NULL)
+        log_warn("session %s: summary not stored: %s", j->id, err);
+    json_decref(resp);
+    return mem;
+}
+
+static int summarizer_on_head(void *arg, long status, const char *ctype)
+{
+    struct summarizer_job *j = arg;
+    (void)ctype;
+    j->status = status;
+    return 0;
+}
+
+static enum upstream_body_rc summarizer_on_body(void *arg, const char *data, size_t len)
+{
+    struct summarizer_job *j = arg;
+    if (evbuffer_get_length(j->answer) + len > SUMMARIZER_MAX_RESPONSE) {
+        j->overflow = 1;
+        return UPSTREAM_BODY_ABORT;
+    }
+    evbuffer_add(j->answer, data, len);
+    return UPSTREAM_BODY_OK;
+}
+
+static void summarizer_on_done(void *arg, enum upstream_result res, const char *detail)
+{
+    struct summarizer_job *j = arg;
+    json_t *mem = NULL;
+    if (res == UPSTREAM_OK && j->status >= 200 && j->status < 300)
+        mem = summarizer_read(j);
+    else
+        log_warn("session %s: summary not made: upstream %s (HTTP %ld)", j->id,
+                 j->overflow ? "answer too large"
+                 : *detail   ? detail
+                             : "failed",
+                 j->status);
+    summarizer_finish(j, mem);
+}
+
+static const struct upstream_handler summarizer_handler = {summarizer_on_head, summarizer_on_body,
+                                                           summarizer_on_done};
+
+/* The model to ask: the profile's summarizer_model, its model, else "" (memory picks). */
+static const char *summarizer_model(const struct cfg_profile *p)
+{
+    return *p->summarizer_model ? p->summarizer_model : p->model;
+}
+
+static int summarizer_is_inflight(const struct summarizer *s, const char *tenant, const char *id)
+{
+    for (size_t i = 0; i < s->ninflight; i++) {
+        if (strcmp(s->inflight[i]->id, id) == 0 && strcmp(s->inflight[i]->tenant, tenant) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Start the summary of one waiting session (a row of memory_to_summarize()). */
+static void summarizer_start(struct summarizer *s, json_t *row)
+{
+    const char *pname = json_string_value(json_object_get(row, "profile"));
+    const struct cfg_profile *p = cfg_profile_find(s->w->cfg, pname, strlen(pname));
+    const char *user = json_string_value(json_object_get(row, "user_id"));
+    struct summarizer_job *j = xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->tenant = xstrdup(json_string_value(json_object_get(row, "tenant")));
+    j->id = xstrdup(json_string_value(json_object_get(row, "id")));
+    j->user = user ? xstrdup(user) : NULL;
+    j->from_ms = json_integer_value(json_object_get(row, "created_ms"));
+    j->to_ms = json_integer_value(json_object_get(row, "stopped_ms"));
+    j->answer = evbuffer_new();
+    s->inflight[s->ninflight++] = j;
+    json_t *body = p && p->summarize && user
+                       ? memory_summary_request(s->w->reader, j->tenant, j->id, user,
+                                                summarizer_model(p), p->summary_prompt)
+                       : NULL;
+    if (body == NULL) { /* nothing to summarize, or not wanted: only marked done */
+        summarizer_finish(j, NULL);
+        return;
+    }
+    j->body = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    struct upstream_request rq = {.target = &s->w->cfg->upstreams[p->chain[0]],
+                                  .path = "/chat/completions",
+                                  .body = j->body,
+                                  .body_len = strlen(j->body)};
+    j->x = upstream_start(s->w->up, &rq, &summarizer_handler, j);
+}
+
+static void summarizer_poll(struct summarizer *s)
+{
+    if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
+        return;
+    json_t *rows = memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT), *row;
+    size_t i;
+    json_array_foreach(rows, i, row)
+    {
+        if (s->ninflight == SUMMARIZER_MAX_INFLIGHT)
+            break;
+        if (!summarizer_is_inflight(s, json_string_value(json_object_get(row, "tenant")),
+                                    json_string_value(json_object_get(row, "id"))))
+            summarizer_start(s, row);
+    }
+    json_decref(rows);
+    upstream_kick(s->w->up);
+}
+
+static void summarizer_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct summarizer *s = arg;
+    struct timeval tv = {.tv_sec = SUMMARIZER_POLL_MS / 1000, .tv_usec = 0};
+    (void)fd;
+    (void)what;
+    summarizer_poll(s);
+    evtimer_add(s->timer, &tv);
+}
+
+static void summarizer_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    summarizer_poll(arg);
+}
+
+struct summarizer *summarizer_create(struct worker *w)
+{
+    size_t i = 0;
+    while (i < w->cfg->nprofiles && !w->cfg->profiles[i].summarize)
+        i++;
+    if (i == w->cfg->nprofiles)
+        return NULL;
+    struct summarizer *s = xcalloc(1, sizeof(*s));
+    struct timeval now = {0, 0};
+    s->w = w;
+    s->timer = evtimer_new(w->base, summarizer_timer_cb, s);
+    s->wake = event_new(w->base, -1, 0, summarizer_wake_cb, s);
+    evtimer_add(s->timer, &now); /* sessions left waiting by the previous run */
+    return s;
+}
+
+void summarizer_wake(struct summarizer *s)
+{
+    if (s != NULL)
+        event_active(s->wake, EV_TIMEOUT, 0);
+}
+
+void summarizer_destroy(struct summarizer *s)
+{
+    if (s == NULL)
+        return;
+    /* Only requests still on the wire are left (a storing one holds the loop open): their
+     * sessions stay waiting and are summarized after the next start. */
+    while (s->ninflight > 0) {
+        struct summarizer_job *j = s->inflight[0];
+        upstream_cancel(j->x);
+        summarizer_job_free(j);
+    }
+    event_free(s->timer);
+    event_free(s->wake);
+    free(s);
+}

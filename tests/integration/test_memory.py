@@ -1,0 +1,160 @@
+"""Long-term memory made at stop (DESIGN §10): a summary and facts of the caller from what was
+said and heard, stored per user, injected into their next sessions, carried by the stop's
+webhook dump; malformed summarizer output stores nothing. The mock upstream plays both the
+voice agent's LLM and the summarizer: the test scripts its reply before each stop."""
+import json
+import os
+import time
+import unittest
+
+from harness import Memproxy, Mock, wait_for
+from test_lifecycle import Receiver, fixture
+
+CONFIG = """
+auth:
+  admin_keys: [admin]
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - name: default
+    upstream: mock
+    summarize: true
+    summary_wait: 5s
+webhooks:
+  - {url: "%s", secret: s3cret, backoff: 200ms}
+"""
+
+SUMMARY_1 = {"summary": "Caller 1002 asked for a joke about cats and cut the first one short.",
+             "facts": [{"category": "preference", "key": "humour", "value": "cat jokes",
+                        "confidence": 0.8},
+                       {"category": "profile", "key": "name", "value": "Sam",
+                        "confidence": 0.1}]}
+SUMMARY_2 = {"summary": "Caller 1002 likes cat jokes; came back to say hello.",
+             "facts": [{"category": "preference", "key": "humour", "value": "cat jokes",
+                        "confidence": 0.5}]}
+
+
+class Summaries(unittest.TestCase):
+    def setUp(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.recv = Receiver()
+        self.addCleanup(self.recv.stop)
+        self.mp = Memproxy(CONFIG % self.recv.url, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+
+    def chat(self, body):
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+
+    def api(self, method, path, body=None):
+        status, out = self.mp.json(method, path, body, {"Authorization": "Bearer admin"})
+        self.assertEqual(status, 200, out)
+        return out
+
+    def stop_with(self, sid, answer):
+        """Script the summarizer's answer, stop the session, wait for its dump."""
+        self.mock.config(reply=answer)
+        n = len(self.recv.dumps())
+        self.api("POST", "/v1/sessions/%s/stop" % sid)
+        wait_for(lambda: len(self.recv.dumps()) > n, timeout=10, what="the dump of " + sid)
+        return json.loads(self.recv.dumps()[-1][1])
+
+    def sent_messages(self):
+        return json.loads(self.mock.stats()["last_body"])["messages"]
+
+    def test_summary_and_facts_reach_the_next_session_of_the_same_user_only(self):
+        fx = fixture("agora-custom-request.json")
+        cut = fx["messages"][3]
+        heard, generated = cut["content"], cut["metadata"]["original"]
+        self.assertTrue(generated.startswith(heard) and len(generated) > len(heard))
+        self.mock.config(reply="You asked for a joke about cats.")
+        self.chat(fx)
+
+        dump = self.stop_with("room-42-agent", json.dumps(SUMMARY_1))
+        # what the summarizer was asked: the heard text, never the unspoken rest
+        asked = self.sent_messages()
+        self.assertEqual(asked[0]["role"], "system")
+        convo = asked[1]["content"]
+        self.assertIn("ASSISTANT: " + heard, convo)
+        self.assertNotIn(generated[len(heard):].strip(), convo)
+        self.assertIn("USER: Tell me a joke", convo)
+        # the dump waited for the summary and carries it
+        self.assertEqual(dump["payload"]["summary"], SUMMARY_1["summary"])
+        mem = self.api("GET", "/v1/users/1002/memory")
+        self.assertEqual(mem["summary"]["text"], SUMMARY_1["summary"])
+        first_from = mem["summary"]["from_ms"]
+        self.assertEqual({(f["key"], f["value"]) for f in mem["facts"]},
+                         {("humour", "cat jokes"), ("name", "Sam")})
+
+        # session 2 of the same user: summary and facts before the first user turn
+        self.mock.config(reply="Hello again!")
+        self.chat({"model": "m", "session_id": "s2", "user_id": "1002",
+                   "messages": [{"role": "system", "content": "You are a voice agent."},
+                                {"role": "user", "content": "Hi, it's me again."}]})
+        sent = self.sent_messages()
+        first_user = next(i for i, m in enumerate(sent) if m["role"] == "user")
+        system_text = " ".join(m["content"] for m in sent[:first_user] if m["role"] == "system")
+        self.assertIn(SUMMARY_1["summary"], system_text)
+        self.assertIn("cat jokes", system_text)
+        # user V sees nothing of it
+        self.chat({"model": "m", "session_id": "v1", "user_id": "V",
+                   "messages": [{"role": "user", "content": "Hello"}]})
+        self.assertNotIn("cat", json.dumps(self.sent_messages()))
+
+        # session 2 stops: its summary replaces the first, the range widens, a fact seen
+        # again is reinforced, one not seen decays (and under the floor, is forgotten)
+        self.stop_with("s2", json.dumps(SUMMARY_2))
+        mem = wait_for(lambda: (lambda m: m["summary"]["text"] == SUMMARY_2["summary"] and m)(
+            self.api("GET", "/v1/users/1002/memory")), what="the second summary")
+        self.assertEqual(mem["summary"]["from_ms"], first_from)
+        self.assertGreater(mem["summary"]["to_ms"], first_from)
+        [humour] = mem["facts"]
+        self.assertEqual((humour["key"], humour["seen"]), ("humour", 2))
+        self.assertAlmostEqual(humour["confidence"], 0.9)
+
+    def test_malformed_answers_store_nothing_and_the_dump_goes_without(self):
+        for i, answer in enumerate(["this is not JSON", '{"summary": 42}',
+                                    '{"facts": []}', '["summary"]']):
+            sid, user = "w%d" % i, "W%d" % i
+            self.mock.config(reply="Sure.")
+            self.chat({"model": "m", "session_id": sid, "user_id": user,
+                       "messages": [{"role": "user", "content": "My name is Kim."}]})
+            t0 = time.monotonic()
+            dump = self.stop_with(sid, answer)
+            self.assertLess(time.monotonic() - t0, 4.5)  # not held for the full wait
+            self.assertNotIn("summary", dump["payload"])
+            self.assertEqual(self.api("GET", "/v1/users/%s/memory" % user),
+                             {"user_id": user, "summary": None, "facts": []})
+        self.assertIn("summary not stored", self.mp.output())
+
+    def test_a_summary_interrupted_by_a_restart_is_made_after_it(self):
+        self.mock.config(reply="Sure.")
+        self.chat({"model": "m", "session_id": "r1", "user_id": "R",
+                   "messages": [{"role": "user", "content": "Remember me."}]})
+        self.mock.config(hang=True)  # the summary request gets no answer...
+        self.api("POST", "/v1/sessions/r1/stop")
+        wait_for(lambda: self.mock.stats()["chat_requests"] >= 2, what="the summary request")
+        self.mp.stop()  # ...and memproxy stops meanwhile
+        self.assertEqual(self.recv.dumps(), [])
+        self.mock.config(hang=False, reply=json.dumps(SUMMARY_1))
+        self.mp = Memproxy(CONFIG % self.recv.url, upstream=self.mock.url, db=self.mp.db_path)
+        mem = wait_for(lambda: self.api("GET", "/v1/users/R/memory")["summary"], timeout=10,
+                       what="the summary after the restart")
+        self.assertEqual(mem["text"], SUMMARY_1["summary"])
+        wait_for(lambda: self.recv.dumps(), what="the dump")
+        self.assertEqual(json.loads(self.recv.dumps()[0][1])["payload"]["summary"],
+                         SUMMARY_1["summary"])
+
+    def test_failed_summarizer_stores_nothing(self):
+        self.mock.config(reply="Sure.")
+        self.chat({"model": "m", "session_id": "f1", "user_id": "F",
+                   "messages": [{"role": "user", "content": "Remember me."}]})
+        self.mock.config(fail_status=500)
+        dump = self.stop_with("f1", "unused")
+        self.assertNotIn("summary", dump["payload"])
+        self.assertIn("summary not made", self.mp.output())
+        self.assertIsNone(self.api("GET", "/v1/users/F/memory")["summary"])
+
+if __name__ == "__main__":
+    unittest.main()
