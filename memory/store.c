@@ -655,28 +655,28 @@ static int store_exec_user(struct store *st, enum store_stmt which, const char *
     return store_step(st->db, s);
 }
 
-/* Replace what is remembered about a user with m ({summary?, facts?}; NULL: nothing). */
-static int store_exec_user_memory(struct store *st, const char *tenant, const char *user, json_t *m)
+/* A user's summary through which (ST_SUMMARY_SET or ST_SUMMARY_FOLD). */
+static int store_put_summary(struct store *st, enum store_stmt which, const char *tenant,
+                             const char *user, json_t *text, json_t *from, json_t *to, int64_t now)
 {
-    int64_t now = util_wall_ms();
-    json_t *sum = json_object_get(m, "summary"), *f;
+    sqlite3_stmt *s = st->stmt[which];
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
+    store_bind_text(s, 3, text);
+    store_bind_int(s, 4, from);
+    store_bind_int(s, 5, to);
+    sqlite3_bind_int64(s, 6, now);
+    return store_step(st->db, s);
+}
+
+/* A user's facts through which (ST_FACT_SET or ST_FACT_SEEN). */
+static int store_put_facts(struct store *st, enum store_stmt which, const char *tenant,
+                           const char *user, json_t *facts, int64_t now)
+{
+    sqlite3_stmt *s = st->stmt[which];
+    json_t *f;
     size_t i;
-    if (store_exec_user(st, ST_USER_SUMMARY_DEL, tenant, user) != 0 ||
-        store_exec_user(st, ST_USER_FACTS_DEL, tenant, user) != 0)
-        return -1;
-    sqlite3_stmt *s = st->stmt[ST_SUMMARY_SET];
-    if (json_is_object(sum)) {
-        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
-        store_bind_text(s, 3, json_object_get(sum, "text"));
-        store_bind_int(s, 4, json_object_get(sum, "from_ms"));
-        store_bind_int(s, 5, json_object_get(sum, "to_ms"));
-        sqlite3_bind_int64(s, 6, now);
-        if (store_step(st->db, s) != 0)
-            return -1;
-    }
-    s = st->stmt[ST_FACT_SET];
-    json_array_foreach(json_object_get(m, "facts"), i, f)
+    json_array_foreach(facts, i, f)
     {
         sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
@@ -689,6 +689,21 @@ static int store_exec_user_memory(struct store *st, const char *tenant, const ch
             return -1;
     }
     return 0;
+}
+
+/* Replace what is remembered about a user with m ({summary?, facts?}; NULL: nothing). */
+static int store_exec_user_memory(struct store *st, const char *tenant, const char *user, json_t *m)
+{
+    int64_t now = util_wall_ms();
+    json_t *sum = json_object_get(m, "summary");
+    if (store_exec_user(st, ST_USER_SUMMARY_DEL, tenant, user) != 0 ||
+        store_exec_user(st, ST_USER_FACTS_DEL, tenant, user) != 0)
+        return -1;
+    if (json_is_object(sum) &&
+        store_put_summary(st, ST_SUMMARY_SET, tenant, user, json_object_get(sum, "text"),
+                          json_object_get(sum, "from_ms"), json_object_get(sum, "to_ms"), now) != 0)
+        return -1;
+    return store_put_facts(st, ST_FACT_SET, tenant, user, json_object_get(m, "facts"), now);
 }
 
 /* Everything held about a user: sessions (turns by cascade), summary, facts, dumps. */
@@ -766,33 +781,16 @@ static int store_exec_summary(struct store *st, const char *tenant, json_t *d)
     int64_t now = util_wall_ms();
     const char *sid = json_string_value(json_object_get(d, "session_id"));
     const char *user = json_string_value(json_object_get(d, "user_id"));
-    json_t *mem = json_object_get(d, "memory"), *f;
+    json_t *mem = json_object_get(d, "memory");
     json_t *text = json_object_get(json_object_get(mem, "summary"), "text");
     sqlite3_stmt *s;
-    size_t i;
     if (json_is_string(text)) {
-        s = st->stmt[ST_SUMMARY_FOLD];
-        sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
-        store_bind_text(s, 3, text);
-        store_bind_int(s, 4, json_object_get(d, "from_ms"));
-        store_bind_int(s, 5, json_object_get(d, "to_ms"));
-        sqlite3_bind_int64(s, 6, now);
-        if (store_step(st->db, s) != 0)
+        if (store_put_summary(st, ST_SUMMARY_FOLD, tenant, user, text,
+                              json_object_get(d, "from_ms"), json_object_get(d, "to_ms"),
+                              now) != 0 ||
+            store_put_facts(st, ST_FACT_SEEN, tenant, user, json_object_get(mem, "facts"), now) !=
+                0)
             return -1;
-        s = st->stmt[ST_FACT_SEEN];
-        json_array_foreach(json_object_get(mem, "facts"), i, f)
-        {
-            sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
-            sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
-            store_bind_text(s, 3, json_object_get(f, "category"));
-            store_bind_text(s, 4, json_object_get(f, "key"));
-            store_bind_text(s, 5, json_object_get(f, "value"));
-            sqlite3_bind_double(s, 6, json_number_value(json_object_get(f, "confidence")));
-            sqlite3_bind_int64(s, 7, now);
-            if (store_step(st->db, s) != 0)
-                return -1;
-        }
         s = st->stmt[ST_FACT_DECAY];
         sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);

@@ -4,6 +4,7 @@
 #include "memory.h"
 #include "metrics.h"
 #include "server.h"
+#include "task.h"
 #include "upstream.h"
 #include "util.h"
 #include "webhook.h"
@@ -31,8 +32,7 @@ struct hook_xfer {
 
 struct hook {
     struct worker *w;
-    struct event *timer; /* the next due row, or the idle poll */
-    struct event *wake;  /* activated from any thread */
+    struct task *task; /* runs hook_poll: at the next due row, the idle poll, or a wake */
     struct hook_xfer *inflight[HOOK_MAX_INFLIGHT];
     size_t ninflight;
 };
@@ -84,17 +84,7 @@ static void hook_xfer_free(struct hook_xfer *t)
     free(t);
 }
 
-static void hook_arm(struct hook *h, int64_t delay_ms)
-{
-    if (delay_ms < 0)
-        delay_ms = 0;
-    if (delay_ms > HOOK_IDLE_POLL_MS)
-        delay_ms = HOOK_IDLE_POLL_MS;
-    struct timeval tv = {.tv_sec = delay_ms / 1000, .tv_usec = (delay_ms % 1000) * 1000};
-    evtimer_add(h->timer, &tv);
-}
-
-static void hook_poll(struct hook *h);
+static void hook_poll(void *arg);
 
 /* The outcome is committed: the row may be picked up again (when still pending). */
 static void hook_settled(void *arg, int ok)
@@ -213,8 +203,9 @@ static void hook_send(struct hook *h, json_t *row)
 }
 
 /* Start what is due (within the in-flight cap) and sleep until the next row is. */
-static void hook_poll(struct hook *h)
+static void hook_poll(void *arg)
 {
+    struct hook *h = arg;
     if (h->w->draining)
         return;
     int64_t now = util_wall_ms();
@@ -229,31 +220,22 @@ static void hook_poll(struct hook *h)
     }
     json_decref(due);
     upstream_kick(h->w->up);
-    int64_t next = memory_outbox_next(h->w->reader);
-    hook_arm(h, next < 0 ? HOOK_IDLE_POLL_MS : next - util_wall_ms());
-}
-
-static void hook_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    hook_poll(arg);
+    int64_t next = memory_outbox_next(h->w->reader), wait = next - util_wall_ms();
+    task_after(h->task, next < 0 || wait > HOOK_IDLE_POLL_MS ? HOOK_IDLE_POLL_MS : wait);
 }
 
 struct hook *hook_create(struct worker *w)
 {
     struct hook *h = xcalloc(1, sizeof(*h));
     h->w = w;
-    h->timer = evtimer_new(w->base, hook_timer_cb, h);
-    h->wake = event_new(w->base, -1, 0, hook_timer_cb, h);
-    hook_arm(h, 0); /* rows left by the previous run go out at start */
+    h->task = task_create(w->base, hook_poll, h); /* rows left by the last run go out now */
     return h;
 }
 
 void hook_wake(struct hook *h)
 {
     if (h != NULL)
-        event_active(h->wake, EV_TIMEOUT, 0);
+        task_wake(h->task);
 }
 
 void hook_destroy(struct hook *h)
@@ -267,7 +249,6 @@ void hook_destroy(struct hook *h)
         upstream_cancel(t->x);
         hook_xfer_free(t);
     }
-    event_free(h->timer);
-    event_free(h->wake);
+    task_destroy(h->task);
     free(h);
 }

@@ -4,9 +4,9 @@
 #include "log.h"
 #include "server.h"
 #include "summarizer.h"
+#include "task.h"
 #include "util.h"
 
-#include <event2/event.h>
 #include <string.h>
 
 #define LIFECYCLE_SWEEP_MAX 200 /* sessions stopped per sweep: the writer never stalls long */
@@ -14,7 +14,7 @@
 
 struct lifecycle {
     struct worker *w;
-    struct event *timer;
+    struct task *task; /* runs lifecycle_sweep every every_ms */
     int64_t every_ms;
 };
 
@@ -66,18 +66,11 @@ int64_t lifecycle_touch_ms(const struct cfg *cfg)
     return t > 0 && t < LIFECYCLE_TOUCH_MAX ? t : LIFECYCLE_TOUCH_MAX;
 }
 
-static void lifecycle_arm(struct lifecycle *lc)
-{
-    struct timeval tv = {.tv_sec = lc->every_ms / 1000, .tv_usec = (lc->every_ms % 1000) * 1000};
-    evtimer_add(lc->timer, &tv);
-}
-
-static void lifecycle_sweep(evutil_socket_t fd, short what, void *arg)
+static void lifecycle_sweep(void *arg)
 {
     struct lifecycle *lc = arg;
     struct worker *w = lc->w;
-    (void)fd;
-    (void)what;
+    task_after(lc->task, lc->every_ms);
     if (w->draining)
         return;
     int64_t before = util_wall_ms() - w->cfg->idle_timeout_ms - lc->every_ms;
@@ -91,7 +84,6 @@ static void lifecycle_sweep(evutil_socket_t fd, short what, void *arg)
         lifecycle_stop(w, tenant, id, before, NULL, NULL);
     }
     json_decref(idle);
-    lifecycle_arm(lc);
 }
 
 struct lifecycle *lifecycle_create(struct worker *w)
@@ -101,8 +93,7 @@ struct lifecycle *lifecycle_create(struct worker *w)
     struct lifecycle *lc = xcalloc(1, sizeof(*lc));
     lc->w = w;
     lc->every_ms = lifecycle_touch_ms(w->cfg);
-    lc->timer = evtimer_new(w->base, lifecycle_sweep, lc);
-    lifecycle_arm(lc);
+    lc->task = task_create(w->base, lifecycle_sweep, lc);
     return lc;
 }
 
@@ -110,6 +101,6 @@ void lifecycle_destroy(struct lifecycle *lc)
 {
     if (lc == NULL)
         return;
-    event_free(lc->timer);
+    task_destroy(lc->task);
     free(lc);
 }

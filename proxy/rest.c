@@ -261,24 +261,26 @@ static json_t *rest_session_view(json_t *sess)
     return sess;
 }
 
+/* body (taken) with 200, or the session's 404 when it is NULL. */
+static void rest_found(struct worker *w, struct evhttp_request *req, json_t *body)
+{
+    if (body != NULL)
+        rest_json(w, req, 200, body);
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+}
+
 static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
                              const char *id)
 {
     json_t *sess = memory_session(w->reader, tenant, id);
-    if (sess != NULL)
-        rest_json(w, req, 200, rest_session_view(sess));
-    else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+    rest_found(w, req, sess ? rest_session_view(sess) : NULL);
 }
 
 static void rest_export(struct worker *w, struct evhttp_request *req, const char *tenant,
                         const char *id)
 {
-    json_t *snap = memory_export(w->reader, tenant, id);
-    if (snap != NULL)
-        rest_json(w, req, 200, snap);
-    else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+    rest_found(w, req, memory_export(w->reader, tenant, id));
 }
 
 /* ---- sessions: changes ---- */
@@ -287,11 +289,10 @@ static void rest_export(struct worker *w, struct evhttp_request *req, const char
 static void rest_answer_session(struct worker *w, struct evhttp_request *req, int ok,
                                 const char *tenant, const char *id)
 {
-    json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
-    if (sess == NULL)
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+    if (ok)
+        rest_get_session(w, req, tenant, id);
     else
-        rest_json(w, req, 200, rest_session_view(sess));
+        rest_found(w, req, NULL);
 }
 
 static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, int ok,

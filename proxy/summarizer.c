@@ -4,6 +4,7 @@
 #include "log.h"
 #include "memory.h"
 #include "server.h"
+#include "task.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -28,12 +29,12 @@ struct summarizer_job {
 
 struct summarizer {
     struct worker *w;
-    struct event *timer, *wake;
+    struct task *task; /* runs summarizer_poll: every SUMMARIZER_POLL_MS, or on a wake */
     struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
     size_t ninflight;
 };
 
-static void summarizer_poll(struct summarizer *s);
+static void summarizer_poll(void *arg);
 
 static void summarizer_job_free(struct summarizer_job *j)
 {
@@ -179,8 +180,10 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->x = upstream_start(s->w->up, &rq, &summarizer_handler, j);
 }
 
-static void summarizer_poll(struct summarizer *s)
+static void summarizer_poll(void *arg)
 {
+    struct summarizer *s = arg;
+    task_after(s->task, SUMMARIZER_POLL_MS);
     if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
         return;
     json_t *rows = memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT), *row;
@@ -197,23 +200,6 @@ static void summarizer_poll(struct summarizer *s)
     upstream_kick(s->w->up);
 }
 
-static void summarizer_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct summarizer *s = arg;
-    struct timeval tv = {.tv_sec = SUMMARIZER_POLL_MS / 1000, .tv_usec = 0};
-    (void)fd;
-    (void)what;
-    summarizer_poll(s);
-    evtimer_add(s->timer, &tv);
-}
-
-static void summarizer_wake_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    summarizer_poll(arg);
-}
-
 struct summarizer *summarizer_create(struct worker *w)
 {
     size_t i = 0;
@@ -222,18 +208,15 @@ struct summarizer *summarizer_create(struct worker *w)
     if (i == w->cfg->nprofiles)
         return NULL;
     struct summarizer *s = xcalloc(1, sizeof(*s));
-    struct timeval now = {0, 0};
     s->w = w;
-    s->timer = evtimer_new(w->base, summarizer_timer_cb, s);
-    s->wake = event_new(w->base, -1, 0, summarizer_wake_cb, s);
-    evtimer_add(s->timer, &now); /* sessions left waiting by the previous run */
+    s->task = task_create(w->base, summarizer_poll, s); /* sessions the last run left waiting */
     return s;
 }
 
 void summarizer_wake(struct summarizer *s)
 {
     if (s != NULL)
-        event_active(s->wake, EV_TIMEOUT, 0);
+        task_wake(s->task);
 }
 
 void summarizer_destroy(struct summarizer *s)
@@ -247,7 +230,6 @@ void summarizer_destroy(struct summarizer *s)
         upstream_cancel(j->x);
         summarizer_job_free(j);
     }
-    event_free(s->timer);
-    event_free(s->wake);
+    task_destroy(s->task);
     free(s);
 }
