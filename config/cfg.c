@@ -172,6 +172,9 @@ static const struct cfg_option cfg_options[] = {
      "reply's."},
     {S_PROFILE, "summary_prompt", T_STR, PRO(summary_prompt), "", 0, 0,
      "System prompt of the summary request; empty = the built-in one (JSON summary and facts)."},
+    {S_PROFILE, "summary_threshold", T_INT, PRO(summary_threshold), "0", 0, 100000,
+     "With summarize: a RUNNING session is also summarized each time this many turns were "
+     "added since its last summary; 0 = only at stop."},
     {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
      "How long a stop's webhook dumps wait for the summary to ride along; then they go "
      "without it."},

@@ -57,6 +57,7 @@ struct cfg_profile {
     char *summarizer_model; /* "" = the profile's model, else the session's last reply's */
     char *summary_prompt;   /* "" = the built-in prompt (memory/summary.h) */
     long summary_wait_ms;   /* a stop's webhook dumps wait this long for the summary */
+    long summary_threshold; /* turns added to a running session that make a summary; 0 = none */
     /* Resolved by validation: indexes into cfg.upstreams, primary first. */
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;

@@ -779,6 +779,12 @@ json_t *memory_to_summarize(struct memory_reader *r, size_t limit)
     return store_to_summarize(r->sr, limit);
 }
 
+json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,
+                                    size_t limit)
+{
+    return store_running_to_summarize(r->sr, profile, threshold, limit);
+}
+
 json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
                                const char *user_id, const char *model, const char *prompt)
 {

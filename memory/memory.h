@@ -187,6 +187,10 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
 /* STOPPED sessions waiting for their summary: [{tenant, id, user_id, profile, created_ms,
  * stopped_ms}], the longest waiting first. */
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit);
+/* RUNNING sessions of profile (with a user) that grew by threshold turns since their last
+ * summary: [{tenant, id, user_id, profile, created_ms, updated_ms, seq}]. */
+json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile,
+                                    long threshold, size_t limit);
 /* The summarizer request for a session: its turns as the caller heard them, with the user's
  * current summary and facts to fold in. New JSON; NULL when the session is gone. */
 json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,

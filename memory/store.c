@@ -67,6 +67,8 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE sessions ADD COLUMN summarized_ms INTEGER;"
     "UPDATE sessions SET summarized_ms = 0;"
     "CREATE INDEX sessions_to_summarize ON sessions(stopped_ms) WHERE summarized_ms IS NULL;",
+    /* 6: how far a running session was summarized (summary_threshold) */
+    "ALTER TABLE sessions ADD COLUMN summarized_seq INTEGER NOT NULL DEFAULT 0;",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -143,6 +145,7 @@ enum store_stmt {
     ST_FACT_DECAY,
     ST_FACT_FORGET,
     ST_SUMMARIZED,
+    ST_SUMMARIZED_SEQ,
     ST_OUTBOX_SUMMARY,
     ST_BEGIN,
     ST_COMMIT,
@@ -233,6 +236,8 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_FACT_FORGET] = "DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2 AND "
                        "confidence < " STORE_FACT_FLOOR,
     [ST_SUMMARIZED] = "UPDATE sessions SET summarized_ms = ?3 WHERE tenant = ?1 AND id = ?2",
+    [ST_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = MAX(summarized_seq, ?3) "
+                          "WHERE tenant = ?1 AND id = ?2",
     [ST_OUTBOX_SUMMARY] = "UPDATE webhook_outbox SET payload = CASE WHEN ?3 IS NULL THEN payload "
                           "ELSE json_set(payload, '$.summary', ?3) END, next_ms = MIN(next_ms, ?4) "
                           "WHERE tenant = ?1 AND session_id = ?2 AND status = 'pending'",
@@ -280,6 +285,7 @@ enum store_rstmt {
     RS_DELIVERIES,
     RS_IDLE,
     RS_TO_SUMMARIZE,
+    RS_RUNNING_TO_SUMMARIZE,
     RS__COUNT
 };
 
@@ -798,12 +804,15 @@ static int store_exec_summary(struct store *st, const char *tenant, json_t *d)
         if (store_step(st->db, s) != 0 || store_exec_user(st, ST_FACT_FORGET, tenant, user) != 0)
             return -1;
     }
-    s = st->stmt[ST_SUMMARIZED];
+    json_t *seq = json_object_get(d, "seq"); /* a running session's pass: how far it went */
+    s = st->stmt[seq ? ST_SUMMARIZED_SEQ : ST_SUMMARIZED];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, sid, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, now);
+    sqlite3_bind_int64(s, 3, seq ? json_integer_value(seq) : now);
     if (store_step(st->db, s) != 0)
         return -1;
+    if (seq != NULL)
+        return 0;                    /* the session goes on: no dumps wait for this one */
     s = st->stmt[ST_OUTBOX_SUMMARY]; /* the dumps waiting for it go now, with it if made */
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, sid, -1, SQLITE_STATIC);
@@ -1208,6 +1217,11 @@ static const char *const store_rsql[RS__COUNT] = {
     [RS_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, stopped_ms FROM "
                         "sessions WHERE summarized_ms IS NULL AND status = 'STOPPED' "
                         "ORDER BY stopped_ms LIMIT ?1",
+    [RS_RUNNING_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, updated_ms, "
+                                "last FROM (SELECT *, (SELECT MAX(seq) FROM messages m WHERE "
+                                "m.sid = s.sid) AS last FROM sessions s WHERE status = 'RUNNING' "
+                                "AND user_id IS NOT NULL AND profile = ?1) "
+                                "WHERE last - summarized_seq >= ?2 LIMIT ?3",
 };
 
 static int store_reader_prepare(struct store_reader *r)
@@ -1450,6 +1464,22 @@ json_t *store_to_summarize(struct store_reader *r, size_t limit)
     json_t *out = json_array();
     sqlite3_stmt *s = r->stmt[RS_TO_SUMMARIZE];
     sqlite3_bind_int64(s, 1, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
+    store_rdone(s);
+    return out;
+}
+
+json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,
+                                   size_t limit)
+{
+    static const char *const names[] = {"tenant",     "id",         "user_id", "profile",
+                                        "created_ms", "updated_ms", "seq"};
+    json_t *out = json_array();
+    sqlite3_stmt *s = r->stmt[RS_RUNNING_TO_SUMMARIZE];
+    sqlite3_bind_text(s, 1, profile, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, threshold);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
     store_rdone(s);

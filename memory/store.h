@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 struct store;
 struct store_batch;
@@ -101,7 +101,8 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
  * attempts counts up. Only a pending row changes. */
 void store_batch_outbox_result(struct store_batch *b, json_t *result);
 /* A summary pass over a stopped session: {session_id, user_id, memory: {summary: {text},
- * facts} or null when none was made, from_ms, to_ms}. The summary replaces the user's (its
+ * facts} or null when none was made, from_ms, to_ms}; over a running one, seq (the last turn
+ * it covered) too, and then only the summary, the facts and how far it went are stored. The summary replaces the user's (its
  * range widened to cover both), facts seen are reinforced and the user's others decay; the
  * session is marked summarized and its waiting dumps become due, carrying the summary. */
 void store_batch_summary(struct store_batch *b, json_t *outcome);
@@ -167,6 +168,10 @@ int64_t store_outbox_next(struct store_reader *r);
 /* STOPPED sessions waiting for their summary, the longest first: [{tenant, id, user_id,
  * profile, created_ms, stopped_ms}]. */
 json_t *store_to_summarize(struct store_reader *r, size_t limit);
+/* RUNNING sessions of profile with a user and at least threshold turns after the last summary
+ * of theirs: [{tenant, id, user_id, profile, created_ms, updated_ms, seq (the last turn)}]. */
+json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,
+                                   size_t limit);
 
 /* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id}]. */
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit);

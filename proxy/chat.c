@@ -8,6 +8,7 @@
 #include "respond.h"
 #include "server.h"
 #include "session.h"
+#include "summarizer.h"
 #include "tx.h"
 #include "util.h"
 
@@ -21,7 +22,8 @@ struct chat {
     struct memory_rec *rec; /* NULL: the request names no session */
     struct event *rec_ev;   /* records the request once the upstream transfer has started */
     struct relay *relay;    /* while its end waits for a commit */
-    int refs;               /* the relay's, and one while a commit is awaited */
+    const struct cfg_profile *prof;
+    int refs; /* the relay's, and one while a commit is awaited */
 };
 
 static void chat_unref(struct chat *c)
@@ -76,6 +78,8 @@ static void chat_committed(void *arg, int ok)
         server_release(c->w); /* the client left meanwhile */
     } else if (ok) {
         relay_finish(r);
+        if (c->prof->summarize && c->prof->summary_threshold > 0) /* a turn more to count */
+            summarizer_wake(server_summarizer(c->w->srv));
     } else {
         struct apierr e;
         log_error("a turn could not be stored; ending the response with an error");
@@ -283,6 +287,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
     if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)
         goto fail;
+    c->prof = prof;
 
     struct relay_params p = {.profile = prof,
                              .path = "/chat/completions",

@@ -15,11 +15,13 @@
 #define SUMMARIZER_MAX_INFLIGHT 4
 #define SUMMARIZER_POLL_MS      30000
 #define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
+#define SUMMARIZER_SCAN_MS      1000 /* running sessions are looked at most this often */
 
 struct summarizer_job {
     struct summarizer *s;
     char *tenant, *id, *user;
     json_int_t from_ms, to_ms;
+    json_int_t seq; /* a running session's pass: its last turn; 0 for a stopped session */
     char *body;
     struct upstream_xfer *x;
     long status;
@@ -32,6 +34,7 @@ struct summarizer {
     struct task *task; /* runs summarizer_poll: every SUMMARIZER_POLL_MS, or on a wake */
     struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
     size_t ninflight;
+    int64_t scanned_ms; /* the last look at running sessions */
 };
 
 static void summarizer_poll(void *arg);
@@ -71,6 +74,8 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
     json_t *outcome =
         json_pack("{s:s, s:s?, s:o, s:I, s:I}", "session_id", j->id, "user_id", j->user, "memory",
                   mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
+    if (j->seq > 0)
+        json_object_set_new(outcome, "seq", json_integer(j->seq));
     j->x = NULL;
     server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
     memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
@@ -160,7 +165,8 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->id = xstrdup(json_string_value(json_object_get(row, "id")));
     j->user = user ? xstrdup(user) : NULL;
     j->from_ms = json_integer_value(json_object_get(row, "created_ms"));
-    j->to_ms = json_integer_value(json_object_get(row, "stopped_ms"));
+    j->seq = json_integer_value(json_object_get(row, "seq"));
+    j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
     j->answer = evbuffer_new();
     s->inflight[s->ninflight++] = j;
     json_t *body = p && p->summarize && user
@@ -180,13 +186,10 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->x = upstream_start(s->w->up, &rq, &summarizer_handler, j);
 }
 
-static void summarizer_poll(void *arg)
+/* Start the rows' summaries that are not on their way already, within the in-flight cap. */
+static void summarizer_start_rows(struct summarizer *s, json_t *rows)
 {
-    struct summarizer *s = arg;
-    task_after(s->task, SUMMARIZER_POLL_MS);
-    if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
-        return;
-    json_t *rows = memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT), *row;
+    json_t *row;
     size_t i;
     json_array_foreach(rows, i, row)
     {
@@ -197,6 +200,36 @@ static void summarizer_poll(void *arg)
             summarizer_start(s, row);
     }
     json_decref(rows);
+}
+
+/* Running sessions past their profile's summary_threshold, looked at no more than once per
+ * SUMMARIZER_SCAN_MS however often replies wake the summarizer. */
+static void summarizer_running(struct summarizer *s)
+{
+    const struct cfg *cfg = s->w->cfg;
+    int64_t since = util_wall_ms() - s->scanned_ms;
+    if (since < SUMMARIZER_SCAN_MS) {
+        task_after(s->task, SUMMARIZER_SCAN_MS - since);
+        return;
+    }
+    s->scanned_ms += since;
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        const struct cfg_profile *p = &cfg->profiles[i];
+        if (p->summarize && p->summary_threshold > 0)
+            summarizer_start_rows(s, memory_running_to_summarize(s->w->reader, p->name,
+                                                                 p->summary_threshold,
+                                                                 SUMMARIZER_MAX_INFLIGHT));
+    }
+}
+
+static void summarizer_poll(void *arg)
+{
+    struct summarizer *s = arg;
+    task_after(s->task, SUMMARIZER_POLL_MS);
+    if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
+        return;
+    summarizer_start_rows(s, memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT));
+    summarizer_running(s);
     upstream_kick(s->w->up);
 }
 

@@ -156,5 +156,31 @@ class Summaries(unittest.TestCase):
         self.assertIn("summary not made", self.mp.output())
         self.assertIsNone(self.api("GET", "/v1/users/F/memory")["summary"])
 
+class RunningSummaries(unittest.TestCase):
+    def test_a_long_running_session_is_summarized_as_it_goes(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        cfg = (CONFIG % "http://127.0.0.1:9/unused").replace(
+            "summary_wait: 5s", "summary_wait: 5s\n    summary_threshold: 4")
+        mp = Memproxy(cfg, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        answer = json.dumps(SUMMARY_1)
+        mock.config(reply=answer)  # the agent's replies and the summary alike
+        window = [{"role": "user", "content": "I'd like a joke about cats."}]
+        for turn in range(2):
+            status, _, out = mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "session_id": "long", "user_id": "L", "messages": window})
+            self.assertEqual(status, 200, out)
+            window += [{"role": "assistant", "content": answer},
+                       {"role": "user", "content": "Another one, please."}]
+        hdr = {"Authorization": "Bearer admin"}
+        mem = wait_for(lambda: mp.json("GET", "/v1/users/L/memory", headers=hdr)[1]["summary"],
+                       timeout=10, what="a summary of the running session")
+        self.assertEqual(mem["text"], SUMMARY_1["summary"])
+        self.assertEqual(mp.json("GET", "/v1/sessions/long", headers=hdr)[1]["status"], "RUNNING")
+        asked = json.loads(mock.stats()["last_body"])["messages"][1]["content"]
+        self.assertIn("USER: I'd like a joke about cats.", asked)
+
+
 if __name__ == "__main__":
     unittest.main()
