@@ -175,6 +175,12 @@ static const struct cfg_option cfg_options[] = {
     {S_PROFILE, "summary_threshold", T_INT, PRO(summary_threshold), "0", 0, 100000,
      "With summarize: a RUNNING session is also summarized each time this many turns were "
      "added since its last summary; 0 = only at stop."},
+    {S_PROFILE, "cache", T_BOOL, PRO(cache), "false", 0, 0,
+     "Answer a turn that depends on no earlier context (system messages and one user message) "
+     "from the exact-match cache when the same was asked before; X-Memproxy-Cache: hit|miss; "
+     "Cache-Control: no-cache bypasses."},
+    {S_PROFILE, "cache_ttl", T_DURATION, PRO(cache_ttl_ms), "1h", 1 * SEC, 30 * 86400 * SEC,
+     "How long a cached answer is served."},
     {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
      "How long a stop's webhook dumps wait for the summary to ride along; then they go "
      "without it."},

@@ -58,6 +58,8 @@ struct cfg_profile {
     char *summary_prompt;   /* "" = the built-in prompt (memory/summary.h) */
     long summary_wait_ms;   /* a stop's webhook dumps wait this long for the summary */
     long summary_threshold; /* turns added to a running session that make a summary; 0 = none */
+    int cache;              /* the exact-match answer cache (memory/cache.h) */
+    long cache_ttl_ms;
     /* Resolved by validation: indexes into cfg.upstreams, primary first. */
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;

@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include "cache.h"
 #include "history.h"
 #include "log.h"
 #include "reconcile.h"
@@ -819,6 +820,28 @@ void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
     store_batch_summary(b, outcome);
     store_submit(m->st, b, NULL, memory_reported,
                  memory_change_report(m, tenant, NULL, base, cb, arg));
+}
+
+int memory_cache_key(const char *tenant, const char *profile, json_t *body, char *key)
+{
+    return cache_key(tenant, profile, body, key);
+}
+
+json_t *memory_cache_get(struct memory_reader *r, const char *key)
+{
+    return store_cache_get(r->sr, key, util_wall_ms());
+}
+
+void memory_cache_put(struct memory *m, const char *tenant, const char *user_id, const char *key,
+                      const char *content, const char *model, int64_t ttl_ms)
+{
+    struct store_batch *b = store_batch_new(tenant, NULL);
+    json_t *e =
+        json_pack("{s:s, s:s?, s:s, s:s?, s:I}", "key", key, "user_id", user_id, "content", content,
+                  "model", model, "expires_ms", (json_int_t)(util_wall_ms() + ttl_ms));
+    store_batch_cache_put(b, e);
+    json_decref(e);
+    store_submit(m->st, b, NULL, NULL, NULL);
 }
 
 json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit)

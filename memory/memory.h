@@ -189,8 +189,8 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit);
 /* RUNNING sessions of profile (with a user) that grew by threshold turns since their last
  * summary: [{tenant, id, user_id, profile, created_ms, updated_ms, seq}]. */
-json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile,
-                                    long threshold, size_t limit);
+json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,
+                                    size_t limit);
 /* The summarizer request for a session: its turns as the caller heard them, with the user's
  * current summary and facts to fold in. New JSON; NULL when the session is gone. */
 json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
@@ -202,6 +202,17 @@ json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t err
  * again. cb(arg, ok) on base's thread once committed. */
 void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
                          struct event_base *base, memory_done_cb cb, void *arg);
+
+/* ---- the exact-match answer cache (cache.h) ---- */
+
+/* 0 with key (65 bytes) filled when the final upstream body may be answered from the cache;
+ * -1 when the turn depends on earlier context. */
+int memory_cache_key(const char *tenant, const char *profile, json_t *body, char *key);
+/* The live answer under key: {content, model}, or NULL. */
+json_t *memory_cache_get(struct memory_reader *r, const char *key);
+/* Keep an answer for ttl_ms (written in the background; user_id may be NULL). */
+void memory_cache_put(struct memory *m, const char *tenant, const char *user_id, const char *key,
+                      const char *content, const char *model, int64_t ttl_ms);
 
 /* ---- session lifecycle and the webhook outbox ---- */
 

@@ -69,6 +69,12 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "CREATE INDEX sessions_to_summarize ON sessions(stopped_ms) WHERE summarized_ms IS NULL;",
     /* 6: how far a running session was summarized (summary_threshold) */
     "ALTER TABLE sessions ADD COLUMN summarized_seq INTEGER NOT NULL DEFAULT 0;",
+    /* 7: the exact-match answer cache (cache.h) */
+    "CREATE TABLE answer_cache ("
+    "  key TEXT PRIMARY KEY, tenant TEXT NOT NULL, user_id TEXT, content TEXT NOT NULL,"
+    "  model TEXT, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX answer_cache_user ON answer_cache(tenant, user_id);"
+    "CREATE INDEX answer_cache_expires ON answer_cache(expires_ms);",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -94,7 +100,8 @@ enum store_op_kind {
     STORE_OP_USER_MEMORY,
     STORE_OP_OUTBOX_RESULT,
     STORE_OP_OUTBOX_RETRY,
-    STORE_OP_SUMMARY
+    STORE_OP_SUMMARY,
+    STORE_OP_CACHE_PUT
 };
 
 struct store_op {
@@ -138,6 +145,9 @@ enum store_stmt {
     ST_USER_SUMMARY_DEL,
     ST_USER_FACTS_DEL,
     ST_USER_OUTBOX_DEL,
+    ST_USER_CACHE_DEL,
+    ST_CACHE_PUT,
+    ST_CACHE_EXPIRE,
     ST_SUMMARY_SET,
     ST_FACT_SET,
     ST_SUMMARY_FOLD,
@@ -212,6 +222,11 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_USER_SUMMARY_DEL] = "DELETE FROM user_summaries WHERE tenant = ?1 AND user_id = ?2",
     [ST_USER_FACTS_DEL] = "DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2",
     [ST_USER_OUTBOX_DEL] = "DELETE FROM webhook_outbox WHERE tenant = ?1 AND user_id = ?2",
+    [ST_USER_CACHE_DEL] = "DELETE FROM answer_cache WHERE tenant = ?1 AND user_id = ?2",
+    [ST_CACHE_PUT] = "INSERT OR REPLACE INTO answer_cache(key, tenant, user_id, content, model, "
+                     "created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_CACHE_EXPIRE] = "DELETE FROM answer_cache WHERE key IN (SELECT key FROM answer_cache "
+                        "WHERE expires_ms < ?1 LIMIT 16)",
     [ST_SUMMARY_SET] = "INSERT INTO user_summaries(tenant, user_id, summary, from_ms, to_ms, "
                        "updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_FACT_SET] = "INSERT INTO user_facts(tenant, user_id, category, key, value, confidence, "
@@ -286,6 +301,7 @@ enum store_rstmt {
     RS_IDLE,
     RS_TO_SUMMARIZE,
     RS_RUNNING_TO_SUMMARIZE,
+    RS_CACHE_GET,
     RS__COUNT
 };
 
@@ -391,6 +407,11 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
 void store_batch_outbox_result(struct store_batch *b, json_t *result)
 {
     store_batch_add(b, STORE_OP_OUTBOX_RESULT, result);
+}
+
+void store_batch_cache_put(struct store_batch *b, json_t *entry)
+{
+    store_batch_add(b, STORE_OP_CACHE_PUT, entry);
 }
 
 void store_batch_summary(struct store_batch *b, json_t *outcome)
@@ -719,7 +740,8 @@ static int store_exec_user_erase(struct store *st, const char *tenant, const cha
     return store_exec_user(st, ST_USER_SESSIONS, tenant, user) ||
                    store_exec_user(st, ST_USER_SUMMARY_DEL, tenant, user) ||
                    store_exec_user(st, ST_USER_FACTS_DEL, tenant, user) ||
-                   store_exec_user(st, ST_USER_OUTBOX_DEL, tenant, user)
+                   store_exec_user(st, ST_USER_OUTBOX_DEL, tenant, user) ||
+                   store_exec_user(st, ST_USER_CACHE_DEL, tenant, user)
                ? -1
                : 0;
 }
@@ -821,6 +843,26 @@ static int store_exec_summary(struct store *st, const char *tenant, json_t *d)
     return store_step(st->db, s);
 }
 
+/* An answer for the cache ({key, user_id, content, model, expires_ms}); a few expired entries
+ * go with each put, so the table does not grow with dead answers. */
+static int store_exec_cache_put(struct store *st, const char *tenant, json_t *d)
+{
+    int64_t now = util_wall_ms();
+    sqlite3_stmt *s = st->stmt[ST_CACHE_PUT];
+    store_bind_text(s, 1, json_object_get(d, "key"));
+    sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+    store_bind_text(s, 3, json_object_get(d, "user_id"));
+    store_bind_text(s, 4, json_object_get(d, "content"));
+    store_bind_text(s, 5, json_object_get(d, "model"));
+    sqlite3_bind_int64(s, 6, now);
+    store_bind_int(s, 7, json_object_get(d, "expires_ms"));
+    if (store_step(st->db, s) != 0)
+        return -1;
+    s = st->stmt[ST_CACHE_EXPIRE];
+    sqlite3_bind_int64(s, 1, now);
+    return store_step(st->db, s);
+}
+
 /* The ops of batches that belong to no one session. */
 static int store_exec_global(struct store *st, struct store_batch *b, struct store_op *op)
 {
@@ -833,6 +875,8 @@ static int store_exec_global(struct store *st, struct store_batch *b, struct sto
         return store_exec_user_memory(st, b->tenant, op->a, op->data);
     case STORE_OP_SUMMARY:
         return store_exec_summary(st, b->tenant, op->data);
+    case STORE_OP_CACHE_PUT:
+        return store_exec_cache_put(st, b->tenant, op->data);
     default:
         return store_exec_outbox(st, b->tenant, op);
     }
@@ -1222,6 +1266,7 @@ static const char *const store_rsql[RS__COUNT] = {
                                 "m.sid = s.sid) AS last FROM sessions s WHERE status = 'RUNNING' "
                                 "AND user_id IS NOT NULL AND profile = ?1) "
                                 "WHERE last - summarized_seq >= ?2 LIMIT ?3",
+    [RS_CACHE_GET] = "SELECT content, model FROM answer_cache WHERE key = ?1 AND expires_ms > ?2",
 };
 
 static int store_reader_prepare(struct store_reader *r)
@@ -1482,6 +1527,19 @@ json_t *store_running_to_summarize(struct store_reader *r, const char *profile, 
     sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
+    store_rdone(s);
+    return out;
+}
+
+json_t *store_cache_get(struct store_reader *r, const char *key, int64_t now_ms)
+{
+    static const char *const names[] = {"content", "model"};
+    json_t *out = NULL;
+    sqlite3_stmt *s = r->stmt[RS_CACHE_GET];
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, now_ms);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        out = store_row(s, names, 2, 0);
     store_rdone(s);
     return out;
 }

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 struct store;
 struct store_batch;
@@ -92,7 +92,8 @@ void store_batch_patch(struct store_batch *b, json_t *fields); /* labels, metada
 /* Tenant batches (session_id NULL). */
 /* A session from an export (snapshot_check() passed); fails when the id is taken. */
 void store_batch_import(struct store_batch *b, json_t *snapshot);
-/* Every session of the user (and their turns), their summary, facts and webhook dumps. */
+/* Every session of the user (and their turns), their summary, facts, webhook dumps and the
+ * cached answers their requests made. */
 void store_batch_user_erase(struct store_batch *b, const char *user_id);
 /* Replace the user's summary and facts: {summary: {text, from_ms?, to_ms?}|null,
  * facts: [{category, key, value, confidence}]}; NULL or {} removes them. */
@@ -102,10 +103,13 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
 void store_batch_outbox_result(struct store_batch *b, json_t *result);
 /* A summary pass over a stopped session: {session_id, user_id, memory: {summary: {text},
  * facts} or null when none was made, from_ms, to_ms}; over a running one, seq (the last turn
- * it covered) too, and then only the summary, the facts and how far it went are stored. The summary replaces the user's (its
- * range widened to cover both), facts seen are reinforced and the user's others decay; the
- * session is marked summarized and its waiting dumps become due, carrying the summary. */
+ * it covered) too, and then only the summary, the facts and how far it went are stored. The summary
+ * replaces the user's (its range widened to cover both), facts seen are reinforced and the user's
+ * others decay; the session is marked summarized and its waiting dumps become due, carrying the
+ * summary. */
 void store_batch_summary(struct store_batch *b, json_t *outcome);
+/* An answer for the exact-match cache: {key, user_id, content, model, expires_ms}. */
+void store_batch_cache_put(struct store_batch *b, json_t *entry);
 /* Make a failed (or pending) delivery due now with its tries counted afresh; the batch fails
  * when the tenant has no such undelivered notice. */
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
@@ -172,6 +176,9 @@ json_t *store_to_summarize(struct store_reader *r, size_t limit);
  * of theirs: [{tenant, id, user_id, profile, created_ms, updated_ms, seq (the last turn)}]. */
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,
                                    size_t limit);
+
+/* The cached answer under key that has not expired: {content, model}, or NULL. */
+json_t *store_cache_get(struct store_reader *r, const char *key, int64_t now_ms);
 
 /* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id}]. */
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit);

@@ -23,6 +23,12 @@ struct chat {
     struct event *rec_ev;   /* records the request once the upstream transfer has started */
     struct relay *relay;    /* while its end waits for a commit */
     const struct cfg_profile *prof;
+    const char *tenant;             /* the client key's (the config's string) */
+    char *user;                     /* the user id, kept when the answer may be cached */
+    char cache_key[65];             /* set when the turn may be answered from the cache */
+    struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
+    char *hit_text;
+    size_t hit_len;
     int refs; /* the relay's, and one while a commit is awaited */
 };
 
@@ -33,6 +39,8 @@ static void chat_unref(struct chat *c)
     if (c->rec_ev)
         event_free(c->rec_ev);
     memory_rec_free(c->rec);
+    free(c->user);
+    free(c->hit_text);
     chatreq_clear(&c->creq);
     reply_destroy(c->reply);
     free(c);
@@ -106,6 +114,17 @@ static void chat_after_send(void *arg)
     reply_flush(c->reply);
 }
 
+/* A complete, plain-text answer to a cacheable turn goes into the cache. */
+static void chat_cache_keep(struct chat *c, const struct memory_reply *mr)
+{
+    const char *fin = mr->finish_reason;
+    if (c->cache_key[0] == '\0' || mr->content == NULL || *mr->content == '\0' ||
+        mr->tool_calls != NULL || fin == NULL || strcmp(fin, "stop") != 0)
+        return;
+    memory_cache_put(c->w->mem, c->tenant, c->user, c->cache_key, mr->content, mr->model,
+                     c->prof->cache_ttl_ms);
+}
+
 static void chat_on_complete(void *arg, struct relay *r, const char *body, size_t len)
 {
     struct chat *c = arg;
@@ -114,11 +133,16 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
     if (body != NULL && reply_set_body(c->reply, body, len) != 0)
         log_warn("upstream answered 2xx with a body that is not a JSON object");
     if (c->rec == NULL) {
+        if (c->cache_key[0] != '\0') {
+            chat_reply_of(c, r, &mr);
+            chat_cache_keep(c, &mr);
+        }
         relay_finish(r);
         return;
     }
     chat_record_request(c);
     chat_reply_of(c, r, &mr);
+    chat_cache_keep(c, &mr);
     c->relay = r;
     c->refs++;
     memory_rec_reply(c->rec, &mr, c->w->base, chat_committed, c);
@@ -253,6 +277,10 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
     struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = user_id};
     tx_run(&tx, msgs);
     json_object_set_new(up, "messages", msgs);
+    if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
+        c->cache_key[0] = '\0'; /* it depends on earlier context */
+    if (c->cache_key[0] != '\0' && user_id != NULL)
+        c->user = xstrdup(user_id);
     if (prof->context_header) {
         char v[128];
         snprintf(v, sizeof(v), "messages=%zu; history=%zu; trimmed=%zu; injected=%zu",
@@ -265,6 +293,62 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
     json_decref(mc.inject);
     json_decref(mc.params);
     return body;
+}
+
+/* Send a cache hit's answer; the chat is done. */
+static void chat_cache_send(struct chat *c, struct evhttp_request *req)
+{
+    respond_send(c->w, METRICS_ROUTE_CHAT, req, 200, c->creq.stream ? "text/event-stream" : NULL,
+                 c->hit_text, c->hit_len);
+    chat_unref(c);
+}
+
+/* A hit's turn is committed: now its answer goes, as a reply's end would. */
+static void chat_cache_committed(void *arg, int ok)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    if (ok) {
+        chat_cache_send(c, c->hit_req);
+    } else {
+        struct apierr e;
+        apierr_set(&e, APIERR_STORAGE, NULL, "the turn could not be stored");
+        respond_error(w, METRICS_ROUTE_CHAT, c->hit_req, &e);
+        chat_unref(c);
+    }
+    server_release(w);
+}
+
+/* Answer from the cache when it holds this turn (1: answered, the chat is taken); the turn
+ * is recorded like any other, its reply with the cached model. Cache-Control: no-cache skips
+ * the lookup (the fresh answer is still kept). */
+static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
+{
+    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    if (cc != NULL && strstr(cc, "no-cache") != NULL)
+        return 0;
+    json_t *hit = memory_cache_get(c->w->reader, c->cache_key);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Cache",
+                      hit ? "hit" : "miss");
+    if (hit == NULL)
+        return 0;
+    const char *content = json_string_value(json_object_get(hit, "content"));
+    const char *model = json_string_value(json_object_get(hit, "model"));
+    char id[48];
+    snprintf(id, sizeof(id), "chatcmpl-cache-%.24s", c->cache_key);
+    c->hit_text =
+        reply_synthesize(id, content, model, c->creq.stream, c->creq.include_usage, &c->hit_len);
+    if (c->rec == NULL) {
+        chat_cache_send(c, req);
+    } else {
+        struct memory_reply mr = {.content = content, .model = model, .finish_reason = "stop"};
+        chat_record_request(c);
+        c->hit_req = req;
+        server_hold(c->w); /* a draining worker waits for the answer */
+        memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
+    }
+    json_decref(hit);
+    return 1;
 }
 
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
@@ -288,6 +372,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)
         goto fail;
     c->prof = prof;
+    c->tenant = rc->tenant;
 
     struct relay_params p = {.profile = prof,
                              .path = "/chat/completions",
@@ -296,6 +381,10 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
                              .t_start = rc->t_start};
     p.body = chat_upstream_body(c, req, prof, ids.user_id, &p.body_len);
     session_ids_clear(&ids);
+    if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
+        free(p.body);
+        return;
+    }
     relay_start(w, req, &p, &chat_hooks, c);
     return;
 fail:

@@ -287,3 +287,59 @@ void reply_flush(struct reply *r)
     }
     r->qlen = 0;
 }
+
+static json_t *reply_usage_zero(void)
+{
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", 0, "completion_tokens", 0, "total_tokens",
+                     0);
+}
+
+/* Append one "data: ..." event for chunk (taken) to *out. */
+static void reply_sse(char **out, json_t *chunk)
+{
+    char *text = json_dumps(chunk, JSON_COMPACT);
+    char *n = xasprintf("%sdata: %s\n\n", *out, text);
+    free(text);
+    free(*out);
+    *out = n;
+    json_decref(chunk);
+}
+
+static char *reply_stream_text(const char *id, const char *content, const char *model,
+                               json_int_t created, int include_usage, size_t *len)
+{
+    char *out = xstrdup("");
+    reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:n}]}", "id", id,
+                              "object", "chat.completion.chunk", "created", created, "model", model,
+                              "choices", "index", 0, "delta", "role", "assistant", "content",
+                              content, "finish_reason"));
+    reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{}, s:s}]}", "id", id, "object",
+                              "chat.completion.chunk", "created", created, "model", model,
+                              "choices", "index", 0, "delta", "finish_reason", "stop"));
+    if (include_usage)
+        reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
+                                  "chat.completion.chunk", "created", created, "model", model,
+                                  "choices", "usage", reply_usage_zero()));
+    char *n = xasprintf("%sdata: [DONE]\n\n", out);
+    free(out);
+    *len = strlen(n);
+    return n;
+}
+
+char *reply_synthesize(const char *id, const char *content, const char *model, int stream,
+                       int include_usage, size_t *len)
+{
+    json_int_t created = util_wall_ms() / 1000;
+    if (model == NULL)
+        model = "";
+    if (stream)
+        return reply_stream_text(id, content, model, created, include_usage, len);
+    json_t *b = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:o}", "id", id,
+                          "object", "chat.completion", "created", created, "model", model,
+                          "choices", "index", 0, "message", "role", "assistant", "content", content,
+                          "finish_reason", "stop", "usage", reply_usage_zero());
+    char *text = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    *len = strlen(text);
+    return text;
+}

@@ -56,4 +56,13 @@ json_t *reply_tool_calls(const struct reply *r);        /* borrowed array; NULL 
 size_t reply_chunks(const struct reply *r);             /* content-bearing chunks seen */
 int reply_truncated(const struct reply *r);
 
+/*
+ * An answer memproxy gives itself (a cache hit), in the shape the upstream would have used: a
+ * chat.completion body, or with stream the SSE text of a role+content chunk, a finish chunk,
+ * a usage chunk when include_usage, and [DONE]. id names it (e.g. "chatcmpl-cache-…").
+ * Caller frees; *len gets the length.
+ */
+char *reply_synthesize(const char *id, const char *content, const char *model, int stream,
+                       int include_usage, size_t *len);
+
 #endif

@@ -3,11 +3,11 @@ said and heard, stored per user, injected into their next sessions, carried by t
 webhook dump; malformed summarizer output stores nothing. The mock upstream plays both the
 voice agent's LLM and the summarizer: the test scripts its reply before each stop."""
 import json
-import os
+import sqlite3
 import time
 import unittest
 
-from harness import Memproxy, Mock, wait_for
+from harness import Memproxy, Mock, sse_data, wait_for
 from test_lifecycle import Receiver, fixture
 
 CONFIG = """
@@ -180,6 +180,70 @@ class RunningSummaries(unittest.TestCase):
         self.assertEqual(mp.json("GET", "/v1/sessions/long", headers=hdr)[1]["status"], "RUNNING")
         asked = json.loads(mock.stats()["last_body"])["messages"][1]["content"]
         self.assertIn("USER: I'd like a joke about cats.", asked)
+
+
+class Cache(unittest.TestCase):
+    def setUp(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        cfg = (CONFIG % "http://127.0.0.1:9/unused").replace(
+            "summarize: true", "summarize: false\n    cache: true\n    cache_ttl: 1h")
+        self.mp = Memproxy(cfg, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+        self.mock.config(reply="We are open from nine to five.")
+
+    def ask(self, sid, messages, stream=True, headers=None):
+        body = {"model": "gpt-4o-mini", "session_id": sid, "user_id": "U", "stream": stream,
+                "messages": messages}
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", body, headers)
+        self.assertEqual(status, 200, out)
+        return hdrs.get("x-memproxy-cache"), out.decode()
+
+    def upstream_calls(self):
+        return self.mock.stats()["chat_requests"]
+
+    def test_context_free_turns_are_answered_from_the_cache(self):
+        system = {"role": "system", "content": "You answer for Acme's front desk."}
+        q = [system, {"role": "user", "content": "What are your opening hours?"}]
+        state, first = self.ask("c1", q)
+        self.assertEqual((state, self.upstream_calls()), ("miss", 1))
+        # asked again (case and spacing aside), by another session: no upstream call
+        q2 = [system, {"role": "user", "content": "  what are your opening   HOURS? "}]
+        state, again = self.ask("c2", q2)
+        self.assertEqual((state, self.upstream_calls()), ("hit", 1))
+        chunks = [json.loads(d) for d in sse_data(again) if d != "[DONE]"]
+        self.assertEqual("".join(c["choices"][0]["delta"].get("content", "") for c in chunks
+                                 if c["choices"]), "We are open from nine to five.")
+        self.assertTrue(again.rstrip().endswith("data: [DONE]"))
+        state, body = self.ask("c3", q2, stream=False)
+        self.assertEqual(state, "hit")
+        self.assertEqual(json.loads(body)["choices"][0]["message"]["content"],
+                         "We are open from nine to five.")
+        # the hit is recorded as the session's turn
+        status, h = self.mp.json("GET", "/v1/sessions/c2/history",
+                                 headers={"Authorization": "Bearer admin"})
+        self.assertEqual([c["content"] for c in h["contents"]],
+                         [q2[1]["content"], "We are open from nine to five."])
+        # a turn that depends on earlier context never comes from the cache
+        ctx = [system, {"role": "user", "content": "I'm calling about my order."},
+               {"role": "assistant", "content": "Sure, which order?"},
+               {"role": "user", "content": "What are your opening hours?"}]
+        state, _ = self.ask("c4", ctx)
+        self.assertEqual((state, self.upstream_calls()), (None, 2))
+        # other system messages are another question; no-cache goes upstream
+        other = [{"role": "system", "content": "You answer for Bolt's front desk."}, q[1]]
+        self.assertEqual(self.ask("c5", other)[0], "miss")
+        self.ask("c6", q, headers={"Cache-Control": "no-cache"})
+        self.assertEqual(self.upstream_calls(), 4)
+        # erased with the user
+        con = sqlite3.connect(self.mp.db_path)
+        self.assertGreater(con.execute("SELECT COUNT(*) FROM answer_cache WHERE user_id = 'U'")
+                           .fetchone()[0], 0)
+        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin"})
+        self.assertEqual(status, 200)
+        self.assertEqual(con.execute("SELECT COUNT(*) FROM answer_cache").fetchone()[0], 0)
+        con.close()
+        self.assertEqual(self.ask("c7", q)[0], "miss")
 
 
 if __name__ == "__main__":

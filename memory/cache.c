@@ -1,0 +1,74 @@
+#include "cache.h"
+
+#include "util.h"
+
+#include <ctype.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+
+static int cache_is_system(json_t *m)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    return role && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
+}
+
+/* The user's text lower-cased, trimmed, runs of whitespace as one space. */
+static char *cache_normalize(const char *s)
+{
+    char *out = xmalloc(strlen(s) + 1), *o = out;
+    int space = 0;
+    for (; *s; s++) {
+        if (isspace((unsigned char)*s)) {
+            space = o != out;
+            continue;
+        }
+        if (space)
+            *o++ = ' ';
+        space = 0;
+        *o++ = (char)tolower((unsigned char)*s);
+    }
+    *o = '\0';
+    return out;
+}
+
+static void cache_hash(EVP_MD_CTX *h, const char *s)
+{
+    EVP_DigestUpdate(h, s ? s : "", s ? strlen(s) + 1 : 1); /* the NUL separates fields */
+}
+
+int cache_key(const char *tenant, const char *profile, json_t *body, char *key)
+{
+    json_t *msgs = json_object_get(body, "messages"), *m;
+    size_t n = json_array_size(msgs), i;
+    json_t *last = json_array_get(msgs, n - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    const char *text = json_string_value(json_object_get(last, "content"));
+    if (n == 0 || role == NULL || strcmp(role, "user") != 0 || text == NULL ||
+        json_object_get(body, "tools") != NULL)
+        return -1;
+    for (i = 0; i + 1 < n; i++) {
+        if (!cache_is_system(json_array_get(msgs, i)))
+            return -1;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    if (h == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1)
+        abort();
+    cache_hash(h, tenant);
+    cache_hash(h, profile);
+    cache_hash(h, json_string_value(json_object_get(body, "model")));
+    json_array_foreach(msgs, i, m)
+    {
+        char *text_i =
+            i + 1 < n ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : cache_normalize(text);
+        cache_hash(h, text_i);
+        free(text_i);
+    }
+    EVP_DigestFinal_ex(h, md, &len);
+    EVP_MD_CTX_free(h);
+    for (unsigned k = 0; k < len && 2 * k + 1 < CACHE_KEY_LEN + 1; k++)
+        snprintf(key + 2 * k, 3, "%02x", md[k]);
+    return 0;
+}

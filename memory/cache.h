@@ -1,0 +1,23 @@
+/*
+ * cache: the exact-match answer cache's key (DESIGN §10). Pure.
+ *
+ * Only a turn that depends on no earlier context may be served from the cache: the messages
+ * sent upstream must be system messages and then one user message with text content — no
+ * earlier user, assistant or tool turn (a voice window, or stored history put before it, makes
+ * the request ineligible) — and no tools. The key covers everything the model is sent for it:
+ * tenant, profile, model, every system message exactly (the profile's, the client's and the
+ * memory injected for the user, so one caller's memory never answers another), and the user's
+ * text normalized (case, surrounding and repeated whitespace).
+ */
+#ifndef MEMPROXY_CACHE_H
+#define MEMPROXY_CACHE_H
+
+#include <jansson.h>
+
+#define CACHE_KEY_LEN 64 /* hex SHA-256 */
+
+/* 0 with key (CACHE_KEY_LEN + 1 bytes) filled when body (the final upstream request) may be
+ * cached; -1 when it depends on context. */
+int cache_key(const char *tenant, const char *profile, json_t *body, char *key);
+
+#endif
