@@ -216,7 +216,8 @@ void memory_cache_put(struct memory *m, const char *tenant, const char *user_id,
 
 /* ---- session lifecycle and the webhook outbox ---- */
 
-/* RUNNING sessions (all tenants) not updated since before_ms: [{tenant, id}], at most limit. */
+/* RUNNING sessions (all tenants) not updated since before_ms: [{tenant, id, profile}], at
+ * most limit. */
 json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit);
 /* Pending webhook deliveries due by now_ms: [{id, notice_id, tenant, session_id, url, event,
  * payload (text), attempts}]; and when the next is due (-1: none pending). */

@@ -1256,7 +1256,8 @@ static const char *const store_rsql[RS__COUNT] = {
                       "WHERE tenant = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR "
                       "session_id = ?3) AND (?4 IS NULL OR notice_id = ?4) AND id < ?5 "
                       "ORDER BY id DESC LIMIT ?6",
-    [RS_IDLE] = "SELECT tenant, id FROM sessions WHERE status = 'RUNNING' AND updated_ms < ?1 "
+    [RS_IDLE] = "SELECT tenant, id, profile FROM sessions WHERE status = 'RUNNING' AND "
+                "updated_ms < ?1 "
                 "ORDER BY updated_ms LIMIT ?2",
     [RS_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, stopped_ms FROM "
                         "sessions WHERE summarized_ms IS NULL AND status = 'STOPPED' "
@@ -1491,13 +1492,13 @@ int64_t store_outbox_next(struct store_reader *r)
 
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit)
 {
-    static const char *const names[] = {"tenant", "id"};
+    static const char *const names[] = {"tenant", "id", "profile"};
     json_t *out = json_array();
     sqlite3_stmt *s = r->stmt[RS_IDLE];
     sqlite3_bind_int64(s, 1, before_ms);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, store_row(s, names, 2, 0));
+        json_array_append_new(out, store_row(s, names, 3, 0));
     store_rdone(s);
     return out;
 }

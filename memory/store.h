@@ -180,7 +180,8 @@ json_t *store_running_to_summarize(struct store_reader *r, const char *profile, 
 /* The cached answer under key that has not expired: {content, model}, or NULL. */
 json_t *store_cache_get(struct store_reader *r, const char *key, int64_t now_ms);
 
-/* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id}]. */
+/* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id,
+ * profile}]. */
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit);
 
 #endif

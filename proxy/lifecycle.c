@@ -39,20 +39,17 @@ static void lifecycle_committed(void *arg, int ok)
     server_release(w);
 }
 
-void lifecycle_stop(struct worker *w, const char *tenant, const char *id, int64_t idle_before,
-                    memory_done_cb cb, void *arg)
+void lifecycle_stop(struct worker *w, const char *tenant, const char *id, const char *profile,
+                    int64_t idle_before, memory_done_cb cb, void *arg)
 {
     struct lifecycle_pending *p = xcalloc(1, sizeof(*p));
     *p = (struct lifecycle_pending){.w = w, .cb = cb, .arg = arg};
     json_t *how = json_pack("{s:o}", "hooks", hook_targets(w->cfg, tenant));
-    json_t *sess = memory_session(w->reader, tenant, id);
-    const char *pname = json_string_value(json_object_get(sess, "profile"));
-    const struct cfg_profile *prof = pname ? cfg_profile_find(w->cfg, pname, strlen(pname)) : NULL;
+    const struct cfg_profile *prof = cfg_profile_find(w->cfg, profile, strlen(profile));
     if (prof != NULL && prof->summarize) { /* its dumps wait a while for the summary */
         json_object_set_new(how, "summarize", json_true());
         json_object_set_new(how, "hold_ms", json_integer(prof->summary_wait_ms));
     }
-    json_decref(sess);
     if (idle_before > 0)
         json_object_set_new(how, "idle_before", json_integer(idle_before));
     server_hold(w); /* a draining worker waits for the commit */
@@ -81,7 +78,8 @@ static void lifecycle_sweep(void *arg)
         const char *tenant = json_string_value(json_object_get(s, "tenant"));
         const char *id = json_string_value(json_object_get(s, "id"));
         log_info("session %s: idle for %lds, stopping", id, w->cfg->idle_timeout_ms / 1000);
-        lifecycle_stop(w, tenant, id, before, NULL, NULL);
+        lifecycle_stop(w, tenant, id, json_string_value(json_object_get(s, "profile")), before,
+                       NULL, NULL);
     }
     json_decref(idle);
 }

@@ -24,10 +24,11 @@
 struct worker;
 struct lifecycle;
 
-/* Stop tenant's session id; idle_before > 0 stops it only when not updated since then.
- * cb(arg, ok) on w's thread once committed (ok 0: no such session). cb may be NULL. */
-void lifecycle_stop(struct worker *w, const char *tenant, const char *id, int64_t idle_before,
-                    memory_done_cb cb, void *arg);
+/* Stop tenant's session id, of the named profile (the caller has read the session);
+ * idle_before > 0 stops it only when not updated since then. cb(arg, ok) on w's thread once
+ * committed (ok 0: no such session). cb may be NULL. */
+void lifecycle_stop(struct worker *w, const char *tenant, const char *id, const char *profile,
+                    int64_t idle_before, memory_done_cb cb, void *arg);
 
 /* How stale a session's updated time may be (memory_opts.touch_ms): a quarter of the idle
  * timeout, at most a minute. */

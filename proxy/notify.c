@@ -28,29 +28,28 @@ static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int
         rest_error(w, req, APIERR_STORAGE, NULL, "the stop could not be stored; retry");
 }
 
-/* The first id the notice names that is a session of the tenant, or NULL. */
-static const char *notify_match(struct worker *w, const struct webhook_notice *n)
+/* The first session of the tenant the notice names (new JSON), or NULL. */
+static json_t *notify_match(struct worker *w, const struct webhook_notice *n)
 {
-    for (size_t i = 0; i < n->nids; i++) {
-        json_t *sess = memory_session(w->reader, w->cfg->agora_tenant, n->ids[i]);
-        json_decref(sess);
-        if (sess != NULL)
-            return n->ids[i];
-    }
-    return NULL;
+    json_t *sess = NULL;
+    for (size_t i = 0; i < n->nids && sess == NULL; i++)
+        sess = memory_session(w->reader, w->cfg->agora_tenant, n->ids[i]);
+    return sess;
 }
 
 static void notify_act(struct worker *w, struct evhttp_request *req, const struct webhook_notice *n)
 {
-    const char *id = notify_match(w, n);
-    if ((n->event != 102 && n->event != 103) || id == NULL) {
-        notify_ack(w, req, n->event, NULL, "ignored");
-        return;
-    }
+    json_t *sess = n->event == 102 || n->event == 103 ? notify_match(w, n) : NULL;
+    const char *id = json_string_value(json_object_get(sess, "id"));
     char event[24];
     snprintf(event, sizeof(event), "%ld", n->event);
-    lifecycle_stop(w, w->cfg->agora_tenant, id, 0, rest_waited,
-                   rest_wait(w, req, notify_answer_stop, id, event));
+    if (sess == NULL)
+        notify_ack(w, req, n->event, NULL, "ignored");
+    else
+        lifecycle_stop(w, w->cfg->agora_tenant, id,
+                       json_string_value(json_object_get(sess, "profile")), 0, rest_waited,
+                       rest_wait(w, req, notify_answer_stop, id, event));
+    json_decref(sess);
 }
 
 void notify_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)

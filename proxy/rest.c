@@ -327,13 +327,14 @@ static void rest_change(struct worker *w, struct evhttp_request *req, const char
         rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
         return;
     }
-    json_decref(sess);
     void *p = rest_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
                         tenant, id);
     if (what == MEMORY_STOP)
-        lifecycle_stop(w, tenant, id, 0, rest_waited, p);
+        lifecycle_stop(w, tenant, id, json_string_value(json_object_get(sess, "profile")), 0,
+                       rest_waited, p);
     else
         memory_change(w->mem, tenant, id, what, data, w->base, rest_waited, p);
+    json_decref(sess);
     json_decref(data);
 }
 
@@ -343,9 +344,8 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
 {
     json_t *llm = json_object_get(json_object_get(body, "properties"), "llm");
     json_t *sm = json_object_get(llm, "system_messages"), *params = json_object_get(llm, "params");
-    json_t *out = json_object(), *msgs = json_array(), *m;
+    json_t *out = json_object(), *m;
     size_t i;
-    json_object_set_new(out, "system_messages", msgs);
     if ((sm == NULL && params == NULL) || (sm != NULL && !json_is_array(sm)) ||
         json_array_size(sm) > REST_MAX_RUNTIME) {
         apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.system_messages",
@@ -354,6 +354,8 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
                    REST_MAX_RUNTIME);
         goto fail;
     }
+    if (sm != NULL) /* absent: the session's are kept */
+        json_object_set_new(out, "system_messages", json_array());
     json_array_foreach(sm, i, m)
     {
         json_t *c = json_is_string(m) ? m : json_object_get(m, "content");
@@ -364,10 +366,9 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
                        i);
             goto fail;
         }
-        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", c));
+        json_array_append_new(json_object_get(out, "system_messages"),
+                              json_pack("{s:s, s:O}", "role", "system", "content", c));
     }
-    if (sm == NULL)
-        json_object_del(out, "system_messages"); /* kept as they are */
     if (params != NULL) {
         char *text = json_is_object(params) ? json_dumps(params, JSON_COMPACT) : NULL;
         size_t n = text ? strlen(text) : 0;

@@ -416,11 +416,6 @@ static const struct {
     {"inject_memory", tx_inject_memory},
 };
 
-int tx_listed(const struct cfg_profile *prof, const char *name)
-{
-    return tx_listed_in(&prof->transforms, name);
-}
-
 tx_fn tx_find(const char *name)
 {
     for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_table); i++) {

@@ -57,9 +57,6 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages);
 void tx_trim(struct tx_ctx *ctx, json_t *messages);
 void tx_inject_memory(struct tx_ctx *ctx, json_t *messages);
 
-/* Does the profile run the transform with this name? */
-int tx_listed(const struct cfg_profile *prof, const char *name);
-
 /* The transform with this name, or NULL. */
 tx_fn tx_find(const char *name);
 
