@@ -11,7 +11,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL };
+enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL, T_FRACTION };
 
 /* Where an option lives: the top level, or one item of a list section. */
 enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY, S_ADMIN_KEY, S_WEBHOOK };
@@ -184,6 +184,28 @@ static const struct cfg_option cfg_options[] = {
     {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
      "How long a stop's webhook dumps wait for the summary to ride along; then they go "
      "without it."},
+    {S_PROFILE, "retrieval", T_BOOL, PRO(retrieval), "false", 0, 0,
+     "Tri-hybrid retrieval: stored user and assistant turns are embedded in the background "
+     "(upstream /v1/embeddings) and each request gets the caller's recent, salient and "
+     "relevant earlier turns as one system message (through inject_memory)."},
+    {S_PROFILE, "retrieval_model", T_STR, PRO(retrieval_model), "text-embedding-3-small", 0, 0,
+     "Embedding model asked for, on the profile's primary upstream."},
+    {S_PROFILE, "retrieval_timeout", T_DURATION, PRO(retrieval_timeout_ms), "30ms", 1, 10 * SEC,
+     "Time budget of a request's lookup: when the question's embedding is not back by then, "
+     "the request goes on without the relevance leg."},
+    {S_PROFILE, "retrieval_recent", T_INT, PRO(retrieval_recent), "10", 0, 1000,
+     "Recency leg: the caller's latest turns not in the request already."},
+    {S_PROFILE, "retrieval_importance", T_FRACTION, PRO(retrieval_importance), "0.85", 0, 0,
+     "Salience leg: turns whose importance is at least this."},
+    {S_PROFILE, "retrieval_similarity", T_FRACTION, PRO(retrieval_similarity), "0.655", 0, 0,
+     "Relevance leg: turns whose cosine similarity to the question is at least this."},
+    {S_PROFILE, "retrieval_relevant", T_INT, PRO(retrieval_relevant), "5", 0, 1000,
+     "Relevance leg: at most this many, the most similar."},
+    {S_PROFILE, "retrieval_scan", T_INT, PRO(retrieval_scan), "1000", 1, 100000,
+     "Candidates read per request: the caller's latest turns (with their embeddings)."},
+    {S_PROFILE, "retrieval_budget", T_INT, PRO(retrieval_budget), "500", 1, 1000000,
+     "Tokens the retrieved message may take (relevance kept first, then salience, then "
+     "recency); inject_memory's memory_budget applies too."},
 };
 
 struct cfg_list_section {
@@ -312,6 +334,15 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
         if (cfg_parse_bool(text, (int *)field) != 0)
             return snprintf(why, whylen, "must be true or false"), -1;
         return 0;
+    case T_FRACTION: {
+        char *end = NULL;
+        errno = 0;
+        double d = strtod(text, &end);
+        if (errno != 0 || end == text || *end != '\0' || !(d >= 0 && d <= 1))
+            return snprintf(why, whylen, "must be a number from 0 to 1"), -1;
+        *(double *)field = d;
+        return 0;
+    }
     case T_INT:
         rc = util_parse_ll(text, &v) == 0 ? 0 : -1;
         snprintf(why, whylen, "must be a whole number");
@@ -915,8 +946,8 @@ int cfg_parse_listen(const char *listen, char **host, int *port)
 
 void cfg_print_options(FILE *out)
 {
-    static const char *const types[] = {"string",   "integer", "bool", "size",
-                                        "duration", "list",    "level"};
+    static const char *const types[] = {"string",   "integer", "bool",  "size",
+                                        "duration", "list",    "level", "fraction"};
     static const char *const sections[] = {
         "",           "upstreams[].", "profiles[].", "auth.client_keys[].", "auth.admin_keys[].",
         "webhooks[]."};

@@ -60,6 +60,11 @@ struct cfg_profile {
     long summary_threshold; /* turns added to a running session that make a summary; 0 = none */
     int cache;              /* the exact-match answer cache (memory/cache.h) */
     long cache_ttl_ms;
+    int retrieval;             /* tri-hybrid retrieval (memory/recall.h) */
+    char *retrieval_model;     /* the embedding model */
+    long retrieval_timeout_ms; /* a request's lookup waits at most this long */
+    long retrieval_recent, retrieval_relevant, retrieval_scan, retrieval_budget;
+    double retrieval_importance, retrieval_similarity;
     /* Resolved by validation: indexes into cfg.upstreams, primary first. */
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;

@@ -71,6 +71,7 @@ struct memory_rec {
     int retry;  /* the window brought nothing new after a recorded reply: a retry, whose
                    reply replaces that one */
     int append; /* stored history mode: the messages are new, not a window */
+    int embed;  /* retrieval: its turns wait for their embedding */
     int reload; /* the entry must be read again before use */
 };
 
@@ -566,6 +567,15 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     pthread_mutex_unlock(&e->mu);
 }
 
+/* A batch of the rec's session; with retrieval, its turns are queued for their embedding. */
+static struct store_batch *memory_rec_batch(struct memory_rec *rec)
+{
+    struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
+    if (rec->embed)
+        store_batch_embed(b);
+    return b;
+}
+
 void memory_rec_request(struct memory_rec *rec)
 {
     struct memory *m = rec->rd->m;
@@ -573,7 +583,7 @@ void memory_rec_request(struct memory_rec *rec)
         return;
     rec->requested = 1;
     struct ws_entry *e = memory_rec_lock(rec);
-    struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
+    struct store_batch *b = memory_rec_batch(rec);
     if (!e->exists || memory_changes(e->user, rec->user) ||
         memory_changes(e->profile, rec->profile)) {
         store_batch_session(b, rec->user, rec->profile);
@@ -640,7 +650,7 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     struct ws_entry *e = rec->e;
     struct memory *m = rec->rd->m;
     pthread_mutex_lock(&e->mu);
-    struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
+    struct store_batch *b = memory_rec_batch(rec);
     size_t n = json_array_size(e->turns);
     json_t *last = n ? json_array_get(e->turns, n - 1) : NULL;
     int64_t turn_id = memory_reply_turn_id(rec, e);
@@ -844,6 +854,47 @@ void memory_cache_put(struct memory *m, const char *tenant, const char *user_id,
     store_submit(m->st, b, NULL, NULL, NULL);
 }
 
+int memory_recall_embedded(struct memory_reader *r, const char *tenant, const char *user_id,
+                           const char *session_id)
+{
+    return store_recall_embedded(r->sr, tenant, user_id, session_id);
+}
+
+void memory_recall(struct memory_reader *r, const char *tenant, const char *user_id,
+                   const char *session_id, size_t limit, struct recall_pick *p)
+{
+    store_recall(r->sr, tenant, user_id, session_id, limit, p);
+}
+
+json_t *memory_to_embed(struct memory_reader *r, int64_t now_ms, size_t limit)
+{
+    return store_to_embed(r->sr, now_ms, limit);
+}
+
+int64_t memory_embed_next(struct memory_reader *r)
+{
+    return store_embed_next(r->sr);
+}
+
+void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t n,
+                     struct event_base *base, memory_done_cb cb, void *arg)
+{
+    struct store_batch *b = store_batch_new("", NULL);
+    struct memory_report *r = memory_report_new(m, base, cb, arg);
+    for (size_t i = 0; i < n; i++) {
+        struct store_embedding e = {.sid = v[i].sid,
+                                    .seq = v[i].seq,
+                                    .model = v[i].model,
+                                    .text = v[i].text,
+                                    .vec = v[i].vec,
+                                    .dim = v[i].dim,
+                                    .error = v[i].error,
+                                    .retry_ms = v[i].retry_ms};
+        store_batch_embedding(b, &e);
+    }
+    store_submit(m->st, b, NULL, memory_reported, r);
+}
+
 json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit)
 {
     return store_idle_sessions(r->sr, before_ms, limit);
@@ -908,6 +959,7 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->messages = json_incref(p->messages);
     rec->turn_id = rec_turn_id(p->turn_id);
     rec->append = p->append;
+    rec->embed = p->embed;
     return rec;
 }
 

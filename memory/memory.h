@@ -40,6 +40,7 @@
 struct memory;
 struct memory_reader;
 struct memory_rec;
+struct recall_pick;
 
 struct memory_opts {
     const char *path;     /* the SQLite file */
@@ -78,6 +79,8 @@ struct memory_rec_params {
                          NULL when absent */
     int append;       /* stored history mode: the messages are all new (appended, each user
                          message opening a turn), not a window to reconcile */
+    int embed;        /* retrieval: the user and assistant turns written wait for their
+                         embedding (memory_to_embed()) */
 };
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
@@ -213,6 +216,35 @@ json_t *memory_cache_get(struct memory_reader *r, const char *key);
 /* Keep an answer for ttl_ms (written in the background; user_id may be NULL). */
 void memory_cache_put(struct memory *m, const char *tenant, const char *user_id, const char *key,
                       const char *content, const char *model, int64_t ttl_ms);
+
+/* ---- retrieval (recall.h) ---- */
+
+/* A lookup's scope is the user (user_id, or else the session's user; without one, the
+ * session). Whether some turn in it has an embedding (else relevance has nothing to compare:
+ * no need to wait for the question's); and offer p (recall.h) its latest limit user and
+ * assistant turns, newest first, with their embeddings. */
+int memory_recall_embedded(struct memory_reader *r, const char *tenant, const char *user_id,
+                           const char *session_id);
+void memory_recall(struct memory_reader *r, const char *tenant, const char *user_id,
+                   const char *session_id, size_t limit, struct recall_pick *p);
+/* Turns waiting for their embedding, due by now_ms: [{sid, seq, profile, text, attempts}];
+ * and when the next is due (-1: none waits). */
+json_t *memory_to_embed(struct memory_reader *r, int64_t now_ms, size_t limit);
+int64_t memory_embed_next(struct memory_reader *r);
+/* An embedder's outcome for one turn of memory_to_embed(). */
+struct memory_embedding {
+    int64_t sid, seq;  /* the row's */
+    const char *model; /* the embedding model */
+    const char *text;  /* the text embedded: kept only while the turn still reads so */
+    const float *vec;  /* dim floats (copied); or NULL with error (none will be made: the turn
+                          leaves the queue) or retry_ms (> 0: tried again then) */
+    size_t dim;
+    const char *error;
+    int64_t retry_ms;
+};
+/* Store the outcomes; cb(arg, ok) on base's thread once committed. */
+void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t n,
+                     struct event_base *base, memory_done_cb cb, void *arg);
 
 /* ---- session lifecycle and the webhook outbox ---- */
 

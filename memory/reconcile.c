@@ -35,13 +35,26 @@ int64_t rec_turn_id(json_t *v)
     return n >= 0 && !json_is_real(v) ? n : -1;
 }
 
-static double rec_importance(const char *role)
+static double rec_role_importance(const char *role)
 {
     if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0)
         return 0.3;
     if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)
         return 0.1;
     return 0.5;
+}
+
+/* A message's importance: its own (importance, or metadata.importance: a number from 0 to 1,
+ * e.g. a platform flagging what the caller must not be asked again), else its role's. */
+static double rec_importance(json_t *msg, const char *role)
+{
+    json_t *v = json_object_get(msg, "importance");
+    if (!json_is_number(v))
+        v = json_object_get(json_object_get(msg, "metadata"), "importance");
+    double d = json_number_value(v);
+    if (json_is_number(v) && d >= 0 && d <= 1)
+        return d;
+    return rec_role_importance(role);
 }
 
 /* Text of a message's content: a string as is; an array's text parts joined by "\n", the
@@ -111,7 +124,8 @@ json_t *rec_normalize(json_t *msg, int64_t now_ms)
         json_object_set_new(json_object_get(turn, "metadata"), "dropped_parts",
                             json_integer(dropped));
     json_object_set_new(turn, "timestamp", json_integer(ts > 0 ? ts : now_ms));
-    json_object_set_new(turn, "importance", json_real(rec_importance(json_string_value(role))));
+    json_object_set_new(turn, "importance",
+                        json_real(rec_importance(msg, json_string_value(role))));
     static const char *const copied[] = {"tool_calls", "tool_call_id", "name"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(copied); i++) {
         json_t *v = json_object_get(msg, copied[i]);

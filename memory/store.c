@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include "history.h"
+#include "recall.h"
 
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -75,6 +76,21 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "  model TEXT, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX answer_cache_user ON answer_cache(tenant, user_id);"
     "CREATE INDEX answer_cache_expires ON answer_cache(expires_ms);",
+    /* 8: retrieval (recall.h): the turns waiting for their embedding, the embeddings (gone
+     * with their turn); a user's sessions newest first without a sort */
+    "CREATE TABLE embed_queue ("
+    "  sid INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    "  attempts INTEGER NOT NULL DEFAULT 0, next_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (sid, seq),"
+    "  FOREIGN KEY (sid, seq) REFERENCES messages(sid, seq) ON DELETE CASCADE) WITHOUT ROWID;"
+    "CREATE INDEX embed_queue_due ON embed_queue(next_ms);"
+    "CREATE TABLE embeddings ("
+    "  sid INTEGER NOT NULL, seq INTEGER NOT NULL, model TEXT NOT NULL, vec BLOB, error TEXT,"
+    "  created_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (sid, seq),"
+    "  FOREIGN KEY (sid, seq) REFERENCES messages(sid, seq) ON DELETE CASCADE) WITHOUT ROWID;"
+    "DROP INDEX sessions_user;"
+    "CREATE INDEX sessions_user ON sessions(tenant, user_id, created_ms);",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -101,7 +117,8 @@ enum store_op_kind {
     STORE_OP_OUTBOX_RESULT,
     STORE_OP_OUTBOX_RETRY,
     STORE_OP_SUMMARY,
-    STORE_OP_CACHE_PUT
+    STORE_OP_CACHE_PUT,
+    STORE_OP_EMBEDDING
 };
 
 struct store_op {
@@ -109,6 +126,8 @@ struct store_op {
     json_t *data;
     char *a, *b; /* user_id, profile */
     uint64_t hash;
+    void *blob; /* an embedding's floats */
+    size_t blob_len;
 };
 
 struct store_batch {
@@ -120,6 +139,7 @@ struct store_batch {
     void *arg;
     int ok;
     int existing; /* the session must exist already: never created by this batch */
+    int embed;    /* its user and assistant turns wait for their embedding */
     struct store_batch *next;
 };
 
@@ -157,6 +177,11 @@ enum store_stmt {
     ST_SUMMARIZED,
     ST_SUMMARIZED_SEQ,
     ST_OUTBOX_SUMMARY,
+    ST_EMBED_QUEUE,
+    ST_EMBED_FORGET,
+    ST_EMBED_PUT,
+    ST_EMBED_DONE,
+    ST_EMBED_RETRY,
     ST_BEGIN,
     ST_COMMIT,
     ST_SAVEPOINT,
@@ -256,6 +281,18 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_OUTBOX_SUMMARY] = "UPDATE webhook_outbox SET payload = CASE WHEN ?3 IS NULL THEN payload "
                           "ELSE json_set(payload, '$.summary', ?3) END, next_ms = MIN(next_ms, ?4) "
                           "WHERE tenant = ?1 AND session_id = ?2 AND status = 'pending'",
+    [ST_EMBED_QUEUE] = "INSERT OR REPLACE INTO embed_queue(sid, seq, attempts, next_ms) "
+                       "SELECT sid, seq, 0, ?3 FROM messages WHERE sid = ?1 AND seq = ?2 "
+                       "AND role IN ('user', 'assistant') AND content <> ''",
+    [ST_EMBED_FORGET] = "DELETE FROM embeddings WHERE sid = ?1 AND seq = ?2",
+    /* only while the turn still reads as what was embedded (an interruption may have changed
+     * it meanwhile: it was queued again) */
+    [ST_EMBED_PUT] = "INSERT OR REPLACE INTO embeddings(sid, seq, model, vec, error, created_ms) "
+                     "SELECT sid, seq, ?3, ?4, ?5, ?6 FROM messages "
+                     "WHERE sid = ?1 AND seq = ?2 AND content = ?7",
+    [ST_EMBED_DONE] = "DELETE FROM embed_queue WHERE sid = ?1 AND seq = ?2",
+    [ST_EMBED_RETRY] = "UPDATE embed_queue SET attempts = attempts + 1, next_ms = ?3 "
+                       "WHERE sid = ?1 AND seq = ?2",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_SAVEPOINT] = "SAVEPOINT batch",
@@ -302,6 +339,13 @@ enum store_rstmt {
     RS_TO_SUMMARIZE,
     RS_RUNNING_TO_SUMMARIZE,
     RS_CACHE_GET,
+    RS_TO_EMBED,
+    RS_EMBED_NEXT,
+    RS_SESSION_USER,
+    RS_RECALL_USER, /* each *_USER statement is followed by its *_SESSION twin */
+    RS_RECALL_SESSION,
+    RS_EMBEDDED_USER,
+    RS_EMBEDDED_SESSION,
     RS__COUNT
 };
 
@@ -362,6 +406,25 @@ void store_batch_update(struct store_batch *b, json_t *update)
 void store_batch_replace(struct store_batch *b, json_t *turn)
 {
     store_batch_add(b, STORE_OP_REPLACE, turn);
+}
+
+void store_batch_embed(struct store_batch *b)
+{
+    b->embed = 1;
+}
+
+void store_batch_embedding(struct store_batch *b, const struct store_embedding *e)
+{
+    json_t *d = json_pack("{s:I, s:I, s:s, s:s, s:s?, s:I}", "sid", (json_int_t)e->sid, "seq",
+                          (json_int_t)e->seq, "model", e->model, "text", e->text, "error", e->error,
+                          "retry_ms", (json_int_t)e->retry_ms);
+    struct store_op *op = store_batch_add(b, STORE_OP_EMBEDDING, d);
+    json_decref(d);
+    if (e->vec != NULL && e->error == NULL && e->retry_ms == 0) {
+        op->blob_len = e->dim * sizeof(float);
+        op->blob = xmalloc(op->blob_len);
+        memcpy(op->blob, e->vec, op->blob_len);
+    }
 }
 
 void store_batch_existing(struct store_batch *b)
@@ -437,6 +500,7 @@ void store_batch_free(struct store_batch *b)
         json_decref(b->ops[i].data);
         free(b->ops[i].a);
         free(b->ops[i].b);
+        free(b->ops[i].blob);
     }
     free(b->ops);
     free(b->tenant);
@@ -864,6 +928,62 @@ static int store_exec_cache_put(struct store *st, const char *tenant, json_t *d)
 }
 
 /* The ops of batches that belong to no one session. */
+/* Bind ?1 sid, ?2 seq of a turn's statement. */
+static void store_bind_turn_key(sqlite3_stmt *s, int64_t sid, int64_t seq)
+{
+    sqlite3_bind_int64(s, 1, sid);
+    sqlite3_bind_int64(s, 2, seq);
+}
+
+/* A turn was written: an embedding of its earlier text is stale (changed), and a batch that
+ * wants embeddings queues it (ST_EMBED_QUEUE keeps to user and assistant turns with text). */
+static int store_embed_turn(struct store *st, struct store_batch *b, int64_t sid, json_t *turn,
+                            int changed)
+{
+    int64_t seq = json_integer_value(json_object_get(turn, "seq"));
+    sqlite3_stmt *s = st->stmt[ST_EMBED_FORGET];
+    if (changed) {
+        store_bind_turn_key(s, sid, seq);
+        if (store_step(st->db, s) != 0)
+            return -1;
+    }
+    if (!b->embed)
+        return 0;
+    s = st->stmt[ST_EMBED_QUEUE];
+    store_bind_turn_key(s, sid, seq);
+    sqlite3_bind_int64(s, 3, util_wall_ms());
+    return store_step(st->db, s);
+}
+
+/* An embedder's outcome for one turn: tried again later, or its embedding (or why none can
+ * be made) stored and the turn taken off the queue. */
+static int store_exec_embedding(struct store *st, struct store_op *op)
+{
+    json_t *d = op->data;
+    int64_t sid = json_integer_value(json_object_get(d, "sid"));
+    int64_t seq = json_integer_value(json_object_get(d, "seq"));
+    json_int_t retry = json_integer_value(json_object_get(d, "retry_ms"));
+    sqlite3_stmt *s = st->stmt[retry > 0 ? ST_EMBED_RETRY : ST_EMBED_PUT];
+    store_bind_turn_key(s, sid, seq);
+    if (retry > 0) {
+        sqlite3_bind_int64(s, 3, retry);
+        return store_step(st->db, s);
+    }
+    store_bind_text(s, 3, json_object_get(d, "model"));
+    if (op->blob != NULL)
+        sqlite3_bind_blob(s, 4, op->blob, (int)op->blob_len, SQLITE_STATIC);
+    store_bind_text(s, 5, json_object_get(d, "error"));
+    sqlite3_bind_int64(s, 6, util_wall_ms());
+    store_bind_text(s, 7, json_object_get(d, "text"));
+    if (store_step(st->db, s) != 0)
+        return -1;
+    if (sqlite3_changes(st->db) == 0)
+        return 0; /* changed or gone meanwhile: it stays queued (or went with its turn) */
+    s = st->stmt[ST_EMBED_DONE];
+    store_bind_turn_key(s, sid, seq);
+    return store_step(st->db, s);
+}
+
 static int store_exec_global(struct store *st, struct store_batch *b, struct store_op *op)
 {
     switch (op->kind) {
@@ -877,6 +997,8 @@ static int store_exec_global(struct store *st, struct store_batch *b, struct sto
         return store_exec_summary(st, b->tenant, op->data);
     case STORE_OP_CACHE_PUT:
         return store_exec_cache_put(st, b->tenant, op->data);
+    case STORE_OP_EMBEDDING:
+        return store_exec_embedding(st, op);
     default:
         return store_exec_outbox(st, b->tenant, op);
     }
@@ -924,7 +1046,14 @@ static int store_exec_op(struct store *st, struct store_batch *b, int64_t sid, s
         break;
     }
     sqlite3_bind_int64(s, 1, sid);
-    return store_step(st->db, s);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    if (op->kind != STORE_OP_INSERT && op->kind != STORE_OP_UPDATE && op->kind != STORE_OP_REPLACE)
+        return 0;
+    int written = sqlite3_changes(st->db) > 0; /* an insert repeated is skipped */
+    if (!written)
+        return 0;
+    return store_embed_turn(st, b, sid, op->data, op->kind != STORE_OP_INSERT);
 }
 
 static int store_sql_exec(sqlite3 *db, const char *sql)
@@ -1268,6 +1397,25 @@ static const char *const store_rsql[RS__COUNT] = {
                                 "AND user_id IS NOT NULL AND profile = ?1) "
                                 "WHERE last - summarized_seq >= ?2 LIMIT ?3",
     [RS_CACHE_GET] = "SELECT content, model FROM answer_cache WHERE key = ?1 AND expires_ms > ?2",
+    [RS_TO_EMBED] = "SELECT q.sid, q.seq, s.profile, m.content, q.attempts FROM embed_queue q "
+                    "JOIN messages m ON m.sid = q.sid AND m.seq = q.seq "
+                    "JOIN sessions s ON s.sid = q.sid WHERE q.next_ms <= ?1 "
+                    "ORDER BY q.next_ms LIMIT ?2",
+    [RS_EMBED_NEXT] = "SELECT MIN(next_ms) FROM embed_queue",
+    [RS_SESSION_USER] = "SELECT user_id FROM sessions WHERE tenant = ?1 AND id = ?2",
+/* A caller's latest turns, newest first: sessions by creation (an index walk), turns by seq. */
+#define STORE_RECALL_SQL(where)                                                                    \
+    "SELECT m.sid, m.seq, m.role, m.content, m.timestamp_ms, m.importance, e.vec "                 \
+    "FROM sessions s JOIN messages m ON m.sid = s.sid "                                            \
+    "LEFT JOIN embeddings e ON e.sid = m.sid AND e.seq = m.seq "                                   \
+    "WHERE " where " AND m.role IN ('user', 'assistant') AND m.content <> '' "                     \
+    "ORDER BY s.created_ms DESC, m.seq DESC LIMIT ?3"
+    [RS_RECALL_USER] = STORE_RECALL_SQL("s.tenant = ?1 AND s.user_id = ?2"),
+    [RS_RECALL_SESSION] = STORE_RECALL_SQL("s.tenant = ?1 AND s.id = ?2"),
+    [RS_EMBEDDED_USER] = "SELECT 1 FROM sessions s JOIN embeddings e ON e.sid = s.sid "
+                         "WHERE s.tenant = ?1 AND s.user_id = ?2 AND e.vec IS NOT NULL LIMIT 1",
+    [RS_EMBEDDED_SESSION] = "SELECT 1 FROM sessions s JOIN embeddings e ON e.sid = s.sid "
+                            "WHERE s.tenant = ?1 AND s.id = ?2 AND e.vec IS NOT NULL LIMIT 1",
 };
 
 static int store_reader_prepare(struct store_reader *r)
@@ -1466,28 +1614,41 @@ json_t *store_deliveries(struct store_reader *r, const struct store_delivery_que
     return store_page(s, "deliveries", names, (int)UTIL_ARRAY_LEN(names), 0, q->limit);
 }
 
-json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit)
+/* A queue's rows due by now_ms (?1), at most limit (?2), as objects of names. */
+static json_t *store_due(struct store_reader *r, enum store_rstmt which, const char *const *names,
+                         int n, int64_t now_ms, size_t limit)
 {
-    static const char *const names[] = {"id",  "notice_id", "tenant",  "session_id",
-                                        "url", "event",     "payload", "attempts"};
     json_t *out = json_array();
-    sqlite3_stmt *s = r->stmt[RS_OUTBOX_DUE];
+    sqlite3_stmt *s = r->stmt[which];
     sqlite3_bind_int64(s, 1, now_ms);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
+        json_array_append_new(out, store_row(s, names, n, 0));
     store_rdone(s);
     return out;
 }
 
-int64_t store_outbox_next(struct store_reader *r)
+/* A queue's next due time (a MIN() statement), or -1 when it is empty. */
+static int64_t store_next(struct store_reader *r, enum store_rstmt which)
 {
-    sqlite3_stmt *s = r->stmt[RS_OUTBOX_NEXT];
+    sqlite3_stmt *s = r->stmt[which];
     int64_t next = -1;
     if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_INTEGER)
         next = sqlite3_column_int64(s, 0);
     store_rdone(s);
     return next;
+}
+
+json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit)
+{
+    static const char *const names[] = {"id",  "notice_id", "tenant",  "session_id",
+                                        "url", "event",     "payload", "attempts"};
+    return store_due(r, RS_OUTBOX_DUE, names, (int)UTIL_ARRAY_LEN(names), now_ms, limit);
+}
+
+int64_t store_outbox_next(struct store_reader *r)
+{
+    return store_next(r, RS_OUTBOX_NEXT);
 }
 
 json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t limit)
@@ -1543,4 +1704,67 @@ json_t *store_cache_get(struct store_reader *r, const char *key, int64_t now_ms)
         out = store_row(s, names, 2, 0);
     store_rdone(s);
     return out;
+}
+
+json_t *store_to_embed(struct store_reader *r, int64_t now_ms, size_t limit)
+{
+    static const char *const names[] = {"sid", "seq", "profile", "text", "attempts"};
+    return store_due(r, RS_TO_EMBED, names, (int)UTIL_ARRAY_LEN(names), now_ms, limit);
+}
+
+int64_t store_embed_next(struct store_reader *r)
+{
+    return store_next(r, RS_EMBED_NEXT);
+}
+
+/* The user of a session, or NULL (new). */
+static char *store_session_user(struct store_reader *r, const char *tenant, const char *id)
+{
+    sqlite3_stmt *s = r->stmt[RS_SESSION_USER];
+    char *user = NULL;
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_TEXT)
+        user = xstrdup((const char *)sqlite3_column_text(s, 0));
+    store_rdone(s);
+    return user;
+}
+
+/* The scope of a lookup: ?1 tenant, ?2 the user (or, without one, the session). */
+static sqlite3_stmt *store_recall_scope(struct store_reader *r, enum store_rstmt by_user,
+                                        const char *tenant, const char *user_id,
+                                        const char *session_id, char **user)
+{
+    *user = user_id ? xstrdup(user_id) : store_session_user(r, tenant, session_id);
+    sqlite3_stmt *s = r->stmt[*user ? by_user : by_user + 1];
+    sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, *user ? *user : session_id, -1, SQLITE_STATIC);
+    return s;
+}
+
+int store_recall_embedded(struct store_reader *r, const char *tenant, const char *user_id,
+                          const char *session_id)
+{
+    char *user;
+    sqlite3_stmt *s = store_recall_scope(r, RS_EMBEDDED_USER, tenant, user_id, session_id, &user);
+    int found = sqlite3_step(s) == SQLITE_ROW;
+    store_rdone(s);
+    free(user);
+    return found;
+}
+
+void store_recall(struct store_reader *r, const char *tenant, const char *user_id,
+                  const char *session_id, size_t limit, struct recall_pick *p)
+{
+    char *user;
+    sqlite3_stmt *s = store_recall_scope(r, RS_RECALL_USER, tenant, user_id, session_id, &user);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        recall_pick_offer(p, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                          (const char *)sqlite3_column_text(s, 2),
+                          (const char *)sqlite3_column_text(s, 3), sqlite3_column_int64(s, 4),
+                          sqlite3_column_double(s, 5), sqlite3_column_blob(s, 6),
+                          (size_t)sqlite3_column_bytes(s, 6));
+    store_rdone(s);
+    free(user);
 }

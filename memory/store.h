@@ -32,8 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
+struct recall_pick;
 struct store;
 struct store_batch;
 struct store_reader;
@@ -113,6 +114,21 @@ void store_batch_cache_put(struct store_batch *b, json_t *entry);
 /* Make a failed (or pending) delivery due now with its tries counted afresh; the batch fails
  * when the tenant has no such undelivered notice. */
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
+/* Retrieval: this batch's user and assistant turns (inserted, or changed: their embedding is
+ * then dropped) are queued for the embedder (store_to_embed()). */
+void store_batch_embed(struct store_batch *b);
+/* An embedder's outcome for one queued turn (in a batch of tenant "", session NULL). */
+struct store_embedding {
+    int64_t sid, seq;  /* the turn (store_to_embed()'s row) */
+    const char *model; /* the embedding model */
+    const char *text;  /* the text embedded: stored only while the turn still reads so */
+    const float *vec;  /* dim floats, copied; or NULL with error (no embedding will be made:
+                          the turn leaves the queue) or retry_ms (> 0: try again then) */
+    size_t dim;
+    const char *error;
+    int64_t retry_ms;
+};
+void store_batch_embedding(struct store_batch *b, const struct store_embedding *e);
 size_t store_batch_ops(const struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
@@ -179,6 +195,18 @@ json_t *store_running_to_summarize(struct store_reader *r, const char *profile, 
 
 /* The cached answer under key that has not expired: {content, model}, or NULL. */
 json_t *store_cache_get(struct store_reader *r, const char *key, int64_t now_ms);
+
+/* Turns waiting for their embedding, due by now_ms, the longest waiting first:
+ * [{sid, seq, profile, text, attempts}]. And when the next is due (-1: none waits). */
+json_t *store_to_embed(struct store_reader *r, int64_t now_ms, size_t limit);
+int64_t store_embed_next(struct store_reader *r);
+/* Retrieval's scope is the user (user_id, or else the session's user; without one, the
+ * session). Whether some turn in it has an embedding; and offer p its latest limit user and
+ * assistant turns, newest first, with their embeddings. */
+int store_recall_embedded(struct store_reader *r, const char *tenant, const char *user_id,
+                          const char *session_id);
+void store_recall(struct store_reader *r, const char *tenant, const char *user_id,
+                  const char *session_id, size_t limit, struct recall_pick *p);
 
 /* RUNNING sessions not updated since before_ms, the longest idle first: [{tenant, id,
  * profile}]. */

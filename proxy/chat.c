@@ -1,8 +1,11 @@
 #include "chat.h"
 
 #include "chatreq.h"
+#include "embedder.h"
 #include "log.h"
+#include "lookup.h"
 #include "memory.h"
+#include "recall.h"
 #include "relay.h"
 #include "reply.h"
 #include "respond.h"
@@ -10,6 +13,7 @@
 #include "session.h"
 #include "summarizer.h"
 #include "tx.h"
+#include "upstream.h"
 #include "util.h"
 
 #include <event2/keyvalq_struct.h>
@@ -23,8 +27,15 @@ struct chat {
     struct event *rec_ev;   /* records the request once the upstream transfer has started */
     struct relay *relay;    /* while its end waits for a commit */
     const struct cfg_profile *prof;
-    const char *tenant;             /* the client key's (the config's string) */
-    char *user;                     /* the user id, kept when the answer may be cached */
+    const char *tenant; /* the client key's (the config's string) */
+    char *user;         /* the request's user id, or NULL */
+    enum metrics_route route;
+    uint64_t t_start;
+    char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
+    struct lookup *lookup;          /* the question's embedding on its way */
+    struct evhttp_request *waiting; /* the request, while the lookup runs */
+    float *query;                   /* the question's embedding, or NULL */
+    size_t qdim;
     char cache_key[65];             /* set when the turn may be answered from the cache */
     struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
     char *hit_text;
@@ -39,6 +50,9 @@ static void chat_unref(struct chat *c)
     if (c->rec_ev)
         event_free(c->rec_ev);
     memory_rec_free(c->rec);
+    lookup_cancel(c->lookup);
+    free(c->recall_sid);
+    free(c->query);
     free(c->user);
     free(c->hit_text);
     chatreq_clear(&c->creq);
@@ -88,6 +102,8 @@ static void chat_committed(void *arg, int ok)
         relay_finish(r);
         if (c->prof->summarize && c->prof->summary_threshold > 0) /* a turn more to count */
             summarizer_wake(server_summarizer(c->w->srv));
+        if (c->prof->retrieval) /* turns to embed */
+            embedder_wake(server_embedder(c->w->srv));
     } else {
         struct apierr e;
         log_error("a turn could not be stored; ending the response with an error");
@@ -207,7 +223,6 @@ static int chat_is_system(json_t *m)
 static int chat_session(struct chat *c, struct evhttp_request *req, const struct route_ctx *rc,
                         const struct cfg_profile *prof, struct session_ids *ids, struct apierr *e)
 {
-    static const struct timeval zero = {0, 0};
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     struct session_input si = {.h_session = evhttp_find_header(in, "X-Session-Id"),
                                .h_user = evhttp_find_header(in, "X-User-Id"),
@@ -230,10 +245,10 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                       .profile = prof->name,
                                       .messages = c->creq.messages,
                                       .turn_id = json_object_get(c->creq.body, "turn_id"),
-                                      .append = chat_stored_mode(prof)};
+                                      .append = chat_stored_mode(prof),
+                                      .embed = prof->retrieval};
         c->rec = memory_rec_new(c->w->reader, &p);
-        c->rec_ev = evtimer_new(c->w->base, chat_record_cb, c);
-        evtimer_add(c->rec_ev, &zero); /* runs after relay_start() has started the transfer */
+        c->rec_ev = evtimer_new(c->w->base, chat_record_cb, c); /* armed by chat_forward() */
     }
     session_strip(c->creq.body, &c->w->cfg->session_id_fields);
     return 0;
@@ -262,11 +277,36 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
 }
 
 /* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
+/* The retrieved turns' system message, put last among the injected ones; *n gets how many
+ * turns it holds. */
+static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_context *mc,
+                                  size_t *n)
+{
+    const struct cfg_profile *p = c->prof;
+    struct recall_opts o = {.recent = (size_t)p->retrieval_recent,
+                            .importance = p->retrieval_importance,
+                            .similarity = p->retrieval_similarity,
+                            .relevant = (size_t)p->retrieval_relevant,
+                            .budget_tokens = (size_t)p->retrieval_budget};
+    struct recall_stats st;
+    struct recall_pick *pick = recall_pick_new(&o, c->query, c->qdim, msgs);
+    memory_recall(c->w->reader, c->tenant, c->user, c->recall_sid, (size_t)p->retrieval_scan, pick);
+    json_t *m = recall_pick_message(pick, &st);
+    recall_pick_free(pick);
+    *n = st.injected;
+    if (m == NULL)
+        return;
+    if (mc->inject == NULL)
+        mc->inject = json_array();
+    json_array_append_new(mc->inject, m);
+}
+
 static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
-                                const struct cfg_profile *prof, const char *user_id, size_t *len)
+                                const struct cfg_profile *prof, size_t *len)
 {
     struct memory_context mc = {0};
-    size_t history_n = 0;
+    size_t history_n = 0, recalled = 0;
+    const char *user_id = c->user;
     /* the session's runtime params and injected memory (from the working set; a cold
      * session is read once), and its history when the profile keeps it */
     if (c->rec != NULL)
@@ -274,17 +314,19 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
     json_t *up = chatreq_upstream(&c->creq, prof->model);
     chatreq_apply_params(up, mc.params);
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
+    if (c->recall_sid != NULL)
+        chat_recalled_message(c, msgs, &mc, &recalled);
     struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = user_id};
     tx_run(&tx, msgs);
     json_object_set_new(up, "messages", msgs);
     if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
         c->cache_key[0] = '\0'; /* it depends on earlier context */
-    if (c->cache_key[0] != '\0' && user_id != NULL)
-        c->user = xstrdup(user_id);
     if (prof->context_header) {
-        char v[128];
-        snprintf(v, sizeof(v), "messages=%zu; history=%zu; trimmed=%zu; injected=%zu",
-                 json_array_size(msgs), history_n, tx.trimmed, tx.injected);
+        char v[160];
+        int k = snprintf(v, sizeof(v), "messages=%zu; history=%zu; trimmed=%zu; injected=%zu",
+                         json_array_size(msgs), history_n, tx.trimmed, tx.injected);
+        if (prof->retrieval)
+            snprintf(v + k, sizeof(v) - (size_t)k, "; recalled=%zu", recalled);
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
     }
     char *body = chatreq_dump(up, len);
@@ -351,6 +393,60 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
     return 1;
 }
 
+/* Build the upstream request and send it (or answer from the cache). The chat is taken. */
+static void chat_forward(struct chat *c, struct evhttp_request *req)
+{
+    static const struct timeval zero = {0, 0};
+    struct relay_params p = {.profile = c->prof,
+                             .path = "/chat/completions",
+                             .stream = c->creq.stream,
+                             .route = c->route,
+                             .t_start = c->t_start};
+    p.body = chat_upstream_body(c, req, c->prof, &p.body_len);
+    if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
+        free(p.body);
+        return;
+    }
+    if (c->rec_ev != NULL) /* runs after relay_start() has started the transfer */
+        evtimer_add(c->rec_ev, &zero);
+    relay_start(c->w, req, &p, &chat_hooks, c);
+}
+
+/* The lookup is over (query NULL: late or failed): the request goes on. */
+static void chat_looked_up(void *arg, float *query, size_t dim)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    struct evhttp_request *req = c->waiting;
+    c->lookup = NULL;
+    c->waiting = NULL;
+    c->query = query;
+    c->qdim = dim;
+    chat_forward(c, req);
+    server_release(w); /* after: the relay now keeps a drain waiting */
+}
+
+/* Retrieval (its candidates are read when the upstream body is built): when some earlier
+ * turn of the caller has an embedding, the question's is asked for and the request waits for
+ * it (1), at most the profile's retrieval_timeout. Without any, relevance could find nothing:
+ * no wait (0). */
+static int chat_recall(struct chat *c, struct evhttp_request *req, const char *session_id)
+{
+    if (!c->prof->retrieval || c->rec == NULL)
+        return 0;
+    c->recall_sid = xstrdup(session_id);
+    if (!memory_recall_embedded(c->w->reader, c->tenant, c->user, session_id))
+        return 0;
+    char *question = recall_query_text(c->creq.messages);
+    if (question == NULL)
+        return 0;
+    c->waiting = req;
+    server_hold(c->w); /* a draining worker waits for the request to go on */
+    c->lookup = lookup_start(c->w, c->prof, question, chat_looked_up, c);
+    free(question);
+    return 1;
+}
+
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
 {
     struct apierr e;
@@ -361,6 +457,8 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     c->w = w;
     c->refs = 1;
     c->reply = reply_create();
+    c->route = rc->route;
+    c->t_start = rc->t_start;
 
     if (rc->body == NULL) {
         apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
@@ -373,19 +471,14 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
         goto fail;
     c->prof = prof;
     c->tenant = rc->tenant;
-
-    struct relay_params p = {.profile = prof,
-                             .path = "/chat/completions",
-                             .stream = c->creq.stream,
-                             .route = rc->route,
-                             .t_start = rc->t_start};
-    p.body = chat_upstream_body(c, req, prof, ids.user_id, &p.body_len);
-    session_ids_clear(&ids);
-    if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
-        free(p.body);
+    c->user = ids.user_id ? xstrdup(ids.user_id) : NULL;
+    if (chat_recall(c, req, ids.session_id)) {
+        session_ids_clear(&ids);
+        upstream_kick(w->up); /* the lookup's request on the wire now (it may end inside) */
         return;
     }
-    relay_start(w, req, &p, &chat_hooks, c);
+    session_ids_clear(&ids);
+    chat_forward(c, req);
     return;
 fail:
     session_ids_clear(&ids);

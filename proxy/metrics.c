@@ -37,6 +37,9 @@ struct metrics {
     _Atomic uint64_t fallbacks;
     _Atomic uint64_t disconnects;
     _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
+    _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
+    struct metrics_hist recall_wait;
+    _Atomic uint64_t embeds[METRICS_EMBED__COUNT];
 };
 
 /* Single writer per set: a relaxed load and store is enough and needs no locked instruction. */
@@ -113,6 +116,17 @@ void metrics_client_disconnect(struct metrics *m)
 void metrics_hook(struct metrics *m, enum metrics_hook outcome)
 {
     metrics_add(&m->hooks[outcome], 1);
+}
+
+void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us)
+{
+    metrics_add(&m->recalls[outcome], 1);
+    metrics_observe(&m->recall_wait, waited_us);
+}
+
+void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
+{
+    metrics_add(&m->embeds[outcome], n);
 }
 
 /* ---- rendering ---- */
@@ -224,6 +238,21 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
         metrics_printf(
             o, "memproxy_webhook_tries_total{result=\"%s\"} %llu\n", hook_names[h],
             (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, hooks[h])));
+    static const char *const recall_names[METRICS_RECALL__COUNT] = {"ready", "late", "failed"};
+    metrics_printf(o, "# HELP memproxy_recall_lookups_total Retrieval lookups by outcome of the "
+                      "question's embedding.\n"
+                      "# TYPE memproxy_recall_lookups_total counter\n");
+    for (size_t r = 0; r < METRICS_RECALL__COUNT; r++)
+        metrics_printf(
+            o, "memproxy_recall_lookups_total{result=\"%s\"} %llu\n", recall_names[r],
+            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, recalls[r])));
+    static const char *const embed_names[METRICS_EMBED__COUNT] = {"stored", "retry", "failed"};
+    metrics_printf(o, "# HELP memproxy_embeddings_total Stored turns' embeddings by outcome.\n"
+                      "# TYPE memproxy_embeddings_total counter\n");
+    for (size_t e = 0; e < METRICS_EMBED__COUNT; e++)
+        metrics_printf(
+            o, "memproxy_embeddings_total{result=\"%s\"} %llu\n", embed_names[e],
+            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, embeds[e])));
 }
 
 static void metrics_render_memory(struct metrics_out *o, const struct memory_stats *m)
@@ -261,6 +290,9 @@ char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_
                         "memproxy_added_latency_seconds",
                         "Time memproxy itself spends on a request, upstream time excluded.");
     metrics_render_misc(&o, sets, n);
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, recall_wait),
+                        "memproxy_recall_wait_seconds",
+                        "Time a request waited for its retrieval lookup.");
     metrics_render_memory(&o, mem);
     *len = o.len;
     return o.buf;

@@ -14,6 +14,9 @@
  *   memproxy_upstream_fallbacks_total               counter
  *   memproxy_client_disconnects_total               counter
  *   memproxy_webhook_tries_total{result}            counter (delivered, retry, failed)
+ *   memproxy_recall_lookups_total{result}           counter (ready, late, failed)
+ *   memproxy_recall_wait_seconds                    histogram (a request's wait for its lookup)
+ *   memproxy_embeddings_total{result}               counter (stored, retry, failed)
  */
 #ifndef MEMPROXY_METRICS_H
 #define MEMPROXY_METRICS_H
@@ -39,6 +42,20 @@ enum metrics_hook {
     METRICS_HOOK__COUNT
 };
 
+enum metrics_recall {
+    METRICS_RECALL_READY,  /* the question's embedding came within the time budget */
+    METRICS_RECALL_LATE,   /* the budget passed: no relevance leg */
+    METRICS_RECALL_FAILED, /* the upstream failed or answered something else */
+    METRICS_RECALL__COUNT
+};
+
+enum metrics_embed {
+    METRICS_EMBED_STORED, /* a turn's embedding stored */
+    METRICS_EMBED_RETRY,  /* the upstream failed: tried again later */
+    METRICS_EMBED_FAILED, /* none will be made (kept with its reason) */
+    METRICS_EMBED__COUNT
+};
+
 enum metrics_failure {
     METRICS_FAIL_UNREACHABLE,
     METRICS_FAIL_TIMEOUT,
@@ -61,6 +78,8 @@ void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
 void metrics_fallback(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
 void metrics_hook(struct metrics *m, enum metrics_hook outcome);
+void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us);
+void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n);
 
 /* The Prometheus text for the sum of sets[0..n) and the memory's counters; caller frees. */
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,

@@ -8,6 +8,7 @@
 #include "relay.h"
 #include "routes.h"
 #include "summarizer.h"
+#include "embedder.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -33,6 +34,7 @@ struct server {
     struct memory *mem;
     struct hook *hooks;            /* on workers[0] */
     struct summarizer *summarizer; /* on workers[0] */
+    struct embedder *embedder;     /* on workers[0] */
     size_t nworkers;
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
@@ -144,6 +146,7 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
     if (cfg->nwebhooks > 0)
         srv->hooks = hook_create(&srv->workers[0]);
     srv->summarizer = summarizer_create(&srv->workers[0]);
+    srv->embedder = embedder_create(&srv->workers[0]);
     srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
     return srv;
 }
@@ -156,6 +159,11 @@ struct hook *server_hooks(const struct server *srv)
 struct summarizer *server_summarizer(const struct server *srv)
 {
     return srv->summarizer;
+}
+
+struct embedder *server_embedder(const struct server *srv)
+{
+    return srv->embedder;
 }
 
 int server_port(const struct server *srv)
@@ -334,6 +342,8 @@ void server_destroy(struct server *srv)
     srv->hooks = NULL;
     summarizer_destroy(srv->summarizer);
     srv->summarizer = NULL;
+    embedder_destroy(srv->embedder);
+    srv->embedder = NULL;
     for (size_t i = 0; i < srv->nworkers; i++) {
         lifecycle_destroy(srv->workers[i].lifecycle);
         srv->workers[i].lifecycle = NULL;

@@ -32,6 +32,7 @@ struct memory;
 struct memory_reader;
 struct hook;
 struct summarizer;
+struct embedder;
 struct lifecycle;
 
 struct worker {
@@ -66,10 +67,11 @@ int server_run(struct server *srv);
 /* The port actually bound (useful with port 0). */
 int server_port(const struct server *srv);
 
-/* The webhook deliverer and the summarizer (both run on the first worker), or NULL when not
- * configured. */
+/* The webhook deliverer, the summarizer and the embedder (all run on the first worker), or
+ * NULL when not configured. */
 struct hook *server_hooks(const struct server *srv);
 struct summarizer *server_summarizer(const struct server *srv);
+struct embedder *server_embedder(const struct server *srv);
 
 /* Every worker's metrics set, for a scrape; *n gets the count. */
 struct metrics *const *server_metrics(const struct server *srv, size_t *n);

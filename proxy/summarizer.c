@@ -1,5 +1,6 @@
 #include "summarizer.h"
 
+#include "fetch.h"
 #include "hook.h"
 #include "log.h"
 #include "memory.h"
@@ -8,7 +9,6 @@
 #include "upstream.h"
 #include "util.h"
 
-#include <event2/buffer.h>
 #include <event2/event.h>
 #include <string.h>
 
@@ -21,12 +21,8 @@ struct summarizer_job {
     struct summarizer *s;
     char *tenant, *id, *user;
     json_int_t from_ms, to_ms;
-    json_int_t seq; /* a running session's pass: its last turn; 0 for a stopped session */
-    char *body;
-    struct upstream_xfer *x;
-    long status;
-    struct evbuffer *answer;
-    int overflow;
+    json_int_t seq;   /* a running session's pass: its last turn; 0 for a stopped session */
+    struct fetch *fx; /* the summary request while it runs */
 };
 
 struct summarizer {
@@ -48,8 +44,6 @@ static void summarizer_job_free(struct summarizer_job *j)
             break;
         }
     }
-    evbuffer_free(j->answer);
-    free(j->body);
     free(j->tenant);
     free(j->id);
     free(j->user);
@@ -76,18 +70,17 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
                   mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
     if (j->seq > 0)
         json_object_set_new(outcome, "seq", json_integer(j->seq));
-    j->x = NULL;
+    j->fx = NULL;
     server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
     memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
     json_decref(outcome);
 }
 
 /* The summary in an OpenAI chat completion, or NULL (logged). */
-static json_t *summarizer_read(struct summarizer_job *j)
+static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_t len)
 {
     char err[256];
-    size_t len = evbuffer_get_length(j->answer);
-    json_t *resp = json_loadb((const char *)evbuffer_pullup(j->answer, -1), len, 0, NULL);
+    json_t *resp = json_loadb(body, len, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
     const char *text = json_string_value(json_object_get(msg, "content"));
     json_t *mem = NULL;
@@ -101,42 +94,18 @@ static json_t *summarizer_read(struct summarizer_job *j)
     return mem;
 }
 
-static int summarizer_on_head(void *arg, long status, const char *ctype)
-{
-    struct summarizer_job *j = arg;
-    (void)ctype;
-    j->status = status;
-    return 0;
-}
-
-static enum upstream_body_rc summarizer_on_body(void *arg, const char *data, size_t len)
-{
-    struct summarizer_job *j = arg;
-    if (evbuffer_get_length(j->answer) + len > SUMMARIZER_MAX_RESPONSE) {
-        j->overflow = 1;
-        return UPSTREAM_BODY_ABORT;
-    }
-    evbuffer_add(j->answer, data, len);
-    return UPSTREAM_BODY_OK;
-}
-
-static void summarizer_on_done(void *arg, enum upstream_result res, const char *detail)
+static void summarizer_answered(void *arg, long status, const char *body, size_t len,
+                                const char *err)
 {
     struct summarizer_job *j = arg;
     json_t *mem = NULL;
-    if (res == UPSTREAM_OK && j->status >= 200 && j->status < 300)
-        mem = summarizer_read(j);
+    if (*err == '\0' && status >= 200 && status < 300)
+        mem = summarizer_read(j, body, len);
     else
         log_warn("session %s: summary not made: upstream %s (HTTP %ld)", j->id,
-                 j->overflow ? "answer too large"
-                 : *detail   ? detail
-                             : "failed",
-                 j->status);
+                 *err ? err : "failed", status);
     summarizer_finish(j, mem);
 }
-
-static const struct upstream_handler summarizer_handler = {summarizer_on_head, summarizer_on_body,
-                                                           summarizer_on_done};
 
 /* The model to ask: the profile's summarizer_model, its model, else "" (memory picks). */
 static const char *summarizer_model(const struct cfg_profile *p)
@@ -167,7 +136,6 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->from_ms = json_integer_value(json_object_get(row, "created_ms"));
     j->seq = json_integer_value(json_object_get(row, "seq"));
     j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
-    j->answer = evbuffer_new();
     s->inflight[s->ninflight++] = j;
     json_t *body = p && p->summarize && user
                        ? memory_summary_request(s->w->reader, j->tenant, j->id, user,
@@ -177,13 +145,14 @@ static void summarizer_start(struct summarizer *s, json_t *row)
         summarizer_finish(j, NULL);
         return;
     }
-    j->body = json_dumps(body, JSON_COMPACT);
+    char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     struct upstream_request rq = {.target = &s->w->cfg->upstreams[p->chain[0]],
                                   .path = "/chat/completions",
-                                  .body = j->body,
-                                  .body_len = strlen(j->body)};
-    j->x = upstream_start(s->w->up, &rq, &summarizer_handler, j);
+                                  .body = text,
+                                  .body_len = strlen(text)};
+    j->fx = fetch_start(s->w->up, &rq, SUMMARIZER_MAX_RESPONSE, summarizer_answered, j);
+    free(text);
 }
 
 /* Start the rows' summaries that are not on their way already, within the in-flight cap. */
@@ -260,7 +229,7 @@ void summarizer_destroy(struct summarizer *s)
      * sessions stay waiting and are summarized after the next start. */
     while (s->ninflight > 0) {
         struct summarizer_job *j = s->inflight[0];
-        upstream_cancel(j->x);
+        fetch_cancel(j->fx);
         summarizer_job_free(j);
     }
     task_destroy(s->task);

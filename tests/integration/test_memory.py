@@ -246,5 +246,151 @@ class Cache(unittest.TestCase):
         self.assertEqual(self.ask("c7", q)[0], "miss")
 
 
+
+RETRIEVAL = """
+auth:
+  admin_keys: [admin]
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - name: default
+    upstream: mock
+    retrieval: true
+    retrieval_model: mock-embed
+    retrieval_timeout: %s
+"""
+
+GATE = "The gate code for the north warehouse is 4417."
+ALLERGY = "I am allergic to penicillin."
+
+
+class Retrieval(unittest.TestCase):
+    """Tri-hybrid retrieval: recency, salience (importance >= 0.85) and relevance (cosine of the
+    mock's word vectors >= 0.655) over a caller's earlier turns, as one system message."""
+
+    def start(self, budget):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(RETRIEVAL % budget, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+        self.mock.config(embed_words=True, reply="Noted.")
+        self.db = sqlite3.connect(self.mp.db_path)
+        self.addCleanup(self.db.close)
+
+    def count(self, sql):
+        return self.db.execute(sql).fetchone()[0]
+
+    def first_call(self, user, gate=GATE):
+        """Session 1 of user: the gate code first, a flagged allergy, then small talk: 12
+        turns, each request carrying the window so far as a voice platform does."""
+        window = []
+        said = [gate, "Can you tell me the weather for Monday?", "What about Tuesday?",
+                {"content": ALLERGY, "importance": 0.9}] + \
+            ["Tell me a fact about day %d of the month." % d for d in range(1, 9)]
+        for text in said:
+            msg = {"role": "user"}
+            msg.update(text if isinstance(text, dict) else {"content": text})
+            window.append(msg)
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "session_id": user + "-call-1", "user_id": user,
+                "messages": window})
+            self.assertEqual(status, 200, out)
+            window.append({"role": "assistant", "content": "Noted."})
+        # every user and assistant turn gets its embedding in the background
+        wait_for(lambda: self.count("SELECT COUNT(*) FROM embeddings e JOIN sessions s "
+                                    "USING (sid) WHERE e.vec IS NOT NULL AND s.id = '%s-call-1'"
+                                    % user) == 24, timeout=15, what="the turns' embeddings")
+
+    def ask(self, user, question):
+        """A new session of user asks; the messages the upstream got (mock echo) and
+        X-Memproxy-Context."""
+        self.mock.config(echo=True)
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": user + "-call-2", "user_id": user,
+            "messages": [{"role": "system", "content": "You are the depot's assistant."},
+                         {"role": "user", "content": question}]})
+        self.assertEqual(status, 200, out)
+        self.mock.config(echo=False)
+        sent = json.loads(json.loads(out)["choices"][0]["message"]["content"])
+        return sent, hdrs["x-memproxy-context"]
+
+    @staticmethod
+    def recalled(sent):
+        found = [m["content"] for m in sent if m["role"] == "system" and
+                 m["content"].startswith("Earlier messages")]
+        return found[0] if found else ""
+
+    def test_a_relevant_old_message_is_injected(self):
+        self.start("5s")
+        self.first_call("U")
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embeddings e JOIN messages m "
+                                    "USING (sid, seq) WHERE m.role NOT IN ('user', 'assistant')"),
+                         0)
+        sent, ctx = self.ask("U", "What is the gate code for the north warehouse?")
+        memory = self.recalled(sent)
+        self.assertIn(GATE, memory)                                # relevance
+        self.assertIn(ALLERGY, memory)                             # salience
+        self.assertIn("Tell me a fact about day 8", memory)        # recency: the latest turns
+        self.assertNotIn("What about Tuesday?", memory)            # none of the three
+        self.assertLess(memory.index(GATE), memory.index(ALLERGY))  # oldest first
+        # one system message, after the client's system message and before the question
+        self.assertEqual([m["role"] for m in sent], ["system", "system", "user"])
+        self.assertNotIn("importance", json.dumps(sent))
+        self.assertRegex(ctx, r"injected=1; recalled=\d+")
+        _, _, metrics = self.mp.request("GET", "/metrics")
+        self.assertRegex(metrics.decode(), r'memproxy_recall_lookups_total\{result="ready"\} [1-9]')
+        self.assertIn('memproxy_recall_lookups_total{result="late"} 0', metrics.decode())
+        self.assertRegex(metrics.decode(), r'memproxy_embeddings_total\{result="stored"\} [1-9]')
+        # another caller sees nothing of U's
+        self.first_call("V", gate=GATE.replace("4417", "5521"))
+        sent, _ = self.ask("V", "What is the gate code for the north warehouse?")
+        self.assertIn("5521", self.recalled(sent))
+        self.assertNotIn("4417", json.dumps(sent))
+        # erasing U removes U's embeddings (and queue rows) with the turns, not V's
+        u = ("SELECT COUNT(*) FROM embeddings e JOIN sessions s USING (sid) "
+             "WHERE s.user_id = '%s'")
+        self.assertGreater(self.count(u % "U"), 0)
+        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin"})
+        self.assertEqual(status, 200)
+        self.assertEqual(self.count(u % "U"), 0)
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embeddings WHERE sid NOT IN "
+                                    "(SELECT sid FROM sessions)"), 0)
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embed_queue WHERE sid NOT IN "
+                                    "(SELECT sid FROM sessions)"), 0)
+        self.assertGreater(self.count(u % "V"), 0)
+
+    def test_slow_embeddings_do_not_hold_the_request(self):
+        self.start("200ms")
+        self.first_call("U")
+        self.mock.config(embed_delay_ms=10000)
+        sent, ctx = self.ask("U", "What is the gate code for the north warehouse?")
+        memory = self.recalled(sent)
+        # the question's embedding came too late: no relevance leg, the others still there
+        self.assertNotIn(GATE, memory)
+        self.assertIn(ALLERGY, memory)
+        self.assertIn("Tell me a fact about day 8", memory)
+        _, _, metrics = self.mp.request("GET", "/metrics")
+        self.assertIn('memproxy_recall_lookups_total{result="late"} 1', metrics.decode())
+        # the late transfer was dropped, not left running
+        wait_for(lambda: self.mock.stats()["embeddings_dropped"] >= 1, timeout=5,
+                 what="the late embeddings request to be dropped")
+
+    def test_failing_embeddings_are_retried_and_the_request_goes_on(self):
+        self.start("5s")
+        self.mock.config(embed_status=500)
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "f1", "user_id": "W",
+            "messages": [{"role": "user", "content": "Hello there, my name is Robin."}]})
+        self.assertEqual(status, 200, out)
+        # queued, tried, still queued for a later try
+        wait_for(lambda: self.count("SELECT MAX(attempts) FROM embed_queue") or 0, timeout=10,
+                 what="a failed try to be counted")
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embeddings"), 0)
+        self.mock.config(embed_status=0)
+        wait_for(lambda: self.count("SELECT COUNT(*) FROM embeddings WHERE vec IS NOT NULL")
+                 == 2, timeout=15, what="the retried embeddings")
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embed_queue"), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

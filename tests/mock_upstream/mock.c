@@ -14,17 +14,25 @@
  *   drop_after       close the connection abruptly after this many tokens (-1 = never)
  *   echo             the reply is the JSON of the messages received, so a test sees what
  *                    the upstream was sent
+ *   embed_words      embeddings from the words of each input (64 dimensions: every word of 4
+ *                    letters or more counted in a hashed slot, normalized), so texts sharing
+ *                    words are similar; else 8 fixed numbers per input
+ *   embed_delay_ms   delay before an embeddings answer
+ *   embed_status     answer embeddings requests with this HTTP status and an error body
  *
  * Stats: requests, chat_requests, streams_completed, streams_closed_early (the client hung up
  * before the end), last_close_ns (CLOCK_MONOTONIC of that hang-up, for latency checks),
- * last_body and last_authorization.
+ * last_body and last_authorization (of any request), embedding_requests, embedding_inputs,
+ * embeddings_dropped (the client left before a delayed answer).
  */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -39,10 +47,13 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after;
     int hang, echo;
+    int embed_words;
+    long embed_delay_ms, embed_status;
 };
 
 struct mock_stats {
     long requests, chat_requests, streams_completed, streams_closed_early;
+    long embedding_requests, embedding_inputs, embeddings_dropped;
     uint64_t last_close_ns;
     char *last_body, *last_authorization;
 };
@@ -62,6 +73,7 @@ struct mock_resp {
     int stream, include_usage, headers_sent;
     char id[48], model[64];
     long prompt_tokens;
+    json_t *answer; /* a delayed embeddings answer, sent as JSON when the timer fires */
 };
 
 static uint64_t mock_now_ns(void)
@@ -106,11 +118,16 @@ static void mock_resp_free(struct mock_resp *r)
     if (r->evcon)
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     json_decref(r->tokens);
+    json_decref(r->answer);
     free(r);
 }
 
 static void mock_client_gone(struct mock_resp *r)
 {
+    if (r->answer != NULL) {
+        mock_stats.embeddings_dropped++;
+        return;
+    }
     mock_stats.streams_closed_early++;
     mock_stats.last_close_ns = mock_now_ns();
 }
@@ -247,10 +264,25 @@ static void mock_complete(struct mock_resp *r)
     mock_resp_free(r);
 }
 
+static void mock_send_answer(struct mock_resp *r)
+{
+    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->hup) {
+        event_free(r->hup);
+        r->hup = NULL;
+    }
+    r->evcon = NULL;
+    mock_send_json(r->req, 200, r->answer);
+    r->answer = NULL;
+    mock_resp_free(r);
+}
+
 static void mock_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct mock_resp *r = arg;
-    if (r->stream)
+    if (r->answer)
+        mock_send_answer(r);
+    else if (r->stream)
         mock_stream_step(r);
     else
         mock_complete(r);
@@ -298,33 +330,85 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
         evtimer_add(r->timer, &tv);
 }
 
+/* A text's word vector (embed_words): words of 4+ letters or digits, lowercased, each
+ * counted in slot FNV-1a(word) % 64, then normalized. */
+static void mock_word_vector(const char *text, float v[64])
+{
+    double norm = 0;
+    memset(v, 0, 64 * sizeof(float));
+    for (const char *p = text; *p;) {
+        while (*p && !isalnum((unsigned char)*p))
+            p++;
+        const char *w = p;
+        uint32_t h = 2166136261u;
+        while (*p && isalnum((unsigned char)*p))
+            h = (h ^ (uint32_t)tolower((unsigned char)*p++)) * 16777619u;
+        if (p - w >= 4)
+            v[h % 64] += 1;
+    }
+    for (int k = 0; k < 64; k++)
+        norm += (double)v[k] * v[k];
+    for (int k = 0; norm > 0 && k < 64; k++)
+        v[k] = (float)(v[k] / sqrt(norm));
+}
+
+/* Input i's vector: from its words, or 8 fixed numbers ((i+1)(k+1)/16). */
+static int mock_vector(json_t *input, size_t i, float v[64])
+{
+    if (!mock_cfg.embed_words) {
+        for (int k = 0; k < 8; k++)
+            v[k] = (float)((i + 1) * (k + 1)) / 16.0f;
+        return 8;
+    }
+    json_t *t = json_is_array(input) ? json_array_get(input, i) : input;
+    mock_word_vector(json_is_string(t) ? json_string_value(t) : "", v);
+    return 64;
+}
+
 static void mock_embeddings(struct evhttp_request *req, json_t *body)
 {
     json_t *input = json_object_get(body, "input");
     size_t n = json_is_array(input) ? json_array_size(input) : 1;
     int b64 = json_is_string(json_object_get(body, "encoding_format")) &&
               strcmp(json_string_value(json_object_get(body, "encoding_format")), "base64") == 0;
+    mock_stats.embedding_requests++;
+    mock_stats.embedding_inputs += (long)n;
+    if (mock_cfg.embed_status > 0) {
+        mock_send_json(req, (int)mock_cfg.embed_status,
+                       json_pack("{s:{s:s, s:s}}", "error", "message", "injected failure", "type",
+                                 "server_error"));
+        return;
+    }
     json_t *data = json_array();
     for (size_t i = 0; i < n; i++) {
-        float v[8];
+        float v[64];
+        int dim = mock_vector(input, i, v);
         json_t *vec = json_array();
-        for (int k = 0; k < 8; k++) {
-            v[k] = (float)((i + 1) * (k + 1)) / 16.0f;
+        for (int k = 0; k < dim; k++)
             json_array_append_new(vec, json_real(v[k]));
-        }
         if (b64) {
-            unsigned char enc[64];
-            EVP_EncodeBlock(enc, (const unsigned char *)v, sizeof(v));
+            unsigned char enc[4 * 64 / 3 + 8];
+            EVP_EncodeBlock(enc, (const unsigned char *)v, dim * (int)sizeof(float));
             json_decref(vec);
             vec = json_string((const char *)enc);
         }
         json_array_append_new(data, json_pack("{s:s, s:i, s:o}", "object", "embedding", "index",
                                               (int)i, "embedding", vec));
     }
-    mock_send_json(req, 200,
-                   json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", data,
-                             "model", "mock-embedding", "usage", "prompt_tokens", (int)n * 4,
-                             "total_tokens", (int)n * 4));
+    json_t *answer = json_pack("{s:s, s:o, s:s, s:{s:i, s:i}}", "object", "list", "data", data,
+                               "model", "mock-embedding", "usage", "prompt_tokens", (int)n * 4,
+                               "total_tokens", (int)n * 4);
+    if (mock_cfg.embed_delay_ms <= 0) {
+        mock_send_json(req, 200, answer);
+        return;
+    }
+    struct mock_resp *r = calloc(1, sizeof(*r));
+    struct timeval tv = {mock_cfg.embed_delay_ms / 1000, (mock_cfg.embed_delay_ms % 1000) * 1000};
+    r->req = req;
+    r->answer = answer;
+    r->timer = evtimer_new(mock_base, mock_timer_cb, r);
+    mock_watch(r);
+    evtimer_add(r->timer, &tv);
 }
 
 static void mock_set_config(json_t *c)
@@ -346,16 +430,26 @@ static void mock_set_config(json_t *c)
         mock_cfg.hang = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
+    if ((v = json_object_get(c, "embed_words")))
+        mock_cfg.embed_words = json_is_true(v);
+    if ((v = json_object_get(c, "embed_delay_ms")))
+        mock_cfg.embed_delay_ms = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "embed_status")))
+        mock_cfg.embed_status = (long)json_integer_value(v);
 }
 
 static json_t *mock_stats_json(void)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:s?, s:s?}", "requests", (int)mock_stats.requests,
-                     "chat_requests", (int)mock_stats.chat_requests, "streams_completed",
-                     (int)mock_stats.streams_completed, "streams_closed_early",
-                     (int)mock_stats.streams_closed_early, "last_close_ns",
-                     (json_int_t)mock_stats.last_close_ns, "last_body", mock_stats.last_body,
-                     "last_authorization", mock_stats.last_authorization);
+    json_t *st = json_pack(
+        "{s:i, s:i, s:i, s:i, s:I, s:s?, s:s?}", "requests", (int)mock_stats.requests,
+        "chat_requests", (int)mock_stats.chat_requests, "streams_completed",
+        (int)mock_stats.streams_completed, "streams_closed_early",
+        (int)mock_stats.streams_closed_early, "last_close_ns", (json_int_t)mock_stats.last_close_ns,
+        "last_body", mock_stats.last_body, "last_authorization", mock_stats.last_authorization);
+    json_object_set_new(st, "embedding_requests", json_integer(mock_stats.embedding_requests));
+    json_object_set_new(st, "embedding_inputs", json_integer(mock_stats.embedding_inputs));
+    json_object_set_new(st, "embeddings_dropped", json_integer(mock_stats.embeddings_dropped));
+    return st;
 }
 
 static void mock_record(struct evhttp_request *req, struct evbuffer *in)

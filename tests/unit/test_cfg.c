@@ -93,7 +93,10 @@ static void test_full_config(void **state)
                            "  - name: default\n"
                            "    upstream: a\n"
                            "    fallbacks: [b]\n"
-                           "    model: gpt-x\n",
+                           "    model: gpt-x\n"
+                           "    retrieval: true\n"
+                           "    retrieval_similarity: 0.7\n"
+                           "    retrieval_importance: 1\n",
                            &err);
     if (cfg == NULL)
         fail_msg("%s", err);
@@ -113,6 +116,10 @@ static void test_full_config(void **state)
     assert_int_equal(p->chain[0], 0);
     assert_int_equal(p->chain[1], 1);
     assert_string_equal(p->model, "gpt-x");
+    assert_true(p->retrieval);
+    assert_true(p->retrieval_similarity == 0.7 && p->retrieval_importance == 1.0);
+    assert_int_equal(p->retrieval_timeout_ms, 30); /* the defaults */
+    assert_int_equal(p->retrieval_recent, 10);
     cfg_destroy(cfg);
 }
 
@@ -129,6 +136,12 @@ static void test_errors_name_file_line_and_option(void **state)
     expect_error("server:\n  max_body_size: 1PB\n", "server.max_body_size: '1PB' must be a size");
     expect_error("metrics:\n  enabled: maybe\n", "metrics.enabled: 'maybe' must be true or false");
     expect_error("log:\n  level: loud\n", "log.level: 'loud' must be debug");
+    expect_error("upstreams: [{name: a, url: 'http://a/v1'}]\nprofiles:\n  - name: p\n"
+                 "    upstream: a\n    retrieval_similarity: 1.5\n",
+                 ":5: profiles[0].retrieval_similarity: '1.5' must be a number from 0 to 1");
+    expect_error("upstreams: [{name: a, url: 'http://a/v1'}]\nprofiles:\n  - name: p\n"
+                 "    upstream: a\n    retrieval_importance: high\n",
+                 "retrieval_importance: 'high' must be a number from 0 to 1");
     expect_error("upstreams:\n  - name: a\n", ":2: upstreams: item is missing 'url'");
     expect_error("upstreams:\n  - {name: a, url: 'http://a', api_key: '${MP_NOPE_NOPE}'}\n",
                  "upstreams[0].api_key: environment variable MP_NOPE_NOPE is not set");

@@ -400,6 +400,110 @@ static void test_stop_fills_the_outbox(void **state)
     free(path);
 }
 
+static int64_t count(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return n;
+}
+
+static int embed_one(struct store *st, json_t *row, const char *text, const float *vec,
+                     int64_t retry_ms)
+{
+    struct store_batch *b = store_batch_new("", NULL);
+    struct store_embedding e = {.sid = json_integer_value(json_object_get(row, "sid")),
+                                .seq = json_integer_value(json_object_get(row, "seq")),
+                                .model = "emb",
+                                .text = text,
+                                .vec = vec,
+                                .dim = 2,
+                                .retry_ms = retry_ms};
+    store_batch_embedding(b, &e);
+    return commit(st, b);
+}
+
+/* Retrieval's queue: a batch that wants embeddings queues its user and assistant turns with
+ * text; an embedding is kept only for the text it was made from; a changed turn loses it and
+ * waits again; a retry counts. */
+static void test_embedding_queue(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_batch *b = store_batch_new("t", "call-1");
+    json_t *t1 = turn("user", "my gate code is 4417", 1, 0, 1);
+    json_t *t2 = turn("assistant", "Noted, and I will", 1, 0, 2);
+    json_t *t3 = turn("tool", "{}", 1, 0, 3);
+    json_t *t4 = turn("user", "", 2, 0, 4);
+    store_batch_embed(b);
+    store_batch_session(b, "1002", NULL);
+    store_batch_insert(b, t1);
+    store_batch_insert(b, t2);
+    store_batch_insert(b, t3);
+    store_batch_insert(b, t4);
+    assert_int_equal(commit(st, b), 1);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *due = store_to_embed(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(due), 2); /* the tool turn and the empty one wait not */
+    json_t *u = json_array_get(due, 0), *a = json_array_get(due, 1);
+    assert_string_equal(json_string_value(json_object_get(u, "text")), "my gate code is 4417");
+    assert_string_equal(json_string_value(json_object_get(u, "profile")), "default");
+    assert_false(store_recall_embedded(r, "t", "1002", NULL));
+
+    /* the reply came back interrupted before its embedding was stored: the late embedding of
+     * the generated text is not kept, the turn waits again for its heard text */
+    json_t *cut = json_pack("{s:i, s:s, s:s, s:b}", "seq", 2, "content", "Noted,", "original",
+                            "Noted, and I will", "interrupted", 1);
+    b = store_batch_new("t", "call-1");
+    store_batch_embed(b);
+    store_batch_update(b, cut);
+    json_decref(cut);
+    assert_int_equal(commit(st, b), 1);
+    float v[2] = {1, 0};
+    assert_int_equal(embed_one(st, u, "my gate code is 4417", v, 0), 1);
+    assert_int_equal(embed_one(st, a, "Noted, and I will", v, 0), 1);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings"), 1);
+    assert_true(store_recall_embedded(r, "t", "1002", NULL));
+    assert_true(store_recall_embedded(r, "t", NULL, "call-1")); /* the session's user */
+    assert_false(store_recall_embedded(r, "t", "other", NULL));
+    json_decref(due);
+    due = store_to_embed(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(due), 1);
+    a = json_array_get(due, 0);
+    assert_string_equal(json_string_value(json_object_get(a, "text")), "Noted,");
+
+    /* a failed try: counted, not due before its time; then stored */
+    assert_int_equal(embed_one(st, a, "Noted,", NULL, util_wall_ms() + 60000), 1);
+    json_t *later = store_to_embed(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(later), 0);
+    json_decref(later);
+    assert_true(store_embed_next(r) > util_wall_ms());
+    assert_int_equal(count(path, "SELECT attempts FROM embed_queue"), 1);
+    assert_int_equal(embed_one(st, a, "Noted,", v, 0), 1);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings WHERE vec IS NOT NULL"), 2);
+    assert_int_equal(store_embed_next(r), -1);
+    json_decref(due);
+
+    /* the turns go with their session, embeddings with them */
+    b = store_batch_new("t", NULL);
+    store_batch_user_erase(b, "1002");
+    assert_int_equal(commit(st, b), 1);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings"), 0);
+    store_reader_close(r);
+    store_close(st);
+    json_decref(t1);
+    json_decref(t2);
+    json_decref(t3);
+    json_decref(t4);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -411,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_failed_batch),
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_stop_fills_the_outbox),
+        cmocka_unit_test(test_embedding_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
