@@ -27,9 +27,14 @@ static void lookup_free(struct lookup *l)
     free(l);
 }
 
-/* The one way out: report, then go. */
+/* The one way out: the transfer and the timer go first — the callback may drive curl
+ * (relay_start() kicks it), and a late answer finishing in there must find nothing to call —
+ * then report. */
 static void lookup_end(struct lookup *l, enum metrics_recall outcome, float *query, size_t dim)
 {
+    fetch_cancel(l->fx);
+    l->fx = NULL;
+    event_del(l->timer);
     metrics_recall(l->w->metrics, outcome, util_now_us() - l->t_start);
     l->cb(l->arg, query, dim);
     lookup_free(l);
