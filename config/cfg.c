@@ -184,6 +184,9 @@ static const struct cfg_option cfg_options[] = {
     {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
      "How long a stop's webhook dumps wait for the summary to ride along; then they go "
      "without it."},
+    {S_PROFILE, "summary_retry", T_DURATION, PRO(summary_retry_ms), "1m", 1 * SEC, 3600 * SEC,
+     "A stopped session's summary that failed upstream is tried again after this, doubled per "
+     "try, up to 5 tries (its webhook dumps go without it at the first failure)."},
     {S_PROFILE, "retrieval", T_BOOL, PRO(retrieval), "false", 0, 0,
      "Tri-hybrid retrieval: stored user and assistant turns are embedded in the background "
      "(upstream /v1/embeddings) and each request gets the caller's recent, salient and "

@@ -58,6 +58,7 @@ struct cfg_profile {
     char *summary_prompt;   /* "" = the built-in prompt (memory/summary.h) */
     long summary_wait_ms;   /* a stop's webhook dumps wait this long for the summary */
     long summary_threshold; /* turns added to a running session that make a summary; 0 = none */
+    long summary_retry_ms;  /* a failed stopped-session summary is tried again after this */
     int cache;              /* the exact-match answer cache (memory/cache.h) */
     long cache_ttl_ms;
     int retrieval;             /* tri-hybrid retrieval (memory/recall.h) */

@@ -787,7 +787,7 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
 
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit)
 {
-    return store_to_summarize(r->sr, limit);
+    return store_to_summarize(r->sr, util_wall_ms(), limit);
 }
 
 json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,

@@ -187,8 +187,8 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
 
 /* ---- long-term memory: summaries and facts (summary.h) ---- */
 
-/* STOPPED sessions waiting for their summary: [{tenant, id, user_id, profile, created_ms,
- * stopped_ms}], the longest waiting first. */
+/* STOPPED sessions waiting for their summary, due now: [{tenant, id, user_id, profile,
+ * created_ms, stopped_ms, tries}], the longest waiting first. */
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit);
 /* RUNNING sessions of profile (with a user) that grew by threshold turns since their last
  * summary: [{tenant, id, user_id, profile, created_ms, updated_ms, seq}]. */
@@ -200,7 +200,8 @@ json_t *memory_summary_request(struct memory_reader *r, const char *tenant, cons
                                const char *user_id, const char *model, const char *prompt);
 /* Read the summarizer's answer (summary.h): the memory to store, or NULL with err set. */
 json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t errlen);
-/* Store a summary pass's outcome ({session_id, user_id, memory|null, from_ms, to_ms}, see
+/* Store a summary pass's outcome ({session_id, user_id, memory|null, from_ms, to_ms,
+ * retry_ms?}, see
  * store_batch_summary()); the tenant's sessions in the working set read their injected memory
  * again. cb(arg, ok) on base's thread once committed. */
 void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,

@@ -91,6 +91,9 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "  FOREIGN KEY (sid, seq) REFERENCES messages(sid, seq) ON DELETE CASCADE) WITHOUT ROWID;"
     "DROP INDEX sessions_user;"
     "CREATE INDEX sessions_user ON sessions(tenant, user_id, created_ms);",
+    /* 9: a stopped session's summary that failed upstream is tried again later */
+    "ALTER TABLE sessions ADD COLUMN summary_tries INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sessions ADD COLUMN summary_next_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
@@ -176,6 +179,7 @@ enum store_stmt {
     ST_FACT_FORGET,
     ST_SUMMARIZED,
     ST_SUMMARIZED_SEQ,
+    ST_SUMMARY_RETRY,
     ST_OUTBOX_SUMMARY,
     ST_EMBED_QUEUE,
     ST_EMBED_FORGET,
@@ -278,6 +282,8 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_SUMMARIZED] = "UPDATE sessions SET summarized_ms = ?3 WHERE tenant = ?1 AND id = ?2",
     [ST_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = MAX(summarized_seq, ?3) "
                           "WHERE tenant = ?1 AND id = ?2",
+    [ST_SUMMARY_RETRY] = "UPDATE sessions SET summary_tries = summary_tries + 1, "
+                         "summary_next_ms = ?3 WHERE tenant = ?1 AND id = ?2",
     [ST_OUTBOX_SUMMARY] = "UPDATE webhook_outbox SET payload = CASE WHEN ?3 IS NULL THEN payload "
                           "ELSE json_set(payload, '$.summary', ?3) END, next_ms = MIN(next_ms, ?4) "
                           "WHERE tenant = ?1 AND session_id = ?2 AND status = 'pending'",
@@ -890,11 +896,15 @@ static int store_exec_summary(struct store *st, const char *tenant, json_t *d)
         if (store_step(st->db, s) != 0 || store_exec_user(st, ST_FACT_FORGET, tenant, user) != 0)
             return -1;
     }
-    json_t *seq = json_object_get(d, "seq"); /* a running session's pass: how far it went */
-    s = st->stmt[seq ? ST_SUMMARIZED_SEQ : ST_SUMMARIZED];
+    json_t *seq = json_object_get(d, "seq");        /* a running session's pass: how far it went */
+    json_t *retry = json_object_get(d, "retry_ms"); /* failed upstream: it waits again */
+    s = st->stmt[retry ? ST_SUMMARY_RETRY : seq ? ST_SUMMARIZED_SEQ : ST_SUMMARIZED];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, sid, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, seq ? json_integer_value(seq) : now);
+    sqlite3_bind_int64(s, 3,
+                       retry ? json_integer_value(retry)
+                       : seq ? json_integer_value(seq)
+                             : now);
     if (store_step(st->db, s) != 0)
         return -1;
     if (seq != NULL)
@@ -1388,9 +1398,10 @@ static const char *const store_rsql[RS__COUNT] = {
     [RS_IDLE] = "SELECT tenant, id, profile FROM sessions WHERE status = 'RUNNING' AND "
                 "updated_ms < ?1 "
                 "ORDER BY updated_ms LIMIT ?2",
-    [RS_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, stopped_ms FROM "
+    [RS_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, stopped_ms, "
+                        "summary_tries FROM "
                         "sessions WHERE summarized_ms IS NULL AND status = 'STOPPED' "
-                        "ORDER BY stopped_ms LIMIT ?1",
+                        "AND summary_next_ms <= ?1 ORDER BY stopped_ms LIMIT ?2",
     [RS_RUNNING_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, updated_ms, "
                                 "last FROM (SELECT *, (SELECT MAX(seq) FROM messages m WHERE "
                                 "m.sid = s.sid) AS last FROM sessions s WHERE status = 'RUNNING' "
@@ -1664,17 +1675,11 @@ json_t *store_idle_sessions(struct store_reader *r, int64_t before_ms, size_t li
     return out;
 }
 
-json_t *store_to_summarize(struct store_reader *r, size_t limit)
+json_t *store_to_summarize(struct store_reader *r, int64_t now_ms, size_t limit)
 {
-    static const char *const names[] = {"tenant",  "id",         "user_id",
-                                        "profile", "created_ms", "stopped_ms"};
-    json_t *out = json_array();
-    sqlite3_stmt *s = r->stmt[RS_TO_SUMMARIZE];
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)limit);
-    while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, store_row(s, names, (int)UTIL_ARRAY_LEN(names), 0));
-    store_rdone(s);
-    return out;
+    static const char *const names[] = {"tenant",     "id",         "user_id", "profile",
+                                        "created_ms", "stopped_ms", "tries"};
+    return store_due(r, RS_TO_SUMMARIZE, names, (int)UTIL_ARRAY_LEN(names), now_ms, limit);
 }
 
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,

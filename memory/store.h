@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 struct recall_pick;
 struct store;
@@ -107,7 +107,8 @@ void store_batch_outbox_result(struct store_batch *b, json_t *result);
  * it covered) too, and then only the summary, the facts and how far it went are stored. The summary
  * replaces the user's (its range widened to cover both), facts seen are reinforced and the user's
  * others decay; the session is marked summarized and its waiting dumps become due, carrying the
- * summary. */
+ * summary. With retry_ms instead (a stopped session's summary failed upstream), the session
+ * waits again until then, its tries counted, and its dumps go now without it. */
 void store_batch_summary(struct store_batch *b, json_t *outcome);
 /* An answer for the exact-match cache: {key, user_id, content, model, expires_ms}. */
 void store_batch_cache_put(struct store_batch *b, json_t *entry);
@@ -185,9 +186,9 @@ json_t *store_outbox_due(struct store_reader *r, int64_t now_ms, size_t limit);
 /* When the next pending delivery is due (ms), or -1 when none is pending. */
 int64_t store_outbox_next(struct store_reader *r);
 
-/* STOPPED sessions waiting for their summary, the longest first: [{tenant, id, user_id,
- * profile, created_ms, stopped_ms}]. */
-json_t *store_to_summarize(struct store_reader *r, size_t limit);
+/* STOPPED sessions waiting for their summary and due by now_ms (a retry waits), the longest
+ * first: [{tenant, id, user_id, profile, created_ms, stopped_ms, tries}]. */
+json_t *store_to_summarize(struct store_reader *r, int64_t now_ms, size_t limit);
 /* RUNNING sessions of profile with a user and at least threshold turns after the last summary
  * of theirs: [{tenant, id, user_id, profile, created_ms, updated_ms, seq (the last turn)}]. */
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,

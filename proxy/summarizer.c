@@ -16,12 +16,16 @@
 #define SUMMARIZER_POLL_MS      30000
 #define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
 #define SUMMARIZER_SCAN_MS      1000 /* running sessions are looked at most this often */
+#define SUMMARIZER_MAX_TRIES    5    /* a stopped session's summary failing upstream */
 
 struct summarizer_job {
     struct summarizer *s;
     char *tenant, *id, *user;
     json_int_t from_ms, to_ms;
     json_int_t seq;   /* a running session's pass: its last turn; 0 for a stopped session */
+    json_int_t tries; /* a stopped session's earlier tries that failed upstream */
+    long retry_ms;    /* its profile's summary_retry */
+    int64_t retry_at; /* set when this try failed upstream and another is due then */
     struct fetch *fx; /* the summary request while it runs */
 };
 
@@ -31,9 +35,21 @@ struct summarizer {
     struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
     size_t ninflight;
     int64_t scanned_ms; /* the last look at running sessions */
+    int64_t planned_ms; /* when the task runs next (wall clock) */
+    int64_t retry_ms;   /* the earliest retry known to be due (0: none) */
 };
 
 static void summarizer_poll(void *arg);
+
+/* Run the task within ms at the latest (an earlier plan stands). */
+static void summarizer_plan(struct summarizer *s, int64_t ms)
+{
+    int64_t now = util_wall_ms(), at = now + (ms > 0 ? ms : 0);
+    if (s->planned_ms > now && s->planned_ms <= at)
+        return;
+    s->planned_ms = at;
+    task_after(s->task, at - now);
+}
 
 static void summarizer_job_free(struct summarizer_job *j)
 {
@@ -56,6 +72,8 @@ static void summarizer_stored(void *arg, int ok)
     struct summarizer *s = j->s;
     if (!ok)
         log_error("session %s: the summary could not be stored", j->id);
+    if (ok && j->retry_at > 0 && (s->retry_ms == 0 || j->retry_at < s->retry_ms))
+        s->retry_ms = j->retry_at;
     summarizer_job_free(j);
     hook_wake(server_hooks(s->w->srv)); /* the dumps that waited for it */
     server_release(s->w);
@@ -70,6 +88,8 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
                   mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
     if (j->seq > 0)
         json_object_set_new(outcome, "seq", json_integer(j->seq));
+    if (j->retry_at > 0)
+        json_object_set_new(outcome, "retry_ms", json_integer(j->retry_at));
     j->fx = NULL;
     server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
     memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
@@ -99,11 +119,15 @@ static void summarizer_answered(void *arg, long status, const char *body, size_t
 {
     struct summarizer_job *j = arg;
     json_t *mem = NULL;
-    if (*err == '\0' && status >= 200 && status < 300)
+    if (*err == '\0' && status >= 200 && status < 300) {
         mem = summarizer_read(j, body, len);
-    else
-        log_warn("session %s: summary not made: upstream %s (HTTP %ld)", j->id,
-                 *err ? err : "failed", status);
+    } else {
+        /* the upstream failed, not the model: a stopped session's summary is tried again */
+        if (j->seq == 0 && j->tries + 1 < SUMMARIZER_MAX_TRIES)
+            j->retry_at = util_wall_ms() + ((int64_t)j->retry_ms << j->tries);
+        log_warn("session %s: summary not made: upstream %s (HTTP %ld)%s", j->id,
+                 *err ? err : "failed", status, j->retry_at ? "; it will be tried again" : "");
+    }
     summarizer_finish(j, mem);
 }
 
@@ -135,6 +159,8 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->user = user ? xstrdup(user) : NULL;
     j->from_ms = json_integer_value(json_object_get(row, "created_ms"));
     j->seq = json_integer_value(json_object_get(row, "seq"));
+    j->tries = json_integer_value(json_object_get(row, "tries"));
+    j->retry_ms = p ? p->summary_retry_ms : 60000;
     j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
     s->inflight[s->ninflight++] = j;
     json_t *body = p && p->summarize && user
@@ -178,7 +204,7 @@ static void summarizer_running(struct summarizer *s)
     const struct cfg *cfg = s->w->cfg;
     int64_t since = util_wall_ms() - s->scanned_ms;
     if (since < SUMMARIZER_SCAN_MS) {
-        task_after(s->task, SUMMARIZER_SCAN_MS - since);
+        summarizer_plan(s, SUMMARIZER_SCAN_MS - since);
         return;
     }
     s->scanned_ms += since;
@@ -194,7 +220,13 @@ static void summarizer_running(struct summarizer *s)
 static void summarizer_poll(void *arg)
 {
     struct summarizer *s = arg;
-    task_after(s->task, SUMMARIZER_POLL_MS);
+    int64_t now = util_wall_ms();
+    s->planned_ms = 0; /* this is the planned run (or an earlier wake) */
+    if (s->retry_ms != 0 && s->retry_ms <= now)
+        s->retry_ms = 0; /* due now: read below */
+    summarizer_plan(s, SUMMARIZER_POLL_MS);
+    if (s->retry_ms != 0)
+        summarizer_plan(s, s->retry_ms - now);
     if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
         return;
     summarizer_start_rows(s, memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT));

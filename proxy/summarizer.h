@@ -8,9 +8,11 @@
  * summary (folded: it replaces the earlier one, its range widened), their facts (reinforced
  * when seen again, the others decaying) and the summary into the session's waiting webhook
  * dumps, which then go out. An upstream failure or an answer that is not the JSON asked for
- * stores nothing (it is logged) and lets the dumps go without a summary; the session is not
- * tried again. A session of a profile without summarize, or without a user id, is only
- * marked done.
+ * stores nothing (it is logged) and lets the dumps go without a summary. After an upstream
+ * failure (no answer, or not 2xx) a stopped session waits again — summary_retry later,
+ * doubled per try, SUMMARIZER_MAX_TRIES tries in all; a model's malformed answer is final,
+ * as is a running session's pass (the next threshold makes another). A session of a profile
+ * without summarize, or without a user id, is only marked done.
  *
  * The queue is the database (sessions.summarized_ms), so a summary interrupted by a restart
  * is made after it.

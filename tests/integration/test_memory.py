@@ -20,6 +20,7 @@ profiles:
     upstream: mock
     summarize: true
     summary_wait: 5s
+    summary_retry: 1s
 webhooks:
   - {url: "%s", secret: s3cret, backoff: 200ms}
 """
@@ -146,15 +147,30 @@ class Summaries(unittest.TestCase):
         self.assertEqual(json.loads(self.recv.dumps()[0][1])["payload"]["summary"],
                          SUMMARY_1["summary"])
 
-    def test_failed_summarizer_stores_nothing(self):
+    def test_failed_summarizer_stores_nothing_and_is_tried_again(self):
         self.mock.config(reply="Sure.")
         self.chat({"model": "m", "session_id": "f1", "user_id": "F",
                    "messages": [{"role": "user", "content": "Remember me."}]})
         self.mock.config(fail_status=500)
         dump = self.stop_with("f1", "unused")
+        # the dump went at once, without a summary; nothing stored; the session waits again
         self.assertNotIn("summary", dump["payload"])
         self.assertIn("summary not made", self.mp.output())
+        self.assertIn("it will be tried again", self.mp.output())
         self.assertIsNone(self.api("GET", "/v1/users/F/memory")["summary"])
+        con = sqlite3.connect(self.mp.db_path)
+        self.addCleanup(con.close)
+        row = con.execute("SELECT summarized_ms, summary_tries FROM sessions WHERE id = 'f1'")
+        self.assertEqual(row.fetchone(), (None, 1))
+        # the upstream is back: the retry (summary_retry: 1s here) stores the summary
+        self.mock.config(fail_status=0, reply=json.dumps(SUMMARY_2))
+        wait_for(lambda: self.api("GET", "/v1/users/F/memory")["summary"], timeout=10,
+                 what="the retried summary")
+        self.assertEqual(self.api("GET", "/v1/users/F/memory")["summary"]["text"],
+                         SUMMARY_2["summary"])
+        self.assertIsNotNone(con.execute("SELECT summarized_ms FROM sessions WHERE id = 'f1'")
+                             .fetchone()[0])
+        self.assertEqual(len(self.recv.dumps()), 1)  # the dump is not sent twice
 
 class RunningSummaries(unittest.TestCase):
     def test_a_long_running_session_is_summarized_as_it_goes(self):
