@@ -785,6 +785,11 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
                  memory_change_report(m, tenant, NULL, base, cb, arg));
 }
 
+int64_t memory_summary_next(struct memory_reader *r)
+{
+    return store_summary_next(r->sr);
+}
+
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit)
 {
     return store_to_summarize(r->sr, util_wall_ms(), limit);

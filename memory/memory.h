@@ -190,6 +190,8 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
 /* STOPPED sessions waiting for their summary, due now: [{tenant, id, user_id, profile,
  * created_ms, stopped_ms, tries}], the longest waiting first. */
 json_t *memory_to_summarize(struct memory_reader *r, size_t limit);
+/* When the next of them is due, a failed one's retry included (-1: none waits). */
+int64_t memory_summary_next(struct memory_reader *r);
 /* RUNNING sessions of profile (with a user) that grew by threshold turns since their last
  * summary: [{tenant, id, user_id, profile, created_ms, updated_ms, seq}]. */
 json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,

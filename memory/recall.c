@@ -1,5 +1,6 @@
 #include "recall.h"
 
+#include "reconcile.h"
 #include "util.h"
 
 #include <math.h>
@@ -129,40 +130,17 @@ double recall_cosine(const float *a, const float *b, size_t dim)
     return aa > 0 && bb > 0 ? ab / (sqrt(aa) * sqrt(bb)) : 0;
 }
 
-/* A message's text: a string, or an array's text parts joined by "\n"; NULL when none. */
-static char *recall_text(json_t *content)
-{
-    size_t i;
-    json_t *part;
-    if (json_is_string(content))
-        return xstrdup(json_string_value(content));
-    if (!json_is_array(content))
-        return NULL;
-    char *out = NULL;
-    json_array_foreach(content, i, part)
-    {
-        const char *t = json_string_value(json_object_get(part, "text"));
-        if (t == NULL)
-            continue;
-        char *joined = out ? xasprintf("%s\n%s", out, t) : xstrdup(t);
-        free(out);
-        out = joined;
-    }
-    return out;
-}
-
 char *recall_query_text(json_t *messages)
 {
     json_t *last = json_array_get(messages, json_array_size(messages) - 1);
     const char *role = json_string_value(json_object_get(last, "role"));
     if (role == NULL || strcmp(role, "user") != 0)
         return NULL;
-    char *text = recall_text(json_object_get(last, "content"));
-    if (text != NULL && *text == '\0') {
-        free(text);
-        text = NULL;
-    }
-    return text;
+    int dropped;
+    json_t *text = rec_text(json_object_get(last, "content"), &dropped); /* as it is stored */
+    char *out = json_string_length(text) > 0 ? xstrdup(json_string_value(text)) : NULL;
+    json_decref(text);
+    return out;
 }
 
 /* ---- choosing: one pass over the candidates, newest first ---- */

@@ -57,9 +57,7 @@ static double rec_importance(json_t *msg, const char *role)
     return rec_role_importance(role);
 }
 
-/* Text of a message's content: a string as is; an array's text parts joined by "\n", the
- * other parts (images, audio) counted in *dropped. */
-static json_t *rec_text(json_t *content, int *dropped)
+json_t *rec_text(json_t *content, int *dropped)
 {
     size_t i;
     json_t *part;

@@ -41,6 +41,10 @@ int64_t rec_timestamp_ms(json_t *v);
 /* A turn id from a number or a numeric string; -1 when absent or unusable. */
 int64_t rec_turn_id(json_t *v);
 
+/* A message content's text, as it is stored: a string as is; an array's text parts joined
+ * by "\n", the other parts (images, audio) counted in *dropped; "" otherwise. New. */
+json_t *rec_text(json_t *content, int *dropped);
+
 /*
  * One client message in stored shape: text content only (image and other non-text parts are
  * dropped and counted in metadata.dropped_parts), the voice fields lifted out of metadata,

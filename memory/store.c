@@ -343,6 +343,7 @@ enum store_rstmt {
     RS_DELIVERIES,
     RS_IDLE,
     RS_TO_SUMMARIZE,
+    RS_SUMMARY_NEXT,
     RS_RUNNING_TO_SUMMARIZE,
     RS_CACHE_GET,
     RS_TO_EMBED,
@@ -1402,6 +1403,8 @@ static const char *const store_rsql[RS__COUNT] = {
                         "summary_tries FROM "
                         "sessions WHERE summarized_ms IS NULL AND status = 'STOPPED' "
                         "AND summary_next_ms <= ?1 ORDER BY stopped_ms LIMIT ?2",
+    [RS_SUMMARY_NEXT] = "SELECT MIN(summary_next_ms) FROM sessions WHERE summarized_ms IS NULL "
+                        "AND status = 'STOPPED'",
     [RS_RUNNING_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, updated_ms, "
                                 "last FROM (SELECT *, (SELECT MAX(seq) FROM messages m WHERE "
                                 "m.sid = s.sid) AS last FROM sessions s WHERE status = 'RUNNING' "
@@ -1680,6 +1683,11 @@ json_t *store_to_summarize(struct store_reader *r, int64_t now_ms, size_t limit)
     static const char *const names[] = {"tenant",     "id",         "user_id", "profile",
                                         "created_ms", "stopped_ms", "tries"};
     return store_due(r, RS_TO_SUMMARIZE, names, (int)UTIL_ARRAY_LEN(names), now_ms, limit);
+}
+
+int64_t store_summary_next(struct store_reader *r)
+{
+    return store_next(r, RS_SUMMARY_NEXT);
 }
 
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,

@@ -189,6 +189,8 @@ int64_t store_outbox_next(struct store_reader *r);
 /* STOPPED sessions waiting for their summary and due by now_ms (a retry waits), the longest
  * first: [{tenant, id, user_id, profile, created_ms, stopped_ms, tries}]. */
 json_t *store_to_summarize(struct store_reader *r, int64_t now_ms, size_t limit);
+/* When the next of them is due (-1: none waits). */
+int64_t store_summary_next(struct store_reader *r);
 /* RUNNING sessions of profile with a user and at least threshold turns after the last summary
  * of theirs: [{tenant, id, user_id, profile, created_ms, updated_ms, seq (the last turn)}]. */
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,

@@ -301,12 +301,11 @@ static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_co
     json_array_append_new(mc->inject, m);
 }
 
-static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
-                                const struct cfg_profile *prof, size_t *len)
+static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size_t *len)
 {
+    const struct cfg_profile *prof = c->prof;
     struct memory_context mc = {0};
     size_t history_n = 0, recalled = 0;
-    const char *user_id = c->user;
     /* the session's runtime params and injected memory (from the working set; a cold
      * session is read once), and its history when the profile keeps it */
     if (c->rec != NULL)
@@ -316,7 +315,7 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req,
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
     if (c->recall_sid != NULL)
         chat_recalled_message(c, msgs, &mc, &recalled);
-    struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = user_id};
+    struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = c->user};
     tx_run(&tx, msgs);
     json_object_set_new(up, "messages", msgs);
     if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
@@ -402,7 +401,7 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
                              .stream = c->creq.stream,
                              .route = c->route,
                              .t_start = c->t_start};
-    p.body = chat_upstream_body(c, req, c->prof, &p.body_len);
+    p.body = chat_upstream_body(c, req, &p.body_len);
     if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
         free(p.body);
         return;

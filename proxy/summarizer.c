@@ -35,21 +35,9 @@ struct summarizer {
     struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
     size_t ninflight;
     int64_t scanned_ms; /* the last look at running sessions */
-    int64_t planned_ms; /* when the task runs next (wall clock) */
-    int64_t retry_ms;   /* the earliest retry known to be due (0: none) */
 };
 
 static void summarizer_poll(void *arg);
-
-/* Run the task within ms at the latest (an earlier plan stands). */
-static void summarizer_plan(struct summarizer *s, int64_t ms)
-{
-    int64_t now = util_wall_ms(), at = now + (ms > 0 ? ms : 0);
-    if (s->planned_ms > now && s->planned_ms <= at)
-        return;
-    s->planned_ms = at;
-    task_after(s->task, at - now);
-}
 
 static void summarizer_job_free(struct summarizer_job *j)
 {
@@ -72,8 +60,6 @@ static void summarizer_stored(void *arg, int ok)
     struct summarizer *s = j->s;
     if (!ok)
         log_error("session %s: the summary could not be stored", j->id);
-    if (ok && j->retry_at > 0 && (s->retry_ms == 0 || j->retry_at < s->retry_ms))
-        s->retry_ms = j->retry_at;
     summarizer_job_free(j);
     hook_wake(server_hooks(s->w->srv)); /* the dumps that waited for it */
     server_release(s->w);
@@ -204,7 +190,7 @@ static void summarizer_running(struct summarizer *s)
     const struct cfg *cfg = s->w->cfg;
     int64_t since = util_wall_ms() - s->scanned_ms;
     if (since < SUMMARIZER_SCAN_MS) {
-        summarizer_plan(s, SUMMARIZER_SCAN_MS - since);
+        task_within(s->task, SUMMARIZER_SCAN_MS - since);
         return;
     }
     s->scanned_ms += since;
@@ -220,13 +206,10 @@ static void summarizer_running(struct summarizer *s)
 static void summarizer_poll(void *arg)
 {
     struct summarizer *s = arg;
-    int64_t now = util_wall_ms();
-    s->planned_ms = 0; /* this is the planned run (or an earlier wake) */
-    if (s->retry_ms != 0 && s->retry_ms <= now)
-        s->retry_ms = 0; /* due now: read below */
-    summarizer_plan(s, SUMMARIZER_POLL_MS);
-    if (s->retry_ms != 0)
-        summarizer_plan(s, s->retry_ms - now);
+    int64_t now = util_wall_ms(), retry = memory_summary_next(s->w->reader);
+    task_within(s->task, SUMMARIZER_POLL_MS);
+    if (retry > now) /* a failed summary's next try (those due now are read below) */
+        task_within(s->task, retry - now);
     if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
         return;
     summarizer_start_rows(s, memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT));

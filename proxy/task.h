@@ -18,6 +18,8 @@ typedef void (*task_fn)(void *arg);
 struct task *task_create(struct event_base *base, task_fn fn, void *arg);
 /* Run again in ms (0: on the next loop turn); replaces a run already planned. */
 void task_after(struct task *t, int64_t ms);
+/* Run again within ms at the latest: a run planned sooner stands. */
+void task_within(struct task *t, int64_t ms);
 /* Run soon. Thread-safe (libevent's threading is on); t may be NULL. */
 void task_wake(struct task *t);
 void task_destroy(struct task *t);

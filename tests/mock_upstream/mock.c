@@ -122,6 +122,25 @@ static void mock_resp_free(struct mock_resp *r)
     free(r);
 }
 
+/* Stop watching the client: the response is ending normally. */
+static void mock_unwatch(struct mock_resp *r)
+{
+    if (r->hup) {
+        event_free(r->hup);
+        r->hup = NULL;
+    }
+    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    r->evcon = NULL;
+}
+
+/* Answer with body (taken) and free r. */
+static void mock_finish_json(struct mock_resp *r, json_t *body)
+{
+    mock_unwatch(r);
+    mock_send_json(r->req, 200, body);
+    mock_resp_free(r);
+}
+
 static void mock_client_gone(struct mock_resp *r)
 {
     if (r->answer != NULL) {
@@ -221,12 +240,7 @@ static void mock_stream_step(struct mock_resp *r)
         mock_stream_end(r, out);
         evhttp_send_reply_chunk(r->req, out);
         evbuffer_free(out);
-        if (r->hup) {
-            event_free(r->hup);
-            r->hup = NULL;
-        }
-        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
-        r->evcon = NULL;
+        mock_unwatch(r);
         evhttp_send_reply_end(r->req);
         mock_stats.streams_completed++;
         mock_resp_free(r);
@@ -254,34 +268,16 @@ static void mock_complete(struct mock_resp *r)
                   "chat.completion", "created", (json_int_t)time(NULL), "model", r->model,
                   "choices", "index", 0, "message", "role", "assistant", "content", text,
                   "finish_reason", "stop", "usage", mock_usage(r));
-    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
-    if (r->hup) {
-        event_free(r->hup);
-        r->hup = NULL;
-    }
-    r->evcon = NULL;
-    mock_send_json(r->req, 200, body);
-    mock_resp_free(r);
-}
-
-static void mock_send_answer(struct mock_resp *r)
-{
-    evhttp_connection_set_closecb(r->evcon, NULL, NULL);
-    if (r->hup) {
-        event_free(r->hup);
-        r->hup = NULL;
-    }
-    r->evcon = NULL;
-    mock_send_json(r->req, 200, r->answer);
-    r->answer = NULL;
-    mock_resp_free(r);
+    mock_finish_json(r, body);
 }
 
 static void mock_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct mock_resp *r = arg;
-    if (r->answer)
-        mock_send_answer(r);
+    json_t *answer = r->answer;
+    r->answer = NULL;
+    if (answer)
+        mock_finish_json(r, answer);
     else if (r->stream)
         mock_stream_step(r);
     else
