@@ -43,6 +43,7 @@ struct relay {
     int fall_back;  /* on_head chose to try the next upstream */
     int too_large;  /* the buffered response passed its cap */
     int sse_broken; /* an event could not be parsed or was too large */
+    int complete;   /* a finished stream's on_complete waits for its bytes to go out */
     enum relay_state state;
     long status;
     char ctype[128];
@@ -299,6 +300,14 @@ static int relay_on_sse(void *arg, const struct sse_event *ev)
             return 0;
         if (r->t_first_token == 0) {
             r->t_first_token = util_now_us();
+            {
+                static uint64_t a, b, n;
+                a += r->t_upstream - r->p.t_start;
+                b += r->t_first_token - r->t_upstream;
+                if (++n % 5000 == 0)
+                    fprintf(stderr, "INSTR pre-upstream %.1f upstream-ttft %.1f\n", (double)a / n,
+                            (double)b / n);
+            }
             metrics_ttft(r->w->metrics, r->t_first_token - r->t_upstream);
         }
     }
@@ -311,15 +320,21 @@ static void relay_after_send(evutil_socket_t fd, short what, void *arg)
     struct relay *r = arg;
     (void)fd;
     (void)what;
-    r->hooks->after_send(r->arg);
+    if (r->hooks->after_send != NULL)
+        r->hooks->after_send(r->arg);
+    if (r->complete) {
+        r->complete = 0;
+        r->hooks->on_complete(r->arg, r, NULL, 0); /* may free r */
+    }
 }
 
-/* Run hooks->after_send on the next loop turn: libevent runs timers after the I/O callbacks
- * of a turn, so the socket write of what was just queued happens first. */
+/* Run hooks->after_send (and a finished stream's on_complete) on the next loop turn: libevent
+ * runs timers after the I/O callbacks of a turn, so the socket write of what was just queued
+ * happens first. */
 static void relay_schedule_after_send(struct relay *r)
 {
     static const struct timeval zero = {0, 0};
-    if (r->hooks->after_send == NULL)
+    if (r->hooks->after_send == NULL && !r->complete)
         return;
     if (r->after == NULL)
         r->after = evtimer_new(r->w->base, relay_after_send, r);
@@ -417,7 +432,10 @@ static void relay_on_done(void *arg, enum upstream_result res, const char *detai
     if (!ok)
         metrics_upstream_failure(r->w->metrics, METRICS_FAIL_STATUS);
     if (r->state == RELAY_STREAMING) {
-        r->hooks->on_complete(r->arg, r, NULL, 0);
+        /* the upstream often ends in the same read as its last tokens: those go out first,
+         * and the turn's bookkeeping (parse, record) runs after them */
+        r->complete = 1;
+        relay_schedule_after_send(r);
     } else if (ok) {
         r->hooks->on_complete(r->arg, r, (const char *)evbuffer_pullup(r->out, -1),
                               evbuffer_get_length(r->out));

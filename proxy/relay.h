@@ -40,7 +40,9 @@ struct relay_hooks {
     int (*on_event)(void *arg, const struct sse_event *ev);
     /*
      * The upstream finished with a 2xx. body/len hold a buffered response (NULL/0 for a
-     * stream). The hook must call relay_finish(r), now or later.
+     * stream; a stream's comes on the loop turn after its last events went out to the
+     * client, so the tokens never wait for the turn's bookkeeping). The hook must call
+     * relay_finish(r), now or later.
      */
     void (*on_complete)(void *arg, struct relay *r, const char *body, size_t len);
     /* The client hung up before the end; r is destroyed right after. May be NULL. */
