@@ -115,12 +115,19 @@ static void chat_committed(void *arg, int ok)
 
 /* ---- relay hooks ---- */
 
+/* The reply is read only to be recorded or cached: otherwise it is never parsed. */
+static int chat_keeps_reply(const struct chat *c)
+{
+    return c->rec != NULL || c->cache_key[0] != '\0';
+}
+
 /* On the forwarding path: decide cheaply, parse later (chat_after_send). */
 static int chat_on_event(void *arg, const struct sse_event *ev)
 {
     struct chat *c = arg;
     int usage_only = reply_is_usage_only(ev->data, ev->data_len);
-    reply_queue_chunk(c->reply, ev->data, ev->data_len);
+    if (chat_keeps_reply(c))
+        reply_queue_chunk(c->reply, ev->data, ev->data_len);
     return !(usage_only && !c->creq.include_usage);
 }
 
@@ -145,14 +152,16 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
 {
     struct chat *c = arg;
     struct memory_reply mr;
+    if (!chat_keeps_reply(c)) {
+        relay_finish(r);
+        return;
+    }
     reply_flush(c->reply);
     if (body != NULL && reply_set_body(c->reply, body, len) != 0)
         log_warn("upstream answered 2xx with a body that is not a JSON object");
     if (c->rec == NULL) {
-        if (c->cache_key[0] != '\0') {
-            chat_reply_of(c, r, &mr);
-            chat_cache_keep(c, &mr);
-        }
+        chat_reply_of(c, r, &mr);
+        chat_cache_keep(c, &mr);
         relay_finish(r);
         return;
     }
