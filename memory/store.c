@@ -92,8 +92,8 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "DROP INDEX sessions_user;"
     "CREATE INDEX sessions_user ON sessions(tenant, user_id, created_ms);",
     /* 9: a stopped session's summary that failed upstream is tried again later */
-    "ALTER TABLE sessions ADD COLUMN summary_tries INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE sessions ADD COLUMN summary_next_ms INTEGER NOT NULL DEFAULT 0;",
+    ("ALTER TABLE sessions ADD COLUMN summary_tries INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE sessions ADD COLUMN summary_next_ms INTEGER NOT NULL DEFAULT 0;"),
 };
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
