@@ -18,6 +18,8 @@
  * "floor" is that sum of medians, the least memproxy could add with recording on here.
  * Output: a Markdown table on stdout.
  */
+#include "bench.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -36,19 +38,6 @@
 #include <unistd.h>
 
 static size_t rounds = 20000;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
 
 static int cmp_u64(const void *a, const void *b)
 {

@@ -19,6 +19,8 @@
  *
  * Output: a Markdown table on stdout.
  */
+#include "bench.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -35,19 +37,6 @@
 #include <arpa/inet.h>
 
 #define BUF_MAX (1 << 20)
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
 
 static int bench_connect(int port, int nonblock)
 {
