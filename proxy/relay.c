@@ -300,14 +300,6 @@ static int relay_on_sse(void *arg, const struct sse_event *ev)
             return 0;
         if (r->t_first_token == 0) {
             r->t_first_token = util_now_us();
-            {
-                static uint64_t a, b, n;
-                a += r->t_upstream - r->p.t_start;
-                b += r->t_first_token - r->t_upstream;
-                if (++n % 5000 == 0)
-                    fprintf(stderr, "INSTR pre-upstream %.1f upstream-ttft %.1f\n", (double)a / n,
-                            (double)b / n);
-            }
             metrics_ttft(r->w->metrics, r->t_first_token - r->t_upstream);
         }
     }
