@@ -143,6 +143,7 @@ struct store_batch {
     int ok;
     int existing; /* the session must exist already: never created by this batch */
     int embed;    /* its user and assistant turns wait for their embedding */
+    int reopened; /* its session is running again (see store_reopen) */
     struct store_batch *next;
 };
 
@@ -155,6 +156,7 @@ enum store_stmt {
     ST_UPDATE,
     ST_REPLACE,
     ST_STOP,
+    ST_REOPEN,
     ST_DELETE,
     ST_RUNTIME,
     ST_PATCH,
@@ -225,6 +227,8 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2, "
                 "summarized_ms = CASE WHEN ?4 AND user_id IS NOT NULL THEN NULL ELSE 0 END "
                 "WHERE sid = ?1 AND status != 'STOPPED' AND updated_ms < ?3",
+    [ST_REOPEN] = "UPDATE sessions SET status = 'RUNNING', stopped_ms = NULL, updated_ms = ?2 "
+                  "WHERE sid = ?1 AND status = 'STOPPED'",
     [ST_DELETE] = "DELETE FROM sessions WHERE sid = ?1",
     [ST_RUNTIME] = "UPDATE sessions SET runtime_system = COALESCE(?2, runtime_system), "
                    "runtime_params = COALESCE(?4, runtime_params), updated_ms = ?3 WHERE sid = ?1",
@@ -1015,6 +1019,20 @@ static int store_exec_global(struct store *st, struct store_batch *b, struct sto
     }
 }
 
+/* A turn written to a stopped session (its call went on, or a reply landed after the stop)
+ * makes it running again: its dump went out without that turn, and the next stop (REST, an
+ * Agora notification, the idle timeout) sends a new one that holds it. Once per batch. */
+static int store_reopen(struct store *st, struct store_batch *b, int64_t sid)
+{
+    if (b->reopened)
+        return 0;
+    b->reopened = 1;
+    sqlite3_stmt *s = st->stmt[ST_REOPEN];
+    sqlite3_bind_int64(s, 1, sid);
+    sqlite3_bind_int64(s, 2, util_wall_ms());
+    return store_step(st->db, s);
+}
+
 static int store_exec_op(struct store *st, struct store_batch *b, int64_t sid, struct store_op *op)
 {
     sqlite3_stmt *s = NULL;
@@ -1064,6 +1082,8 @@ static int store_exec_op(struct store *st, struct store_batch *b, int64_t sid, s
     int written = sqlite3_changes(st->db) > 0; /* an insert repeated is skipped */
     if (!written)
         return 0;
+    if (store_reopen(st, b, sid) != 0)
+        return -1;
     return store_embed_turn(st, b, sid, op->data, op->kind != STORE_OP_INSERT);
 }
 

@@ -175,6 +175,30 @@ class Dump(Base):
         self.assertEqual(self.api("GET", "/v1/webhooks/deliveries/" + d["id"],
                                   key="admin-b")[0], 404)
 
+    def test_a_turn_after_the_stop_reopens_the_session_and_the_next_stop_dumps_it(self):
+        self.mock.config(reply="Sure.")
+        first = {"model": "m", "session_id": "reopened",
+                 "messages": [{"role": "user", "content": "First question."}]}
+        self.chat(first)
+        self.assertEqual(self.api("POST", "/v1/sessions/reopened/stop")[0], 200)
+        wait_for(lambda: len(self.recv.dumps()) == 1, what="the first dump")
+        # the caller goes on with the same session id: the turn is kept and the session runs
+        later = dict(first, messages=first["messages"] + [
+            {"role": "assistant", "content": "Sure."},
+            {"role": "user", "content": "One more thing."}])
+        self.chat(later)
+        status, s = self.api("GET", "/v1/sessions/reopened")
+        self.assertEqual((status, s["status"], s["stopped_ms"]), (200, "RUNNING", None))
+        self.assertEqual(self.api("POST", "/v1/sessions/reopened/stop")[1]["status"], "STOPPED")
+        wait_for(lambda: len(self.recv.dumps()) == 2, what="the second dump")
+        d1, d2 = [json.loads(body) for _, body in self.recv.dumps()]
+        status, history = self.api("GET", "/v1/sessions/reopened/history?format=full")
+        self.assertEqual([c["content"] for c in d1["payload"]["contents"]],
+                         ["First question.", "Sure."])
+        self.assertEqual(len(history["contents"]), 4)
+        self.assertEqual(d2["payload"]["contents"], history["contents"])
+        self.assertNotEqual(d1["noticeId"], d2["noticeId"])
+
     def test_update_params_reach_the_upstream(self):
         sid = self.voice_call()
         update = fixture("agora-update-request.json")
