@@ -40,7 +40,8 @@ struct chat {
     struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
     char *hit_text;
     size_t hit_len;
-    int refs; /* the relay's, and one while a commit is awaited */
+    uint64_t t_commit; /* when the reply's commit was asked for */
+    int refs;          /* the relay's, and one while a commit is awaited */
 };
 
 static void chat_unref(struct chat *c)
@@ -96,6 +97,7 @@ static void chat_committed(void *arg, int ok)
     struct chat *c = arg;
     struct relay *r = c->relay;
     c->relay = NULL;
+    metrics_commit_wait(c->w->metrics, util_now_us() - c->t_commit);
     if (r == NULL) {
         server_release(c->w); /* the client left meanwhile */
     } else if (ok) {
@@ -170,6 +172,7 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
     chat_cache_keep(c, &mr);
     c->relay = r;
     c->refs++;
+    c->t_commit = util_now_us();
     memory_rec_reply(c->rec, &mr, c->w->base, chat_committed, c);
 }
 
@@ -358,6 +361,7 @@ static void chat_cache_committed(void *arg, int ok)
 {
     struct chat *c = arg;
     struct worker *w = c->w;
+    metrics_commit_wait(w->metrics, util_now_us() - c->t_commit);
     if (ok) {
         chat_cache_send(c, c->hit_req);
     } else {
@@ -394,6 +398,7 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
         struct memory_reply mr = {.content = content, .model = model, .finish_reason = "stop"};
         chat_record_request(c);
         c->hit_req = req;
+        c->t_commit = util_now_us();
         server_hold(c->w); /* a draining worker waits for the answer */
         memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
     }

@@ -31,7 +31,7 @@ struct metrics_hist {
 
 struct metrics {
     _Atomic uint64_t requests[METRICS_ROUTE__COUNT][METRICS_NSTATUS];
-    struct metrics_hist ttft, added;
+    struct metrics_hist ttft, added, commit_wait;
     _Atomic int64_t active_streams;
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
@@ -122,6 +122,11 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
 {
     metrics_add(&m->recalls[outcome], 1);
     metrics_observe(&m->recall_wait, waited_us);
+}
+
+void metrics_commit_wait(struct metrics *m, uint64_t waited_us)
+{
+    metrics_observe(&m->commit_wait, waited_us);
 }
 
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
@@ -289,6 +294,9 @@ char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_
     metrics_render_hist(&o, sets, n, offsetof(struct metrics, added),
                         "memproxy_added_latency_seconds",
                         "Time memproxy itself spends on a request, upstream time excluded.");
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, commit_wait),
+                        "memproxy_commit_wait_seconds",
+                        "Time a recorded response's end waited for its turn's commit.");
     metrics_render_misc(&o, sets, n);
     metrics_render_hist(&o, sets, n, offsetof(struct metrics, recall_wait),
                         "memproxy_recall_wait_seconds",

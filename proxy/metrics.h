@@ -9,6 +9,8 @@
  *   memproxy_requests_total{route,status}          counter
  *   memproxy_upstream_ttft_seconds                  histogram (upstream start -> first token)
  *   memproxy_added_latency_seconds                  histogram (time memproxy itself spends)
+ *   memproxy_commit_wait_seconds                    histogram (a recorded response's end
+ *                                                   waiting for its turn's commit)
  *   memproxy_active_streams                         gauge
  *   memproxy_upstream_failures_total{kind}          counter
  *   memproxy_upstream_fallbacks_total               counter
@@ -79,6 +81,9 @@ void metrics_fallback(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
 void metrics_hook(struct metrics *m, enum metrics_hook outcome);
 void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us);
+/* A recorded response's end waited waited_us for its turn's commit (the durability promise:
+ * the writer's queue, the transaction, the report back). */
+void metrics_commit_wait(struct metrics *m, uint64_t waited_us);
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n);
 
 /* The Prometheus text for the sum of sets[0..n) and the memory's counters; caller frees. */

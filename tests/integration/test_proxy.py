@@ -201,6 +201,7 @@ class Observability(StackTest):
         self.assertIn('memproxy_requests_total{route="chat",status="200"} 2', text)
         self.assertIn("memproxy_upstream_ttft_seconds_count 1", text)
         self.assertIn("memproxy_added_latency_seconds_count 2", text)
+        self.assertIn("memproxy_commit_wait_seconds_count 0", text)  # no session: no commit
         self.assertIn("memproxy_active_streams 0", text)
 
 

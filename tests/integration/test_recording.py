@@ -137,6 +137,9 @@ class AgoraConversation(StackTest):
         self.assertIn('memproxy_store_writes_total{result="failed"} 0', text)
         self.assertIn("memproxy_memory_sessions 1", text)
         self.assertIn("memproxy_memory_turns 12", text)
+        # each of the 6 responses' ends waited for its commit, and that wait is measured
+        self.assertIn("memproxy_commit_wait_seconds_count 6", text)
+        self.assertIn('memproxy_commit_wait_seconds_bucket{le="+Inf"} 6', text)
 
 
 class Sessions(StackTest):
