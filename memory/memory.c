@@ -73,6 +73,11 @@ struct memory_rec {
     int append; /* stored history mode: the messages are new, not a window */
     int embed;  /* retrieval: its turns wait for their embedding */
     int reload; /* the entry must be read again before use */
+    /* the question's embedding, made for its recall (memory_rec_question), until a batch
+     * takes it */
+    char *q_model, *q_text;
+    float *q_vec;
+    size_t q_dim;
 };
 
 /* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
@@ -567,12 +572,38 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     pthread_mutex_unlock(&e->mu);
 }
 
+static void memory_rec_question_clear(struct memory_rec *rec)
+{
+    free(rec->q_model);
+    free(rec->q_text);
+    free(rec->q_vec);
+    rec->q_model = rec->q_text = NULL;
+    rec->q_vec = NULL;
+}
+
+void memory_rec_question(struct memory_rec *rec, const char *model, const char *text,
+                         const float *vec, size_t dim)
+{
+    if (rec->requested || rec->replied || vec == NULL || dim == 0)
+        return; /* its turns are queued already */
+    memory_rec_question_clear(rec);
+    rec->q_model = xstrdup(model);
+    rec->q_text = xstrdup(text);
+    rec->q_vec = xmalloc(dim * sizeof(float));
+    memcpy(rec->q_vec, vec, dim * sizeof(float));
+    rec->q_dim = dim;
+}
+
 /* A batch of the rec's session; with retrieval, its turns are queued for their embedding. */
 static struct store_batch *memory_rec_batch(struct memory_rec *rec)
 {
     struct store_batch *b = store_batch_new(rec->tenant, rec->sid);
     if (rec->embed)
         store_batch_embed(b);
+    if (rec->embed && rec->q_vec != NULL) { /* the first batch holds the request's turns */
+        store_batch_known_embedding(b, rec->q_model, rec->q_text, rec->q_vec, rec->q_dim);
+        memory_rec_question_clear(rec);
+    }
     return b;
 }
 
@@ -975,6 +1006,7 @@ void memory_rec_free(struct memory_rec *rec)
     if (rec->e != NULL)
         ws_release(rec->rd->m, rec->e);
     json_decref(rec->messages);
+    memory_rec_question_clear(rec);
     free(rec->tenant);
     free(rec->sid);
     free(rec->user);

@@ -85,6 +85,12 @@ struct memory_rec_params {
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
 
+/* Retrieval: the request's question (its last user message's text, as reconcile stores it)
+ * was embedded with model for its recall. Before memory_rec_request(): that turn takes this
+ * embedding when it is written instead of being embedded again. vec is copied. */
+void memory_rec_question(struct memory_rec *rec, const char *model, const char *text,
+                         const float *vec, size_t dim);
+
 /* What the upstream request is built from, before it is forwarded (from the working set; a
  * cold session is read through the rec's reader). Both arrays are new and may be NULL. The
  * injected messages are read with the session's entry: a change made behind memproxy's back

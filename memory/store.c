@@ -144,6 +144,10 @@ struct store_batch {
     int existing; /* the session must exist already: never created by this batch */
     int embed;    /* its user and assistant turns wait for their embedding */
     int reopened; /* its session is running again (see store_reopen) */
+    /* an embedding made already for a user turn's text (store_batch_known_embedding) */
+    char *known_model, *known_text;
+    void *known_vec;
+    size_t known_len;
     struct store_batch *next;
 };
 
@@ -424,6 +428,19 @@ void store_batch_embed(struct store_batch *b)
     b->embed = 1;
 }
 
+void store_batch_known_embedding(struct store_batch *b, const char *model, const char *text,
+                                 const float *vec, size_t dim)
+{
+    free(b->known_model);
+    free(b->known_text);
+    free(b->known_vec);
+    b->known_model = xstrdup(model);
+    b->known_text = xstrdup(text);
+    b->known_len = dim * sizeof(float);
+    b->known_vec = xmalloc(b->known_len);
+    memcpy(b->known_vec, vec, b->known_len);
+}
+
 void store_batch_embedding(struct store_batch *b, const struct store_embedding *e)
 {
     json_t *d = json_pack("{s:I, s:I, s:s, s:s, s:s?, s:I}", "sid", (json_int_t)e->sid, "seq",
@@ -516,6 +533,9 @@ void store_batch_free(struct store_batch *b)
     free(b->ops);
     free(b->tenant);
     free(b->session_id);
+    free(b->known_model);
+    free(b->known_text);
+    free(b->known_vec);
     free(b);
 }
 
@@ -952,6 +972,24 @@ static void store_bind_turn_key(sqlite3_stmt *s, int64_t sid, int64_t seq)
 
 /* A turn was written: an embedding of its earlier text is stale (changed), and a batch that
  * wants embeddings queues it (ST_EMBED_QUEUE keeps to user and assistant turns with text). */
+/* A user turn that reads exactly as the batch's known embedding's text takes that embedding
+ * (1) instead of waiting in the queue; 0 when it does not apply, -1 on failure. */
+static int store_embed_known(struct store *st, struct store_batch *b, int64_t sid, json_t *turn)
+{
+    const char *role = json_string_value(json_object_get(turn, "role"));
+    if (b->known_vec == NULL || role == NULL || strcmp(role, "user") != 0)
+        return 0;
+    sqlite3_stmt *s = st->stmt[ST_EMBED_PUT];
+    store_bind_turn_key(s, sid, json_integer_value(json_object_get(turn, "seq")));
+    sqlite3_bind_text(s, 3, b->known_model, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 4, b->known_vec, (int)b->known_len, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, util_wall_ms());
+    sqlite3_bind_text(s, 7, b->known_text, -1, SQLITE_STATIC);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    return sqlite3_changes(st->db) > 0;
+}
+
 static int store_embed_turn(struct store *st, struct store_batch *b, int64_t sid, json_t *turn,
                             int changed)
 {
@@ -964,6 +1002,9 @@ static int store_embed_turn(struct store *st, struct store_batch *b, int64_t sid
     }
     if (!b->embed)
         return 0;
+    int known = store_embed_known(st, b, sid, turn);
+    if (known != 0)
+        return known > 0 ? 0 : -1;
     s = st->stmt[ST_EMBED_QUEUE];
     store_bind_turn_key(s, sid, seq);
     sqlite3_bind_int64(s, 3, util_wall_ms());

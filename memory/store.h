@@ -118,6 +118,11 @@ void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
 /* Retrieval: this batch's user and assistant turns (inserted, or changed: their embedding is
  * then dropped) are queued for the embedder (store_to_embed()). */
 void store_batch_embed(struct store_batch *b);
+/* Retrieval: an embedding made already (a request's question, looked up for its recall). A
+ * user turn of this embed batch that reads exactly text takes it at once instead of being
+ * queued, so the question is not embedded twice. Everything is copied. */
+void store_batch_known_embedding(struct store_batch *b, const char *model, const char *text,
+                                 const float *vec, size_t dim);
 /* An embedder's outcome for one queued turn (in a batch of tenant "", session NULL). */
 struct store_embedding {
     int64_t sid, seq;  /* the turn (store_to_embed()'s row) */

@@ -34,6 +34,7 @@ struct chat {
     char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
     struct lookup *lookup;          /* the question's embedding on its way */
     struct evhttp_request *waiting; /* the request, while the lookup runs */
+    char *question;                 /* the question's text, while its lookup runs */
     float *query;                   /* the question's embedding, or NULL */
     size_t qdim;
     char cache_key[65];             /* set when the turn may be answered from the cache */
@@ -53,6 +54,7 @@ static void chat_unref(struct chat *c)
     memory_rec_free(c->rec);
     lookup_cancel(c->lookup);
     free(c->recall_sid);
+    free(c->question);
     free(c->query);
     free(c->user);
     free(c->hit_text);
@@ -435,6 +437,8 @@ static void chat_looked_up(void *arg, float *query, size_t dim)
     c->waiting = NULL;
     c->query = query;
     c->qdim = dim;
+    if (query != NULL) /* the question's turn takes this embedding: not embedded twice */
+        memory_rec_question(c->rec, c->prof->retrieval_model, c->question, query, dim);
     chat_forward(c, req);
     server_release(w); /* after: the relay now keeps a drain waiting */
 }
@@ -450,13 +454,12 @@ static int chat_recall(struct chat *c, struct evhttp_request *req, const char *s
     c->recall_sid = xstrdup(session_id);
     if (!memory_recall_embedded(c->w->reader, c->tenant, c->user, session_id))
         return 0;
-    char *question = recall_query_text(c->creq.messages);
-    if (question == NULL)
+    c->question = recall_query_text(c->creq.messages);
+    if (c->question == NULL)
         return 0;
     c->waiting = req;
     server_hold(c->w); /* a draining worker waits for the request to go on */
-    c->lookup = lookup_start(c->w, c->prof, question, chat_looked_up, c);
-    free(question);
+    c->lookup = lookup_start(c->w, c->prof, c->question, chat_looked_up, c);
     return 1;
 }
 

@@ -336,6 +336,23 @@ class Retrieval(unittest.TestCase):
                  m["content"].startswith("Earlier messages")]
         return found[0] if found else ""
 
+    def test_the_question_is_embedded_once(self):
+        self.start("5s")
+        self.first_call("U")
+        before = self.mock.stats()["embedding_inputs"]
+        self.ask("U", "What is the gate code for the north warehouse?")
+        wait_for(lambda: self.count("SELECT COUNT(*) FROM embeddings e JOIN sessions s "
+                                    "USING (sid) WHERE e.vec IS NOT NULL AND s.id = 'U-call-2'")
+                 == 2, timeout=15, what="the question's and the reply's embeddings")
+        # the question was embedded for its recall and its turn kept that embedding: the
+        # upstream embedded it once, and the reply once in the background
+        self.assertEqual(self.mock.stats()["embedding_inputs"] - before, 2)
+        self.assertEqual(self.count("SELECT COUNT(*) FROM embed_queue"), 0)
+        model = self.count("SELECT e.model FROM embeddings e JOIN messages m USING (sid, seq) "
+                           "JOIN sessions s USING (sid) WHERE s.id = 'U-call-2' AND "
+                           "m.role = 'user'")
+        self.assertEqual(model, self.count("SELECT model FROM embeddings LIMIT 1"))
+
     def test_a_relevant_old_message_is_injected(self):
         self.start("5s")
         self.first_call("U")

@@ -431,6 +431,43 @@ static int embed_one(struct store *st, json_t *row, const char *text, const floa
 /* Retrieval's queue: a batch that wants embeddings queues its user and assistant turns with
  * text; an embedding is kept only for the text it was made from; a changed turn loses it and
  * waits again; a retry counts. */
+/* A question embedded for its recall: the user turn reading exactly that text takes the
+ * embedding at once; the reply, and a user turn reading otherwise, wait in the queue. */
+static void test_known_embedding(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    float q[3] = {0.25f, 0.5f, 1.0f};
+    struct store_batch *b = store_batch_new("t", "call-2");
+    json_t *u = turn("user", "What is the gate code?", 1, 0, 1);
+    json_t *a = turn("assistant", "It is 4417.", 1, 0, 2);
+    json_t *u2 = turn("user", "what is the gate code", 2, 0, 3);
+    store_batch_embed(b);
+    store_batch_known_embedding(b, "embed-model", "What is the gate code?", q, 3);
+    store_batch_insert(b, u);
+    store_batch_insert(b, a);
+    store_batch_insert(b, u2);
+    assert_int_equal(commit(st, b), 1);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings WHERE seq = 1 AND "
+                                 "model = 'embed-model' AND length(vec) = 12"),
+                     1);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *due = store_to_embed(r, util_wall_ms(), 10);
+    assert_int_equal(json_array_size(due), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(due, 0), "text")),
+                        "It is 4417.");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(due, 1), "text")),
+                        "what is the gate code");
+    json_decref(due);
+    json_decref(u);
+    json_decref(a);
+    json_decref(u2);
+    store_reader_close(r);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 static void test_embedding_queue(void **state)
 {
     char *path = tmp_db(), *err = NULL;
@@ -516,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_stop_fills_the_outbox),
         cmocka_unit_test(test_embedding_queue),
+        cmocka_unit_test(test_known_embedding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
