@@ -970,8 +970,6 @@ static void store_bind_turn_key(sqlite3_stmt *s, int64_t sid, int64_t seq)
     sqlite3_bind_int64(s, 2, seq);
 }
 
-/* A turn was written: an embedding of its earlier text is stale (changed), and a batch that
- * wants embeddings queues it (ST_EMBED_QUEUE keeps to user and assistant turns with text). */
 /* A user turn that reads exactly as the batch's known embedding's text takes that embedding
  * (1) instead of waiting in the queue; 0 when it does not apply, -1 on failure. */
 static int store_embed_known(struct store *st, struct store_batch *b, int64_t sid, json_t *turn)
@@ -990,6 +988,8 @@ static int store_embed_known(struct store *st, struct store_batch *b, int64_t si
     return sqlite3_changes(st->db) > 0;
 }
 
+/* A turn was written: an embedding of its earlier text is stale (changed), and a batch that
+ * wants embeddings queues it (ST_EMBED_QUEUE keeps to user and assistant turns with text). */
 static int store_embed_turn(struct store *st, struct store_batch *b, int64_t sid, json_t *turn,
                             int changed)
 {
