@@ -112,14 +112,9 @@ static void embedder_start(struct embedder *e, json_t *due)
         return;
     }
     json_t *req = recall_embed_request(e->prof->retrieval_model, texts, n);
-    char *body = json_dumps(req, JSON_COMPACT);
+    e->fx = fetch_start(e->w->up, &e->w->cfg->upstreams[e->prof->chain[0]], "/embeddings", req,
+                        EMBEDDER_MAX_RESPONSE, embedder_answered, e);
     json_decref(req);
-    struct upstream_request rq = {.target = &e->w->cfg->upstreams[e->prof->chain[0]],
-                                  .path = "/embeddings",
-                                  .body = body,
-                                  .body_len = strlen(body)};
-    e->fx = fetch_start(e->w->up, &rq, EMBEDDER_MAX_RESPONSE, embedder_answered, e);
-    free(body);
     upstream_kick(e->w->up);
 }
 

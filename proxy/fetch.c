@@ -61,22 +61,20 @@ static void fetch_on_done(void *arg, enum upstream_result res, const char *detai
 
 static const struct upstream_handler fetch_handler = {fetch_on_head, fetch_on_body, fetch_on_done};
 
-struct fetch *fetch_start(struct upstream *up, const struct upstream_request *rq, size_t max,
-                          fetch_cb cb, void *arg)
+struct fetch *fetch_start(struct upstream *up, const struct cfg_upstream *target, const char *path,
+                          json_t *body, size_t max, fetch_cb cb, void *arg)
 {
     struct fetch *f = xcalloc(1, sizeof(*f));
-    struct upstream_request copy = *rq;
     f->max = max;
     f->cb = cb;
     f->arg = arg;
     f->answer = evbuffer_new();
-    if (rq->body != NULL) {
-        f->body = xmalloc(rq->body_len + 1);
-        memcpy(f->body, rq->body, rq->body_len);
-        f->body[rq->body_len] = '\0';
-        copy.body = f->body;
-    }
-    f->x = upstream_start(up, &copy, &fetch_handler, f);
+    f->body = json_dumps(body, JSON_COMPACT);
+    if (f->body == NULL)
+        abort(); /* json_dumps fails only without memory */
+    struct upstream_request rq = {
+        .target = target, .path = path, .body = f->body, .body_len = strlen(f->body)};
+    f->x = upstream_start(up, &rq, &fetch_handler, f);
     return f;
 }
 

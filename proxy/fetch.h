@@ -3,14 +3,16 @@
  * chat completion, the embeddings of stored turns and of a caller's question. The answer is
  * collected (capped) and handed over in one callback on the worker's thread.
  *
- * Ownership: fetch_start() copies the request body; the fetch frees itself after its
- * callback, or in fetch_cancel() (after which the callback never runs).
+ * Ownership: fetch_start() keeps its own text of the request body (the caller keeps the
+ * JSON); the fetch frees itself after its callback, or in fetch_cancel() (after which the
+ * callback never runs).
  */
 #ifndef MEMPROXY_FETCH_H
 #define MEMPROXY_FETCH_H
 
 #include "upstream.h"
 
+#include <jansson.h>
 #include <stddef.h>
 
 struct fetch;
@@ -23,9 +25,10 @@ struct fetch;
  */
 typedef void (*fetch_cb)(void *arg, long status, const char *body, size_t len, const char *err);
 
-/* Start; rq->body is copied. max: the largest answer taken (a longer one fails). */
-struct fetch *fetch_start(struct upstream *up, const struct upstream_request *rq, size_t max,
-                          fetch_cb cb, void *arg);
+/* POST body, as compact JSON, to target's path (e.g. "/embeddings"). max: the largest answer
+ * taken (a longer one fails). */
+struct fetch *fetch_start(struct upstream *up, const struct cfg_upstream *target, const char *path,
+                          json_t *body, size_t max, fetch_cb cb, void *arg);
 /* Stop a fetch whose callback has not run; f may be NULL. */
 void fetch_cancel(struct fetch *f);
 

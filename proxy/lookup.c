@@ -76,14 +76,9 @@ struct lookup *lookup_start(struct worker *w, const struct cfg_profile *p, const
     l->timer = evtimer_new(w->base, lookup_late, l);
     evtimer_add(l->timer, &budget);
     json_t *req = recall_embed_request(p->retrieval_model, &question, 1);
-    char *body = json_dumps(req, JSON_COMPACT);
+    l->fx = fetch_start(w->up, &w->cfg->upstreams[p->chain[0]], "/embeddings", req,
+                        LOOKUP_MAX_RESPONSE, lookup_answered, l);
     json_decref(req);
-    struct upstream_request rq = {.target = &w->cfg->upstreams[p->chain[0]],
-                                  .path = "/embeddings",
-                                  .body = body,
-                                  .body_len = strlen(body)};
-    l->fx = fetch_start(w->up, &rq, LOOKUP_MAX_RESPONSE, lookup_answered, l);
-    free(body);
     return l;
 }
 

@@ -211,6 +211,18 @@ static uint64_t metrics_sum(struct metrics *const *sets, size_t n, size_t offset
     return v;
 }
 
+/* A counter family: one series per label value, from the array of counters at offset. */
+static void metrics_render_family(struct metrics_out *o, struct metrics *const *sets, size_t n,
+                                  size_t offset, const char *name, const char *help,
+                                  const char *label, const char *const *values, size_t count)
+{
+    metrics_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (size_t i = 0; i < count; i++)
+        metrics_printf(
+            o, "%s{%s=\"%s\"} %llu\n", name, label, values[i],
+            (unsigned long long)metrics_sum(sets, n, offset + i * sizeof(_Atomic uint64_t)));
+}
+
 static void metrics_render_misc(struct metrics_out *o, struct metrics *const *sets, size_t n)
 {
     int64_t active = 0;
@@ -220,12 +232,9 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# HELP memproxy_active_streams Responses being streamed now.\n"
                    "# TYPE memproxy_active_streams gauge\nmemproxy_active_streams %lld\n",
                    (long long)active);
-    metrics_printf(o, "# HELP memproxy_upstream_failures_total Upstream attempts that failed.\n"
-                      "# TYPE memproxy_upstream_failures_total counter\n");
-    for (size_t f = 0; f < METRICS_FAIL__COUNT; f++)
-        metrics_printf(
-            o, "memproxy_upstream_failures_total{kind=\"%s\"} %llu\n", metrics_failure_names[f],
-            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, failures[f])));
+    metrics_render_family(o, sets, n, offsetof(struct metrics, failures),
+                          "memproxy_upstream_failures_total", "Upstream attempts that failed.",
+                          "kind", metrics_failure_names, METRICS_FAIL__COUNT);
     metrics_printf(o,
                    "# HELP memproxy_upstream_fallbacks_total Requests moved to a fallback.\n"
                    "# TYPE memproxy_upstream_fallbacks_total counter\n"
@@ -237,27 +246,18 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "memproxy_client_disconnects_total %llu\n",
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
     static const char *const hook_names[METRICS_HOOK__COUNT] = {"delivered", "retry", "failed"};
-    metrics_printf(o, "# HELP memproxy_webhook_tries_total Webhook dump tries by outcome.\n"
-                      "# TYPE memproxy_webhook_tries_total counter\n");
-    for (size_t h = 0; h < METRICS_HOOK__COUNT; h++)
-        metrics_printf(
-            o, "memproxy_webhook_tries_total{result=\"%s\"} %llu\n", hook_names[h],
-            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, hooks[h])));
     static const char *const recall_names[METRICS_RECALL__COUNT] = {"ready", "late", "failed"};
-    metrics_printf(o, "# HELP memproxy_recall_lookups_total Retrieval lookups by outcome of the "
-                      "question's embedding.\n"
-                      "# TYPE memproxy_recall_lookups_total counter\n");
-    for (size_t r = 0; r < METRICS_RECALL__COUNT; r++)
-        metrics_printf(
-            o, "memproxy_recall_lookups_total{result=\"%s\"} %llu\n", recall_names[r],
-            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, recalls[r])));
     static const char *const embed_names[METRICS_EMBED__COUNT] = {"stored", "retry", "failed"};
-    metrics_printf(o, "# HELP memproxy_embeddings_total Stored turns' embeddings by outcome.\n"
-                      "# TYPE memproxy_embeddings_total counter\n");
-    for (size_t e = 0; e < METRICS_EMBED__COUNT; e++)
-        metrics_printf(
-            o, "memproxy_embeddings_total{result=\"%s\"} %llu\n", embed_names[e],
-            (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, embeds[e])));
+    metrics_render_family(o, sets, n, offsetof(struct metrics, hooks),
+                          "memproxy_webhook_tries_total", "Webhook dump tries by outcome.",
+                          "result", hook_names, METRICS_HOOK__COUNT);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, recalls),
+                          "memproxy_recall_lookups_total",
+                          "Retrieval lookups by outcome of the question's embedding.", "result",
+                          recall_names, METRICS_RECALL__COUNT);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, embeds), "memproxy_embeddings_total",
+                          "Stored turns' embeddings by outcome.", "result", embed_names,
+                          METRICS_EMBED__COUNT);
 }
 
 static void metrics_render_memory(struct metrics_out *o, const struct memory_stats *m)

@@ -157,14 +157,9 @@ static void summarizer_start(struct summarizer *s, json_t *row)
         summarizer_finish(j, NULL);
         return;
     }
-    char *text = json_dumps(body, JSON_COMPACT);
+    j->fx = fetch_start(s->w->up, &s->w->cfg->upstreams[p->chain[0]], "/chat/completions", body,
+                        SUMMARIZER_MAX_RESPONSE, summarizer_answered, j);
     json_decref(body);
-    struct upstream_request rq = {.target = &s->w->cfg->upstreams[p->chain[0]],
-                                  .path = "/chat/completions",
-                                  .body = text,
-                                  .body_len = strlen(text)};
-    j->fx = fetch_start(s->w->up, &rq, SUMMARIZER_MAX_RESPONSE, summarizer_answered, j);
-    free(text);
 }
 
 /* Start the rows' summaries that are not on their way already, within the in-flight cap. */
