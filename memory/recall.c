@@ -1,5 +1,6 @@
 #include "recall.h"
 
+#include "jtext.h"
 #include "reconcile.h"
 #include "util.h"
 
@@ -92,7 +93,7 @@ int recall_parse_embeddings(const char *body, size_t len, size_t n, float **vecs
 {
     int rc = -1;
     size_t k;
-    json_t *item, *root = json_loadb(body, len, 0, NULL);
+    json_t *item, *root = jtext_load(body, len, 0, NULL);
     json_t *data = json_object_get(root, "data");
     char *seen = xcalloc(n ? n : 1, 1);
     float *all = xmalloc((n ? n : 1) * RECALL_MAX_DIM * sizeof(float));

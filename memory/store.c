@@ -1,5 +1,6 @@
 #include "store.h"
 
+#include "jtext.h"
 #include "log.h"
 #include "util.h"
 
@@ -552,7 +553,7 @@ static void store_bind_text(sqlite3_stmt *s, int i, json_t *v)
 /* JSON values (objects, arrays) are stored as their compact text. */
 static void store_bind_json(sqlite3_stmt *s, int i, json_t *v)
 {
-    char *text = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *text = json_is_object(v) || json_is_array(v) ? jtext_dump(v, NULL) : NULL;
     if (text)
         sqlite3_bind_text(s, i, text, -1, free);
     else
@@ -1545,7 +1546,8 @@ static json_t *store_col(sqlite3_stmt *s, int i, int as_json)
         return json_real(sqlite3_column_double(s, i));
     case SQLITE_TEXT: {
         const char *t = (const char *)sqlite3_column_text(s, i);
-        json_t *v = as_json ? json_loads(t, 0, NULL) : json_string(t);
+        size_t n = (size_t)sqlite3_column_bytes(s, i);
+        json_t *v = as_json ? jtext_load(t, n, 0, NULL) : json_string(t);
         return v ? v : json_null();
     }
     default:

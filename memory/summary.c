@@ -1,5 +1,6 @@
 #include "summary.h"
 
+#include "jtext.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -84,7 +85,7 @@ json_t *summary_parse(const char *text, size_t len, char *err, size_t errlen)
         if (end - text >= 3 && memcmp(end - 3, "```", 3) == 0)
             end -= 3;
     }
-    json_t *j = json_loadb(text, (size_t)(end - text), JSON_REJECT_DUPLICATES, NULL);
+    json_t *j = jtext_load(text, (size_t)(end - text), JSON_REJECT_DUPLICATES, NULL);
     json_t *out = j ? snapshot_user_memory(j, err, errlen) : NULL;
     if (j == NULL)
         snprintf(err, errlen, "the answer is not a JSON object");

@@ -1,5 +1,6 @@
 #include "apierr.h"
 
+#include "jtext.h"
 #include "util.h"
 
 #include <jansson.h>
@@ -65,10 +66,11 @@ char *apierr_json(const struct apierr *e, size_t *len)
         "{s:s, s:s, s:o, s:s}", "message", e->message, "type", apierr_type(e->kind), "param",
         e->param[0] ? json_string(e->param) : json_null(), "code", apierr_code(e->kind));
     json_t *root = json_pack("{s:o}", "error", err);
-    char *s = json_dumps(root, JSON_COMPACT);
+    char *s = jtext_dump(root, len);
     json_decref(root);
-    if (s == NULL) /* only on allocation failure (or invalid UTF-8 we never produce) */
+    if (s == NULL) { /* invalid UTF-8, which we never produce */
         s = xstrdup("{\"error\":{\"message\":\"internal error\",\"type\":\"server_error\"}}");
-    *len = strlen(s);
+        *len = strlen(s);
+    }
     return s;
 }

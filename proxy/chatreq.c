@@ -1,5 +1,6 @@
 #include "chatreq.h"
 
+#include "jtext.h"
 #include "util.h"
 
 #include <string.h>
@@ -142,7 +143,7 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
                    lim->max_depth);
         return -1;
     }
-    out->body = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    out->body = jtext_load(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     if (out->body == NULL) {
         apierr_set(err, APIERR_INVALID_JSON, NULL,
                    "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
@@ -202,10 +203,9 @@ void chatreq_apply_params(json_t *up, json_t *params)
 
 char *chatreq_dump(json_t *up, size_t *len)
 {
-    char *s = json_dumps(up, JSON_COMPACT);
+    char *s = jtext_dump(up, len);
     if (s == NULL)
-        abort(); /* the tree came from valid JSON: only allocation can fail */
-    *len = strlen(s);
+        abort(); /* the tree holds only text that was checked as UTF-8 when it came in */
     return s;
 }
 

@@ -1,5 +1,6 @@
 #include "fetch.h"
 
+#include "jtext.h"
 #include "util.h"
 
 #include <event2/buffer.h>
@@ -69,11 +70,11 @@ struct fetch *fetch_start(struct upstream *up, const struct cfg_upstream *target
     f->cb = cb;
     f->arg = arg;
     f->answer = evbuffer_new();
-    f->body = json_dumps(body, JSON_COMPACT);
+    size_t len = 0;
+    f->body = jtext_dump(body, &len);
     if (f->body == NULL)
-        abort(); /* json_dumps fails only without memory */
-    struct upstream_request rq = {
-        .target = target, .path = path, .body = f->body, .body_len = strlen(f->body)};
+        abort(); /* the bodies memproxy builds hold only checked UTF-8 */
+    struct upstream_request rq = {.target = target, .path = path, .body = f->body, .body_len = len};
     f->x = upstream_start(up, &rq, &fetch_handler, f);
     return f;
 }

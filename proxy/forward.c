@@ -1,6 +1,7 @@
 #include "forward.h"
 
 #include "chatreq.h"
+#include "jtext.h"
 #include "relay.h"
 #include "respond.h"
 #include "server.h"
@@ -29,7 +30,7 @@ static int forward_check_body(const struct worker *w, const struct route_ctx *rc
         apierr_set(e, APIERR_INVALID_JSON, NULL, "the body is nested too deeply");
         return -1;
     }
-    json_t *root = json_loadb(rc->body, rc->body_len, 0, NULL);
+    json_t *root = jtext_load(rc->body, rc->body_len, 0, NULL);
     int ok = json_is_object(root);
     json_decref(root);
     if (!ok)

@@ -1,5 +1,6 @@
 #include "reply.h"
 
+#include "jtext.h"
 #include "util.h"
 
 #include <string.h>
@@ -149,7 +150,7 @@ static void reply_take_common(struct reply *r, json_t *root)
 
 enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
 {
-    json_t *root = json_loadb(data, len, 0, NULL);
+    json_t *root = jtext_load(data, len, 0, NULL);
     enum reply_chunk kind = REPLY_CHUNK;
     if (!json_is_object(root)) {
         json_decref(root);
@@ -172,7 +173,7 @@ enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
 
 int reply_set_body(struct reply *r, const char *body, size_t len)
 {
-    json_t *root = json_loadb(body, len, 0, NULL);
+    json_t *root = jtext_load(body, len, 0, NULL);
     if (!json_is_object(root)) {
         json_decref(root);
         return -1;
@@ -251,7 +252,7 @@ int reply_is_usage_only(const char *data, size_t len)
 {
     if (!reply_has_empty_choices(data, len))
         return 0;
-    json_t *root = json_loadb(data, len, 0, NULL); /* rare: confirm it */
+    json_t *root = jtext_load(data, len, 0, NULL); /* rare: confirm it */
     json_t *choices = json_object_get(root, "choices");
     int yes = json_is_array(choices) && json_array_size(choices) == 0 &&
               json_is_object(json_object_get(root, "usage"));
@@ -297,7 +298,7 @@ static json_t *reply_usage_zero(void)
 /* Append one "data: ..." event for chunk (taken) to *out. */
 static void reply_sse(char **out, json_t *chunk)
 {
-    char *text = json_dumps(chunk, JSON_COMPACT);
+    char *text = jtext_dump(chunk, NULL);
     char *n = xasprintf("%sdata: %s\n\n", *out, text);
     free(text);
     free(*out);
@@ -338,8 +339,7 @@ char *reply_synthesize(const char *id, const char *content, const char *model, i
                           "object", "chat.completion", "created", created, "model", model,
                           "choices", "index", 0, "message", "role", "assistant", "content", content,
                           "finish_reason", "stop", "usage", reply_usage_zero());
-    char *text = json_dumps(b, JSON_COMPACT);
+    char *text = jtext_dump(b, len);
     json_decref(b);
-    *len = strlen(text);
     return text;
 }

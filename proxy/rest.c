@@ -1,6 +1,7 @@
 #include "rest.h"
 
 #include "deliveries.h"
+#include "jtext.h"
 #include "lifecycle.h"
 #include "memory.h"
 #include "respond.h"
@@ -62,8 +63,9 @@ void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind k
 
 void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
 {
-    char *text = json_dumps(body, JSON_COMPACT);
-    respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, strlen(text));
+    size_t len = 0;
+    char *text = jtext_dump(body, &len);
+    respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, len);
     free(text);
     json_decref(body);
 }
@@ -71,7 +73,7 @@ void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t 
 json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
 {
     json_error_t jerr;
-    json_t *b = rc->body ? json_loadb(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    json_t *b = rc->body ? jtext_load(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     if (json_is_object(b))
         return b;
     json_decref(b);
@@ -370,7 +372,7 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
                               json_pack("{s:s, s:O}", "role", "system", "content", c));
     }
     if (params != NULL) {
-        char *text = json_is_object(params) ? json_dumps(params, JSON_COMPACT) : NULL;
+        char *text = json_is_object(params) ? jtext_dump(params, NULL) : NULL;
         size_t n = text ? strlen(text) : 0;
         free(text);
         if (!json_is_object(params) || n > REST_MAX_PARAMS_SZ) {

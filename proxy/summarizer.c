@@ -2,6 +2,7 @@
 
 #include "fetch.h"
 #include "hook.h"
+#include "jtext.h"
 #include "log.h"
 #include "memory.h"
 #include "server.h"
@@ -86,7 +87,7 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
 static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_t len)
 {
     char err[256];
-    json_t *resp = json_loadb(body, len, 0, NULL);
+    json_t *resp = jtext_load(body, len, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
     const char *text = json_string_value(json_object_get(msg, "content"));
     json_t *mem = NULL;

@@ -1,5 +1,6 @@
 #include "webhook.h"
 
+#include "jtext.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -51,13 +52,13 @@ int webhook_verify(const char *secret, const void *body, size_t len, const char 
 char *webhook_body(const char *notice_id, long event, int64_t notify_ms, const char *sid,
                    const char *payload_json)
 {
-    json_t *payload = json_loads(payload_json, 0, NULL);
+    json_t *payload = jtext_load(payload_json, strlen(payload_json), 0, NULL);
     if (payload == NULL)
         return NULL;
     json_t *b = json_pack("{s:s, s:i, s:i, s:I, s:s, s:o}", "noticeId", notice_id, "productId",
                           WEBHOOK_PRODUCT_ID, "eventType", (int)event, "notifyMs",
                           (json_int_t)notify_ms, "sid", sid, "payload", payload);
-    char *text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    char *text = b ? jtext_dump(b, NULL) : NULL;
     json_decref(b);
     return text;
 }
@@ -88,7 +89,7 @@ int webhook_parse_notice(const char *body, size_t len, const char *field,
                          struct webhook_notice *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *root = jtext_load(body, len, JSON_REJECT_DUPLICATES, NULL);
     json_t *event = json_object_get(root, "eventType");
     json_t *payload = json_object_get(root, "payload");
     int rc = -1;

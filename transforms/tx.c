@@ -1,5 +1,6 @@
 #include "tx.h"
 
+#include "jtext.h"
 #include "reconcile.h"
 #include "util.h"
 
@@ -264,8 +265,7 @@ void tx_user_context(struct tx_ctx *ctx, json_t *messages)
                            ctx->user_id ? ctx->user_id : "");
     json_object_foreach(ctx->user_info, key, v)
     {
-        char *val = json_is_string(v) ? xstrdup(json_string_value(v))
-                                      : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *val = json_is_string(v) ? xstrdup(json_string_value(v)) : jtext_dump(v, NULL);
         char *n = xasprintf("%s; %s: %s", line, key, val ? val : "");
         free(val);
         free(line);

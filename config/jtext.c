@@ -1,0 +1,668 @@
+#include "jtext.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The length of the valid UTF-8 sequence at p (its first byte >= 0x80), or 0: jansson's
+ * rules (no overlong forms, no surrogates, nothing above U+10FFFF). */
+static size_t jtext_utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    uint32_t cp, min;
+    size_t n;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+        n = 2, cp = p[0] & 0x1Fu, min = 0x80;
+    } else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+        n = 3, cp = p[0] & 0x0Fu, min = 0x800;
+    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+        n = 4, cp = p[0] & 0x07u, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+/* A string byte that needs no look: printable ASCII but the quote and the backslash. */
+static int jtext_plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+static int jtext_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* ---- reading ---- */
+
+struct jtext_reader {
+    const unsigned char *start, *p, *end;
+    size_t flags;
+    size_t depth;
+    json_error_t *err;
+    int failed;
+    char *scratch; /* the last escaped string, decoded */
+    size_t scap;
+};
+
+/* Record the first error: where (line, characters into it, bytes) and what. -1. */
+static int jtext_err(struct jtext_reader *r, const unsigned char *at, const char *msg)
+{
+    if (r->failed++ || r->err == NULL)
+        return -1;
+    int line = 1, column = 1;
+    for (const unsigned char *q = r->start; q < at; q++) {
+        if (*q == '\n')
+            line++, column = 1;
+        else if ((*q & 0xC0) != 0x80) /* count characters, not continuation bytes */
+            column++;
+    }
+    r->err->line = line;
+    r->err->column = column;
+    r->err->position = (int)(at - r->start);
+    snprintf(r->err->text, sizeof(r->err->text), "%s", msg);
+    return -1;
+}
+
+static json_t *jtext_fail(struct jtext_reader *r, const unsigned char *at, const char *msg)
+{
+    jtext_err(r, at, msg);
+    return NULL;
+}
+
+/* Skip whitespace; 1 when a byte follows. */
+static int jtext_ws(struct jtext_reader *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
+        r->p++;
+    return r->p < r->end;
+}
+
+static int jtext_hex4(const unsigned char *p)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p[i];
+        int d = jtext_digit(c)           ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The escape at *q (its backslash) is well formed: step over it. */
+static int jtext_escape_ok(struct jtext_reader *r, const unsigned char **q)
+{
+    const unsigned char *p = *q;
+    if (r->end - p < 2)
+        return jtext_err(r, p, "premature end of input");
+    if (p[1] == 'u') {
+        if (r->end - p < 6 || jtext_hex4(p + 2) < 0)
+            return jtext_err(r, p, "invalid escape");
+        *q = p + 6;
+        return 0;
+    }
+    if (strchr("\"\\/bfnrt", p[1]) == NULL || p[1] == '\0')
+        return jtext_err(r, p, "invalid escape");
+    *q = p + 2;
+    return 0;
+}
+
+/* Put code point cp into out as UTF-8; the number of bytes. */
+static size_t jtext_put_utf8(char *out, uint32_t cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The \u escape at p (its backslash, well formed) as a code point; *p steps past it and its
+ * low surrogate. -1: a lone surrogate or U+0000. */
+static long jtext_unicode(struct jtext_reader *r, const unsigned char **p, const unsigned char *e)
+{
+    const unsigned char *q = *p;
+    long cp = jtext_hex4(q + 2);
+    q += 6;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        long lo = e - q >= 6 && q[0] == '\\' && q[1] == 'u' ? jtext_hex4(q + 2) : -1;
+        if (lo < 0xDC00 || lo > 0xDFFF)
+            return jtext_err(r, *p, "invalid Unicode surrogate pair");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        q += 6;
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        return jtext_err(r, *p, "invalid Unicode surrogate pair");
+    } else if (cp == 0) {
+        return jtext_err(r, *p, "\\u0000 is not allowed");
+    }
+    *p = q;
+    return cp;
+}
+
+static char jtext_unescaped(unsigned char c)
+{
+    switch (c) {
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return (char)c; /* " \ / */
+    }
+}
+
+/* Decode the checked string [p, e) into r->scratch (never longer than its source). */
+static int jtext_unescape(struct jtext_reader *r, const unsigned char *p, const unsigned char *e,
+                          const char **s, size_t *n)
+{
+    size_t w = 0;
+    if (r->scap < (size_t)(e - p) + 1) {
+        r->scap = (size_t)(e - p) + 1;
+        r->scratch = xrealloc(r->scratch, r->scap);
+    }
+    while (p < e) {
+        if (*p != '\\') {
+            r->scratch[w++] = (char)*p++;
+        } else if (p[1] != 'u') {
+            r->scratch[w++] = jtext_unescaped(p[1]);
+            p += 2;
+        } else {
+            long cp = jtext_unicode(r, &p, e);
+            if (cp < 0)
+                return -1;
+            w += jtext_put_utf8(r->scratch + w, (uint32_t)cp);
+        }
+    }
+    *s = r->scratch;
+    *n = w;
+    return 0;
+}
+
+/* The string at r->p (its opening quote): its bytes in *s, *n, the input's own when it holds
+ * no escape, else r->scratch's (good until the next escaped string). */
+static int jtext_string(struct jtext_reader *r, const char **s, size_t *n)
+{
+    const unsigned char *from = r->p + 1, *q = from;
+    int escaped = 0;
+    for (;;) {
+        while (q < r->end && jtext_plain(*q))
+            q++;
+        if (q >= r->end)
+            return jtext_err(r, q, "premature end of input");
+        if (*q == '"')
+            break;
+        if (*q < 0x20)
+            return jtext_err(r, q, "control character in string");
+        if (*q == '\\') {
+            if (jtext_escape_ok(r, &q) != 0)
+                return -1;
+            escaped = 1;
+            continue;
+        }
+        size_t k = jtext_utf8_len(q, r->end);
+        if (k == 0)
+            return jtext_err(r, q, "invalid UTF-8");
+        q += k;
+    }
+    r->p = q + 1;
+    if (escaped)
+        return jtext_unescape(r, from, q, s, n);
+    *s = (const char *)from;
+    *n = (size_t)(q - from);
+    return 0;
+}
+
+static json_t *jtext_integer(struct jtext_reader *r, const unsigned char *s, const unsigned char *e)
+{
+    int neg = *s == '-';
+    unsigned long long v = 0, lim = neg ? (unsigned long long)LLONG_MAX + 1 : LLONG_MAX;
+    for (const unsigned char *q = s + neg; q < e; q++) {
+        unsigned d = *q - '0';
+        if (v > (lim - d) / 10)
+            return jtext_fail(r, s, neg ? "too big negative integer" : "too big integer");
+        v = v * 10 + d;
+    }
+    if (!neg)
+        return json_integer((json_int_t)v);
+    return json_integer(v == lim ? LLONG_MIN : -(json_int_t)v);
+}
+
+static json_t *jtext_real(struct jtext_reader *r, const unsigned char *s, const unsigned char *e)
+{
+    char small[64], *t = small;
+    size_t n = (size_t)(e - s);
+    if (n >= sizeof(small))
+        t = xmalloc(n + 1);
+    memcpy(t, s, n);
+    t[n] = '\0';
+    errno = 0;
+    double d = strtod(t, NULL); /* the C locale: memproxy never calls setlocale() */
+    int overflow = isinf(d) && errno == ERANGE;
+    if (t != small)
+        free(t);
+    if (overflow)
+        return jtext_fail(r, s, "real number overflow");
+    return json_real(d);
+}
+
+static const unsigned char *jtext_digits(const unsigned char *q, const unsigned char *end)
+{
+    while (q < end && jtext_digit(*q))
+        q++;
+    return q;
+}
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? : an integer without fraction or exponent. */
+static json_t *jtext_number(struct jtext_reader *r)
+{
+    const unsigned char *s = r->p, *q = s + (*s == '-'), *end = r->end;
+    int real = 0;
+    if (q >= end || !jtext_digit(*q))
+        return jtext_fail(r, s, "invalid token");
+    q = *q == '0' ? q + 1 : jtext_digits(q, end);
+    if (q < end && jtext_digit(*q)) /* a leading zero */
+        return jtext_fail(r, s, "invalid token");
+    if (q < end && *q == '.') {
+        if (++q >= end || !jtext_digit(*q))
+            return jtext_fail(r, s, "invalid token");
+        q = jtext_digits(q, end), real = 1;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        if (++q < end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= end || !jtext_digit(*q))
+            return jtext_fail(r, s, "invalid token");
+        q = jtext_digits(q, end), real = 1;
+    }
+    r->p = q;
+    return real ? jtext_real(r, s, q) : jtext_integer(r, s, q);
+}
+
+/* true, false, null: a word that goes on with more letters is no word (jansson's rule). */
+static json_t *jtext_word(struct jtext_reader *r, const char *word, json_t *v)
+{
+    size_t n = strlen(word);
+    const unsigned char *after = r->p + n;
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, word, n) != 0 ||
+        (after < r->end && ((*after | 0x20) >= 'a' && (*after | 0x20) <= 'z')))
+        return jtext_fail(r, r->p, "invalid token");
+    r->p = after;
+    return v;
+}
+
+static json_t *jtext_value(struct jtext_reader *r);
+
+static json_t *jtext_string_value(struct jtext_reader *r)
+{
+    const char *s;
+    size_t n;
+    if (jtext_string(r, &s, &n) != 0)
+        return NULL;
+    return json_stringn_nocheck(s, n);
+}
+
+/* After a member or element: 1 on ',', 0 on the closing byte, -1 otherwise. */
+static int jtext_next(struct jtext_reader *r, unsigned char close, const char *expected)
+{
+    if (!jtext_ws(r) || (*r->p != ',' && *r->p != close))
+        return jtext_err(r, r->p, expected);
+    return *r->p++ == ',';
+}
+
+static json_t *jtext_array(struct jtext_reader *r)
+{
+    json_t *a = json_array();
+    int more = 1;
+    r->p++;
+    if (jtext_ws(r) && *r->p == ']') {
+        r->p++;
+        return a;
+    }
+    while (more > 0) {
+        json_t *v = jtext_value(r);
+        if (v == NULL || json_array_append_new(a, v) != 0)
+            goto fail;
+        more = jtext_next(r, ']', "']' expected");
+    }
+    if (more == 0)
+        return a;
+fail:
+    json_decref(a);
+    return NULL;
+}
+
+/* One "key": value into o; a key already there is an error under JSON_REJECT_DUPLICATES. */
+static int jtext_member(struct jtext_reader *r, json_t *o)
+{
+    const char *k;
+    size_t kn;
+    char *own = NULL;
+    if (!jtext_ws(r) || *r->p != '"')
+        return jtext_err(r, r->p, "string or '}' expected");
+    if (jtext_string(r, &k, &kn) != 0)
+        return -1;
+    if (k == r->scratch) /* the value may decode another escaped string over it */
+        k = own = xstrndup(k, kn);
+    int rc = -1;
+    if (!jtext_ws(r) || *r->p != ':') {
+        jtext_err(r, r->p, "':' expected");
+        goto out;
+    }
+    r->p++;
+    size_t before = json_object_size(o);
+    json_t *v = jtext_value(r);
+    if (v == NULL || json_object_setn_new_nocheck(o, k, kn, v) != 0)
+        goto out;
+    if ((r->flags & JSON_REJECT_DUPLICATES) && json_object_size(o) == before) {
+        jtext_err(r, r->p, "duplicate object key");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(own);
+    return rc;
+}
+
+static json_t *jtext_object(struct jtext_reader *r)
+{
+    json_t *o = json_object();
+    int more = 1;
+    r->p++;
+    if (jtext_ws(r) && *r->p == '}') {
+        r->p++;
+        return o;
+    }
+    while (more > 0) {
+        if (jtext_member(r, o) != 0)
+            goto fail;
+        more = jtext_next(r, '}', "'}' expected");
+    }
+    if (more == 0)
+        return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *jtext_value(struct jtext_reader *r)
+{
+    json_t *v;
+    if (!jtext_ws(r))
+        return jtext_fail(r, r->p, "premature end of input");
+    if (++r->depth > JTEXT_MAX_DEPTH)
+        return jtext_fail(r, r->p, "maximum parsing depth reached");
+    switch (*r->p) {
+    case '{':
+        v = jtext_object(r);
+        break;
+    case '[':
+        v = jtext_array(r);
+        break;
+    case '"':
+        v = jtext_string_value(r);
+        break;
+    case 't':
+        v = jtext_word(r, "true", json_true());
+        break;
+    case 'f':
+        v = jtext_word(r, "false", json_false());
+        break;
+    case 'n':
+        v = jtext_word(r, "null", json_null());
+        break;
+    default:
+        v = *r->p == '-' || jtext_digit(*r->p) ? jtext_number(r)
+                                               : jtext_fail(r, r->p, "invalid token");
+    }
+    r->depth--;
+    return v;
+}
+
+json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err)
+{
+    if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) != 0)
+        abort(); /* a flag jtext does not implement: a caller's bug */
+    const unsigned char *b = (const unsigned char *)(buf ? buf : "");
+    struct jtext_reader r = {.start = b, .p = b, .end = b + (buf ? len : 0), .flags = flags};
+    json_t *v = NULL;
+    if (err != NULL) {
+        memset(err, 0, sizeof(*err));
+        snprintf(err->source, sizeof(err->source), "<buffer>");
+    }
+    r.err = err;
+    if (!jtext_ws(&r) || (!(flags & JSON_DECODE_ANY) && *r.p != '[' && *r.p != '{'))
+        jtext_fail(&r, r.p, "'[' or '{' expected");
+    else
+        v = jtext_value(&r);
+    if (v != NULL && jtext_ws(&r)) {
+        jtext_fail(&r, r.p, "end of file expected");
+        json_decref(v);
+        v = NULL;
+    }
+    free(r.scratch);
+    return v;
+}
+
+/* ---- writing ---- */
+
+struct jtext_writer {
+    char *d;
+    size_t len, cap;
+};
+
+static void jtext_reserve(struct jtext_writer *w, size_t n)
+{
+    if (w->cap - w->len >= n)
+        return;
+    size_t cap = w->cap * 2;
+    if (cap < w->len + n)
+        cap = w->len + n;
+    w->d = xrealloc(w->d, cap);
+    w->cap = cap;
+}
+
+static void jtext_put(struct jtext_writer *w, const void *s, size_t n)
+{
+    jtext_reserve(w, n);
+    memcpy(w->d + w->len, s, n);
+    w->len += n;
+}
+
+static void jtext_putc(struct jtext_writer *w, char c)
+{
+    jtext_reserve(w, 1);
+    w->d[w->len++] = c;
+}
+
+static void jtext_put_escape(struct jtext_writer *w, unsigned char c)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const char *short_form = c == '"'    ? "\\\""
+                             : c == '\\' ? "\\\\"
+                             : c == '\b' ? "\\b"
+                             : c == '\f' ? "\\f"
+                             : c == '\n' ? "\\n"
+                             : c == '\r' ? "\\r"
+                             : c == '\t' ? "\\t"
+                                         : NULL;
+    if (short_form != NULL) {
+        jtext_put(w, short_form, 2);
+        return;
+    }
+    char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]}; /* c < 0x20 */
+    jtext_put(w, u, sizeof(u));
+}
+
+static int jtext_put_string(struct jtext_writer *w, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
+    jtext_reserve(w, n + 2);
+    jtext_putc(w, '"');
+    while (p < end) {
+        if (jtext_plain(*p)) {
+            p++;
+        } else if (*p >= 0x80) {
+            size_t k = jtext_utf8_len(p, end);
+            if (k == 0)
+                return -1;
+            p += k;
+        } else {
+            jtext_put(w, run, (size_t)(p - run));
+            jtext_put_escape(w, *p);
+            run = ++p;
+        }
+    }
+    jtext_put(w, run, (size_t)(p - run));
+    jtext_putc(w, '"');
+    return 0;
+}
+
+static void jtext_put_integer(struct jtext_writer *w, json_int_t v)
+{
+    char b[24], *e = b + sizeof(b), *q = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--q = '-';
+    jtext_put(w, q, (size_t)(e - q));
+}
+
+/* jansson's form: "%.17g", ".0" added when it would read back as an integer, and the
+ * exponent without '+' or leading zeros. */
+static void jtext_put_real(struct jtext_writer *w, double d)
+{
+    char b[48];
+    int n = snprintf(b, sizeof(b), "%.17g", d);
+    char *e = memchr(b, 'e', (size_t)n);
+    if (e == NULL) {
+        if (memchr(b, '.', (size_t)n) == NULL)
+            memcpy(b + n, ".0", 3), n += 2;
+        jtext_put(w, b, (size_t)n);
+        return;
+    }
+    char *digits = e + 1 + (e[1] == '-'), *from = e + 1 + (e[1] == '-' || e[1] == '+');
+    while (*from == '0')
+        from++;
+    memmove(digits, from, strlen(from) + 1);
+    jtext_put(w, b, strlen(b));
+}
+
+static int jtext_put_value(struct jtext_writer *w, const json_t *j, size_t depth);
+
+static int jtext_put_array(struct jtext_writer *w, const json_t *a, size_t depth)
+{
+    size_t n = json_array_size(a);
+    jtext_putc(w, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            jtext_putc(w, ',');
+        if (jtext_put_value(w, json_array_get(a, i), depth + 1) != 0)
+            return -1;
+    }
+    jtext_putc(w, ']');
+    return 0;
+}
+
+static int jtext_put_object(struct jtext_writer *w, const json_t *o, size_t depth)
+{
+    json_t *obj = (json_t *)o; /* jansson's iterators take a non-const object */
+    void *first = json_object_iter(obj);
+    jtext_putc(w, '{');
+    for (void *it = first; it != NULL; it = json_object_iter_next(obj, it)) {
+        if (it != first)
+            jtext_putc(w, ',');
+        if (jtext_put_string(w, json_object_iter_key(it), json_object_iter_key_len(it)) != 0)
+            return -1;
+        jtext_putc(w, ':');
+        if (jtext_put_value(w, json_object_iter_value(it), depth + 1) != 0)
+            return -1;
+    }
+    jtext_putc(w, '}');
+    return 0;
+}
+
+static int jtext_put_value(struct jtext_writer *w, const json_t *j, size_t depth)
+{
+    if (j == NULL || depth > JTEXT_MAX_DEPTH)
+        return -1;
+    switch (json_typeof(j)) {
+    case JSON_OBJECT:
+        return jtext_put_object(w, j, depth);
+    case JSON_ARRAY:
+        return jtext_put_array(w, j, depth);
+    case JSON_STRING:
+        return jtext_put_string(w, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER:
+        jtext_put_integer(w, json_integer_value(j));
+        return 0;
+    case JSON_REAL:
+        jtext_put_real(w, json_real_value(j));
+        return 0;
+    case JSON_TRUE:
+        jtext_put(w, "true", 4);
+        return 0;
+    case JSON_FALSE:
+        jtext_put(w, "false", 5);
+        return 0;
+    case JSON_NULL:
+        jtext_put(w, "null", 4);
+        return 0;
+    }
+    return -1;
+}
+
+char *jtext_dump(const json_t *j, size_t *len)
+{
+    struct jtext_writer w = {.d = xmalloc(256), .cap = 256};
+    if (jtext_put_value(&w, j, 1) != 0) {
+        free(w.d);
+        return NULL;
+    }
+    jtext_putc(&w, '\0');
+    if (len != NULL)
+        *len = w.len - 1;
+    return w.d;
+}
