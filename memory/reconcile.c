@@ -150,6 +150,19 @@ json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, i
 
 /* ---- matching ---- */
 
+/* A window message as matching sees it, read in place from the client's message: a whole
+ * turn object is built (rec_normalize) only for a message that is inserted. A 32-message
+ * window that is mostly stored already costs 32 of these, not 32 objects and their copies. */
+struct rec_msg {
+    json_t *msg;          /* the client's message */
+    const char *role;     /* its role */
+    json_t *text;         /* its content as stored (rec_text); a reference */
+    int64_t turn_id;      /* -1 when it has none */
+    int interrupted;      /* metadata.interrupted */
+    json_t *original;     /* metadata.original when a string, else NULL */
+    int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
+};
+
 static const char *rec_str(json_t *turn, const char *key)
 {
     const char *s = json_string_value(json_object_get(turn, key));
@@ -162,10 +175,15 @@ static int64_t rec_int(json_t *turn, const char *key)
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
-/* w is what was heard of s: an assistant reply cut short. */
-static int rec_heard_of(json_t *s, json_t *w)
+static const char *rec_content(const struct rec_msg *w)
 {
-    const char *sc = rec_str(s, "content"), *wc = rec_str(w, "content");
+    return json_string_value(w->text);
+}
+
+/* w is what was heard of s: an assistant reply cut short. */
+static int rec_heard_of(json_t *s, const struct rec_msg *w)
+{
+    const char *sc = rec_str(s, "content"), *wc = rec_content(w);
     const char *orig = rec_str(s, "original");
     size_t wl = strlen(wc);
     if (strcmp(rec_str(s, "role"), "assistant") != 0 || wl == 0)
@@ -174,41 +192,42 @@ static int rec_heard_of(json_t *s, json_t *w)
            (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
 }
 
-static int rec_matches(json_t *s, json_t *w)
+static int rec_matches(json_t *s, const struct rec_msg *w)
 {
-    if (strcmp(rec_str(s, "role"), rec_str(w, "role")) != 0)
+    if (strcmp(rec_str(s, "role"), w->role) != 0)
         return 0;
-    return strcmp(rec_str(s, "content"), rec_str(w, "content")) == 0 || rec_heard_of(s, w);
+    return strcmp(rec_str(s, "content"), rec_content(w)) == 0 || rec_heard_of(s, w);
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
-static void rec_update(json_t *s, json_t *w, int64_t now_ms, json_t *updates)
+static void rec_update(json_t *s, const struct rec_msg *w, int64_t now_ms, json_t *updates)
 {
-    int w_int = json_is_true(json_object_get(w, "interrupted"));
     int s_int = json_is_true(json_object_get(s, "interrupted"));
-    int same = strcmp(rec_str(s, "content"), rec_str(w, "content")) == 0;
-    if (strcmp(rec_str(s, "role"), "assistant") != 0 || (same && (s_int || !w_int)))
+    int same = strcmp(rec_str(s, "content"), rec_content(w)) == 0;
+    if (strcmp(rec_str(s, "role"), "assistant") != 0 || (same && (s_int || !w->interrupted)))
         return;
-    if (!same && !w_int && !rec_heard_of(s, w))
+    if (!same && !w->interrupted && !rec_heard_of(s, w))
         return;
-    json_t *orig = json_object_get(w, "original");
-    if (!json_is_string(orig))
+    json_t *orig = w->original;
+    if (orig == NULL)
         orig = json_is_string(json_object_get(s, "original")) ? json_object_get(s, "original")
                                                               : json_object_get(s, "content");
     json_t *its = json_object_get(s, "interrupt_timestamp"); /* the first one is kept */
-    if (!json_is_integer(its))
-        its = json_object_get(w, "interrupt_timestamp");
-    json_array_append_new(
-        updates, json_pack("{s:I, s:O, s:O, s:b, s:o}", "seq", (json_int_t)rec_int(s, "seq"),
-                           "content", json_object_get(w, "content"), "original", orig,
-                           "interrupted", 1, "interrupt_timestamp",
-                           json_is_integer(its) ? json_copy(its) : json_integer(now_ms)));
+    int64_t its_ms = json_is_integer(its)  ? json_integer_value(its)
+                     : w->interrupt_ms > 0 ? w->interrupt_ms
+                                           : now_ms;
+    json_array_append_new(updates, json_pack("{s:I, s:O, s:O, s:b, s:I}", "seq",
+                                             (json_int_t)rec_int(s, "seq"), "content", w->text,
+                                             "original", orig, "interrupted", 1,
+                                             "interrupt_timestamp", (json_int_t)its_ms));
 }
 
 /* ---- the two modes ---- */
 
 struct rec_ctx {
-    json_t *stored, *turns;
+    json_t *stored;
+    struct rec_msg *turns; /* the window's messages that are turns (not system) */
+    size_t nturns;
     char *used; /* per stored turn */
     int64_t next_seq, now_ms;
     struct rec_result *out;
@@ -230,25 +249,25 @@ static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
     return rec_count_role(c->stored, t, role) + rec_count_role(c->out->inserts, t, role);
 }
 
-static void rec_insert(struct rec_ctx *c, json_t *w, int64_t turn_id)
+static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_id)
 {
-    json_t *t = json_copy(w);
+    json_t *t = rec_normalize(w->msg, c->now_ms);
     json_object_set_new(t, "turn_id", json_integer(turn_id));
-    json_object_set_new(t, "turn_idx", json_integer(rec_count(c, turn_id, rec_str(w, "role"))));
+    json_object_set_new(t, "turn_idx", json_integer(rec_count(c, turn_id, w->role)));
     json_object_set_new(t, "seq", json_integer(c->next_seq++));
     json_array_append_new(c->out->inserts, t);
 }
 
 /* The stored turn matching incoming w of turn t: by index, or by content in the window's
  * oldest turn (which the window may have cut). Returns its position or -1. */
-static long rec_find_by_turn(struct rec_ctx *c, json_t *w, int64_t t, int64_t idx, int oldest)
+static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t t, int64_t idx,
+                             int oldest)
 {
     size_t i;
     json_t *s;
     json_array_foreach(c->stored, i, s)
     {
-        if (c->used[i] || rec_int(s, "turn_id") != t ||
-            strcmp(rec_str(s, "role"), rec_str(w, "role")) != 0)
+        if (c->used[i] || rec_int(s, "turn_id") != t || strcmp(rec_str(s, "role"), w->role) != 0)
             continue;
         if (oldest ? rec_matches(s, w) : rec_int(s, "turn_idx") == idx)
             return (long)i;
@@ -258,17 +277,15 @@ static long rec_find_by_turn(struct rec_ctx *c, json_t *w, int64_t t, int64_t id
 
 static void rec_turn_mode(struct rec_ctx *c)
 {
-    size_t i, j;
-    json_t *w, *p;
     int64_t oldest = INT64_MAX;
-    json_array_foreach(c->turns, i, w) if (rec_int(w, "turn_id") < oldest) oldest =
-        rec_int(w, "turn_id");
-    json_array_foreach(c->turns, i, w)
-    {
-        int64_t t = rec_int(w, "turn_id"), idx = 0;
-        for (j = 0; j < i && (p = json_array_get(c->turns, j)) != NULL; j++)
-            idx +=
-                rec_int(p, "turn_id") == t && strcmp(rec_str(p, "role"), rec_str(w, "role")) == 0;
+    for (size_t i = 0; i < c->nturns; i++)
+        if (c->turns[i].turn_id < oldest)
+            oldest = c->turns[i].turn_id;
+    for (size_t i = 0; i < c->nturns; i++) {
+        const struct rec_msg *w = &c->turns[i];
+        int64_t t = w->turn_id, idx = 0;
+        for (size_t j = 0; j < i; j++)
+            idx += c->turns[j].turn_id == t && strcmp(c->turns[j].role, w->role) == 0;
         long at = rec_find_by_turn(c, w, t, idx, t == oldest);
         if (at < 0) {
             rec_insert(c, w, t);
@@ -289,16 +306,16 @@ static size_t rec_run_back(struct rec_ctx *c, size_t wend, size_t send)
 {
     size_t k = 0;
     while (k <= wend && k <= send &&
-           rec_matches(json_array_get(c->stored, send - k), json_array_get(c->turns, wend - k)))
+           rec_matches(json_array_get(c->stored, send - k), &c->turns[wend - k]))
         k++;
     return k;
 }
 
 static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
 {
-    size_t k = 0, ns = json_array_size(c->stored), nw = json_array_size(c->turns);
-    while (s + k < ns && w + k < nw &&
-           rec_matches(json_array_get(c->stored, s + k), json_array_get(c->turns, w + k)))
+    size_t k = 0, ns = json_array_size(c->stored);
+    while (s + k < ns && w + k < c->nturns &&
+           rec_matches(json_array_get(c->stored, s + k), &c->turns[w + k]))
         k++;
     return k;
 }
@@ -313,7 +330,7 @@ static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
  */
 static struct rec_span rec_align(struct rec_ctx *c)
 {
-    size_t ns = json_array_size(c->stored), nw = json_array_size(c->turns);
+    size_t ns = json_array_size(c->stored), nw = c->nturns;
     struct rec_span best = {.new_from = 0};
     for (size_t p = 0; ns > 0 && p < nw; p++) {
         size_t l = rec_run_back(c, p, ns - 1);
@@ -336,55 +353,78 @@ static void rec_align_mode(struct rec_ctx *c)
     json_t *s;
     struct rec_span sp = rec_align(c);
     for (i = 0; i < sp.len; i++)
-        rec_update(json_array_get(c->stored, sp.s + i), json_array_get(c->turns, sp.w + i),
-                   c->now_ms, c->out->updates);
+        rec_update(json_array_get(c->stored, sp.s + i), &c->turns[sp.w + i], c->now_ms,
+                   c->out->updates);
     int64_t turn = 0;
     json_array_foreach(c->stored, i, s) if (rec_int(s, "turn_id") > turn) turn =
         rec_int(s, "turn_id");
-    for (i = sp.new_from; i < json_array_size(c->turns); i++) {
-        json_t *w = json_array_get(c->turns, i);
-        if (turn == 0 || strcmp(rec_str(w, "role"), "user") == 0)
+    for (i = sp.new_from; i < c->nturns; i++) {
+        if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */
-        rec_insert(c, w, turn);
+        rec_insert(c, &c->turns[i], turn);
     }
 }
 
-/* Split the client's messages into system messages and normalized turns. */
+static int rec_is_system(const char *role)
+{
+    return strcmp(role, "system") == 0 || strcmp(role, "developer") == 0;
+}
+
+/* Read message m (an object with a string role, not a system message) as a window turn. */
+static void rec_msg_read(struct rec_msg *w, json_t *m)
+{
+    json_t *meta = json_object_get(m, "metadata"), *orig = json_object_get(meta, "original");
+    json_t *content = json_object_get(m, "content");
+    int dropped;
+    w->msg = m;
+    w->role = json_string_value(json_object_get(m, "role"));
+    w->text = json_is_string(content) ? json_incref(content) : rec_text(content, &dropped);
+    w->turn_id = rec_turn_id(json_object_get(m, "turn_id"));
+    w->interrupted = json_is_true(json_object_get(meta, "interrupted"));
+    w->original = json_is_string(orig) ? orig : NULL;
+    w->interrupt_ms = rec_timestamp_ms(json_object_get(meta, "interrupt_timestamp"));
+}
+
+/* Split the client's messages into system messages (into out->system) and window turns. */
 static void rec_split(struct rec_ctx *c, json_t *incoming)
 {
     size_t i;
     json_t *m;
-    c->turns = json_array();
+    c->turns = xcalloc(json_array_size(incoming) + 1, sizeof(*c->turns));
     json_array_foreach(incoming, i, m)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
-        if (role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)) {
-            if (c->out->system == NULL)
-                c->out->system = json_array();
-            json_t *n = rec_normalize(m, c->now_ms);
-            json_array_append_new(c->out->system, json_pack("{s:s, s:O}", "role", role, "content",
-                                                            json_object_get(n, "content")));
-            json_decref(n);
+        if (role == NULL)
+            continue;
+        if (!rec_is_system(role)) {
+            rec_msg_read(&c->turns[c->nturns++], m);
             continue;
         }
-        json_t *t = rec_normalize(m, c->now_ms);
-        if (t != NULL)
-            json_array_append_new(c->turns, t);
+        if (c->out->system == NULL)
+            c->out->system = json_array();
+        int dropped;
+        json_array_append_new(c->out->system,
+                              json_pack("{s:s, s:o}", "role", role, "content",
+                                        rec_text(json_object_get(m, "content"), &dropped)));
     }
 }
 
+static void rec_split_clear(struct rec_ctx *c)
+{
+    for (size_t i = 0; i < c->nturns; i++)
+        json_decref(c->turns[i].text);
+    free(c->turns);
+}
+
 /* FNV-1a over each turn's role, turn id, content and interruption flag. */
-static uint64_t rec_hash(json_t *turns)
+static uint64_t rec_hash(const struct rec_ctx *c)
 {
     uint64_t h = 1469598103934665603ULL;
-    size_t i;
-    json_t *t;
-    json_array_foreach(turns, i, t)
-    {
+    for (size_t i = 0; i < c->nturns; i++) {
+        const struct rec_msg *w = &c->turns[i];
         char head[64];
-        snprintf(head, sizeof(head), "%s|%lld|%d|", rec_str(t, "role"),
-                 (long long)rec_int(t, "turn_id"), json_is_true(json_object_get(t, "interrupted")));
-        const char *parts[] = {head, rec_str(t, "content")};
+        snprintf(head, sizeof(head), "%s|%lld|%d|", w->role, (long long)w->turn_id, w->interrupted);
+        const char *parts[] = {head, rec_content(w)};
         for (size_t k = 0; k < 2; k++) {
             for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
                 h = (h ^ *p) * 1099511628211ULL;
@@ -404,22 +444,23 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
     out->inserts = json_array();
     out->updates = json_array();
     rec_split(&c, incoming);
-    out->window_hash = rec_hash(c.turns);
+    out->window_hash = rec_hash(&c);
     if (out->window_hash == last_hash) { /* the same request again */
-        json_decref(c.turns);
+        rec_split_clear(&c);
         return;
     }
     c.used = xcalloc(json_array_size(stored) + 1, 1);
     json_array_foreach(stored, i, x) if (rec_int(x, "seq") >= c.next_seq) c.next_seq =
         rec_int(x, "seq") + 1;
-    int turn_mode = json_array_size(c.turns) > 0;
-    json_array_foreach(c.turns, i, x) turn_mode &= rec_int(x, "turn_id") >= 0;
+    int turn_mode = c.nturns > 0;
+    for (i = 0; i < c.nturns; i++)
+        turn_mode &= c.turns[i].turn_id >= 0;
     if (turn_mode)
         rec_turn_mode(&c);
     else
         rec_align_mode(&c);
     free(c.used);
-    json_decref(c.turns);
+    rec_split_clear(&c);
 }
 
 void rec_result_clear(struct rec_result *r)
