@@ -1,7 +1,7 @@
 // Start the mock upstream and memproxy on free loopback ports for a client test, and stop them.
 // Binaries come from MEMPROXY_BIN and MOCK_UPSTREAM_BIN (meson sets both).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -42,6 +42,7 @@ export async function startStack({ config = '', mockArgs = [] } = {}) {
     mp.child.kill('SIGTERM');
     const code = await exited;
     mock.child.kill('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
     if (code !== 0) throw new Error(`memproxy exited with ${code}:\n${mp.log()}`);
   };
   const mockStats = async () =>

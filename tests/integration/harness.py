@@ -3,10 +3,12 @@ real HTTP to them, stop them. Every test process owns its servers; nothing leave
 
 Binaries come from the environment (meson sets them): MEMPROXY_BIN, MOCK_UPSTREAM_BIN.
 """
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +18,15 @@ import unittest
 
 MEMPROXY_BIN = os.environ.get("MEMPROXY_BIN", "build/proxy/memproxy")
 MOCK_BIN = os.environ.get("MOCK_UPSTREAM_BIN", "build/tests/mock_upstream")
+
+# Every directory a test makes (configs, databases, logs) lives under one per test process,
+# removed when it exits: a restarted memproxy may still open an earlier one's database.
+SCRATCH = tempfile.mkdtemp(prefix="memproxy-tests-")
+atexit.register(shutil.rmtree, SCRATCH, True)
+
+
+def scratch_dir(prefix):
+    return tempfile.mkdtemp(prefix=prefix, dir=SCRATCH)
 
 
 def wait_for(pred, timeout=5.0, step=0.005, what="condition"):
@@ -32,7 +43,7 @@ class Mock:
     """The mock upstream (tests/mock_upstream), on a free port."""
 
     def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="mock-")
+        self.dir = scratch_dir("mock-")
         pf = os.path.join(self.dir, "port")
         self.log = open(os.path.join(self.dir, "log"), "w")
         self.proc = subprocess.Popen([MOCK_BIN, "--port-file", pf, *args],
@@ -74,7 +85,7 @@ class Memproxy:
     """memproxy started with an inline YAML config; {upstream} in it is replaced by url."""
 
     def __init__(self, config="", args=(), env=None, upstream=None, db=None):
-        self.dir = tempfile.mkdtemp(prefix="memproxy-")
+        self.dir = scratch_dir("memproxy-")
         self.db_path = db or os.path.join(self.dir, "memproxy.db")
         self.config_path = os.path.join(self.dir, "memproxy.yaml")
         if upstream is not None:

@@ -4,7 +4,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import MEMPROXY_BIN, USER_HI, Memproxy, Mock
+from harness import MEMPROXY_BIN, USER_HI, Memproxy, Mock, scratch_dir
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "config", "memproxy.example.yaml")
 
@@ -13,7 +13,7 @@ def run(*args, env=None, config=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("MEMPROXY_", "OPENAI_"))}
     e.update(env or {})
     if config is not None:
-        fd, path = tempfile.mkstemp(suffix=".yaml")
+        fd, path = tempfile.mkstemp(suffix=".yaml", dir=scratch_dir("config-"))
         with os.fdopen(fd, "w") as f:
             f.write(config)
         args = ("--config", path) + args
@@ -79,7 +79,7 @@ class Flags(unittest.TestCase):
     def test_port_in_use_is_reported(self):
         mock = Mock()
         self.addCleanup(mock.stop)
-        db = os.path.join(tempfile.mkdtemp(prefix="memproxy-"), "m.db")
+        db = os.path.join(scratch_dir("memproxy-"), "m.db")
         rc, out = run("--listen", "127.0.0.1:%d" % mock.port, "--upstream", mock.url, "--db", db)
         self.assertEqual(rc, 1)
         self.assertIn("cannot listen", out)

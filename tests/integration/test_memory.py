@@ -140,6 +140,7 @@ class Summaries(unittest.TestCase):
         self.assertEqual(self.recv.dumps(), [])
         self.mock.config(hang=False, reply=json.dumps(SUMMARY_1))
         self.mp = Memproxy(CONFIG % self.recv.url, upstream=self.mock.url, db=self.mp.db_path)
+        self.addCleanup(self.mp.stop)  # setUp's cleanup stops the first one only
         mem = wait_for(lambda: self.api("GET", "/v1/users/R/memory")["summary"], timeout=10,
                        what="the summary after the restart")
         self.assertEqual(mem["text"], SUMMARY_1["summary"])
