@@ -90,7 +90,6 @@ struct memory_report {
     struct event_base *base;
     memory_done_cb cb;
     void *arg;
-    int ok;
 };
 
 /* ---- the table (memory.mu held) ---- */
@@ -415,20 +414,18 @@ static void memory_report_free(struct memory_report *r)
     free(r);
 }
 
-static void memory_report_trampoline(evutil_socket_t fd, short what, void *arg)
+/* On the submitter's thread: whoever waits hears; the store frees the batch here too. */
+static void memory_report_done(void *arg, int ok)
 {
     struct memory_report *r = arg;
-    (void)fd;
-    (void)what;
-    r->cb(r->arg, r->ok);
+    r->cb(r->arg, ok);
     memory_report_free(r);
 }
 
 /* On the writer thread, once the batch is committed or failed: the working set learns of it
- * first, then whoever waits hears on their own thread. */
-static void memory_reported(void *arg, int ok)
+ * before anyone's loop runs again, so no request reads a turn the writer failed to store. */
+static void memory_settled(void *arg, int ok)
 {
-    static const struct timeval now = {0, 0};
     struct memory_report *r = arg;
     struct ws_entry *forget = NULL;
     pthread_mutex_lock(&r->m->mu);
@@ -445,13 +442,18 @@ static void memory_reported(void *arg, int ok)
             e->stale = 1;
     }
     pthread_mutex_unlock(&r->m->mu);
-    r->ok = ok;
-    if (r->cb == NULL) {
+    if (r->cb == NULL)
         memory_report_free(r);
-        return;
-    }
-    if (event_base_once(r->base, -1, EV_TIMEOUT, memory_report_trampoline, r, &now) != 0)
-        abort(); /* only without memory */
+}
+
+/* Queue b; r reports it (r->cb on r->base's thread, which also frees b). Takes both. */
+static void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r)
+{
+    store_batch_on_writer(b, memory_settled, r);
+    if (r->cb != NULL)
+        store_submit(m->st, b, r->base, memory_report_done, r);
+    else
+        store_submit(m->st, b, NULL, NULL, NULL);
 }
 
 /* e->mu held, so batches of one session are submitted in the order their turns are numbered. */
@@ -463,7 +465,7 @@ static void memory_submit(struct memory *m, struct ws_entry *e, struct store_bat
     pthread_mutex_lock(&m->mu);
     e->pending++;
     pthread_mutex_unlock(&m->mu);
-    store_submit(m->st, b, NULL, memory_reported, r);
+    memory_send(m, b, r);
 }
 
 /* Number t as the session's next turn, keep it in the entry, and queue it. */
@@ -757,7 +759,7 @@ void memory_change(struct memory *m, const char *tenant, const char *id, enum me
         store_batch_runtime(b, data);
     else
         store_batch_patch(b, data);
-    store_submit(m->st, b, NULL, memory_reported, r);
+    memory_send(m, b, r);
 }
 
 json_t *memory_history(json_t *session, json_t *turns, int full)
@@ -787,8 +789,7 @@ void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struc
     const char *id = json_string_value(json_object_get(json_object_get(snapshot, "session"), "id"));
     struct store_batch *b = store_batch_new(tenant, NULL);
     store_batch_import(b, snapshot);
-    store_submit(m->st, b, NULL, memory_reported,
-                 memory_change_report(m, tenant, id, base, cb, arg));
+    memory_send(m, b, memory_change_report(m, tenant, id, base, cb, arg));
 }
 
 json_t *memory_user(struct memory_reader *r, const char *tenant, const char *user_id)
@@ -812,8 +813,7 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
         store_batch_user_erase(b, user_id);
     else
         store_batch_user_memory(b, user_id, data);
-    store_submit(m->st, b, NULL, memory_reported,
-                 memory_change_report(m, tenant, NULL, base, cb, arg));
+    memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
 }
 
 int64_t memory_summary_next(struct memory_reader *r)
@@ -864,8 +864,7 @@ void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
 {
     struct store_batch *b = store_batch_new(tenant, NULL);
     store_batch_summary(b, outcome);
-    store_submit(m->st, b, NULL, memory_reported,
-                 memory_change_report(m, tenant, NULL, base, cb, arg));
+    memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
 }
 
 int memory_cache_key(const char *tenant, const char *profile, json_t *body, char *key)
@@ -928,7 +927,7 @@ void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t 
                                     .retry_ms = v[i].retry_ms};
         store_batch_embedding(b, &e);
     }
-    store_submit(m->st, b, NULL, memory_reported, r);
+    memory_send(m, b, r);
 }
 
 json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit)
@@ -952,7 +951,7 @@ void memory_outbox_result(struct memory *m, json_t *result, struct event_base *b
     struct store_batch *b = store_batch_new("", NULL);
     struct memory_report *r = memory_report_new(m, base, cb, arg);
     store_batch_outbox_result(b, result);
-    store_submit(m->st, b, NULL, memory_reported, r);
+    memory_send(m, b, r);
 }
 
 json_t *memory_deliveries(struct memory_reader *r, const char *tenant, const char *status,
@@ -974,7 +973,7 @@ void memory_delivery_retry(struct memory *m, const char *tenant, const char *not
     struct store_batch *b = store_batch_new(tenant, NULL);
     struct memory_report *r = memory_report_new(m, base, cb, arg);
     store_batch_outbox_retry(b, notice_id);
-    store_submit(m->st, b, NULL, memory_reported, r);
+    memory_send(m, b, r);
 }
 
 int memory_rec_replied(const struct memory_rec *rec)

@@ -141,6 +141,8 @@ struct store_batch {
     struct event_base *base;
     store_done_cb cb;
     void *arg;
+    store_done_cb on_writer; /* store_batch_on_writer() */
+    void *on_writer_arg;
     int ok;
     int existing; /* the session must exist already: never created by this batch */
     int embed;    /* its user and assistant turns wait for their embedding */
@@ -514,6 +516,12 @@ void store_batch_summary(struct store_batch *b, json_t *outcome)
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id)
 {
     store_batch_add(b, STORE_OP_OUTBOX_RETRY, NULL)->a = xstrdup(notice_id);
+}
+
+void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg)
+{
+    b->on_writer = cb;
+    b->on_writer_arg = arg;
 }
 
 size_t store_batch_ops(const struct store_batch *b)
@@ -1213,6 +1221,8 @@ static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
 static void store_complete(struct store_batch *b)
 {
     static const struct timeval now = {0, 0};
+    if (b->on_writer != NULL)
+        b->on_writer(b->on_writer_arg, b->ok);
     if (b->cb == NULL || b->base == NULL) {
         if (b->cb != NULL)
             b->cb(b->arg, b->ok);

@@ -141,10 +141,18 @@ void store_batch_free(struct store_batch *b);
 /* ok: 1 when committed, 0 when the transaction failed (logged; the rows are not there). */
 typedef void (*store_done_cb)(void *arg, int ok);
 
+/* cb(arg, ok) runs on the writer thread as soon as b's transaction is over, before b's report
+ * is handed to the submitter's thread (store_submit): for bookkeeping that must not wait for
+ * that thread's loop. It must be short and thread-safe. */
+void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg);
+
 /*
  * Queue b for the writer; batches are applied in the order they were submitted. When b is
- * committed (or failed), cb(arg, ok) runs on base's thread; with base NULL it runs on the
- * writer thread itself, so it must be short and thread-safe. cb may be NULL. Takes b.
+ * committed (or failed), cb(arg, ok) runs on base's thread and b is freed there: its memory
+ * goes back to the allocator of the thread that built it, instead of the writer taking that
+ * thread's allocator lock for every free while it allocates (measured: 9% of memproxy's CPU
+ * under load). With base NULL, cb runs on the writer thread itself, so it must be short and
+ * thread-safe, and the writer frees b. cb may be NULL. Takes b.
  */
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg);

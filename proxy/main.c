@@ -12,6 +12,7 @@
 
 #include <event2/thread.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,23 @@ out:
     return rc;
 }
 
+/*
+ * glibc's defaults return freed memory to the kernel as soon as a thread's heap has 128 KiB
+ * free at its top, and move that mark with every large block freed. A proxy frees and
+ * allocates the same blocks for every request (libcurl's 16 KiB receive buffer is one, per
+ * transfer), so its worker trimmed and regrew its heap — madvise and page faults — thousands
+ * of times a second: 20% of its CPU under load. Memory freed stays in the process up to 8 MiB
+ * per heap; blocks of 512 KiB and more (large request bodies) still come from and go back to
+ * the kernel each. The operator's MALLOC_TRIM_THRESHOLD_ wins.
+ */
+static void main_tune_malloc(void)
+{
+    if (getenv("MALLOC_TRIM_THRESHOLD_") != NULL)
+        return;
+    mallopt(M_TRIM_THRESHOLD, 8 << 20);
+    mallopt(M_MMAP_THRESHOLD, 512 << 10);
+}
+
 int main(int argc, char **argv)
 {
     struct main_args a = {0};
@@ -173,6 +191,7 @@ int main(int argc, char **argv)
                  cfg->listen);
 
     signal(SIGPIPE, SIG_IGN);
+    main_tune_malloc();
     if (evthread_use_pthreads() != 0 || upstream_global_init() != 0) {
         fprintf(stderr, "memproxy: cannot initialise libevent threads or libcurl\n");
         cfg_destroy(cfg);

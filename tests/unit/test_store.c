@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <event2/thread.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -265,6 +266,59 @@ static void test_drain_and_writer_callback(void **state)
     store_submit(st, b, NULL, on_writer, &seen);
     store_drain(st);
     assert_int_equal(seen, 1);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
+struct order {
+    pthread_t main;
+    int step, hook_step, hook_ok, hook_on_main, done_step, done_ok, done_on_main;
+    struct event_base *base;
+};
+
+static void order_hook(void *arg, int ok)
+{
+    struct order *o = arg;
+    o->hook_step = ++o->step;
+    o->hook_ok = ok;
+    o->hook_on_main = pthread_equal(pthread_self(), o->main);
+}
+
+static void order_done(void *arg, int ok)
+{
+    struct order *o = arg;
+    o->done_step = ++o->step;
+    o->done_ok = ok;
+    o->done_on_main = pthread_equal(pthread_self(), o->main);
+    event_base_loopbreak(o->base);
+}
+
+/* The writer-side hook runs on the writer as soon as the transaction is over, the report
+ * after it on the submitter's loop; both see the outcome, a failure too. */
+static void test_writer_hook_then_report(void **state)
+{
+    char *path = tmp_db();
+    struct store *st = open_ok(path);
+    for (int bad = 0; bad <= 1; bad++) {
+        struct order o = {.main = pthread_self(), .base = event_base_new()};
+        struct store_batch *b = store_batch_new("t", bad ? "s-bad" : "s");
+        json_t *t = turn("user", "hello", 1, 0, 1);
+        if (bad)
+            json_object_del(t, "role");
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_batch_on_writer(b, order_hook, &o);
+        store_submit(st, b, o.base, order_done, &o);
+        event_base_loop(o.base, EVLOOP_NO_EXIT_ON_EMPTY);
+        event_base_free(o.base);
+        assert_int_equal(o.hook_step, 1);
+        assert_int_equal(o.done_step, 2);
+        assert_int_equal(o.hook_ok, !bad);
+        assert_int_equal(o.done_ok, !bad);
+        assert_false(o.hook_on_main);
+        assert_true(o.done_on_main);
+    }
     store_close(st);
     unlink(path);
     free(path);
@@ -549,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_persistence_and_schema),
         cmocka_unit_test(test_drain_and_writer_callback),
+        cmocka_unit_test(test_writer_hook_then_report),
         cmocka_unit_test(test_failed_batch),
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_stop_fills_the_outbox),
