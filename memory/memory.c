@@ -446,14 +446,12 @@ static void memory_settled(void *arg, int ok)
         memory_report_free(r);
 }
 
-/* Queue b; r reports it (r->cb on r->base's thread, which also frees b). Takes both. */
+/* Queue b; r reports it (r->cb on r->base's thread, which also frees b; without a cb the
+ * writer frees b and memory_settled frees r). Takes both. */
 static void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r)
 {
     store_batch_on_writer(b, memory_settled, r);
-    if (r->cb != NULL)
-        store_submit(m->st, b, r->base, memory_report_done, r);
-    else
-        store_submit(m->st, b, NULL, NULL, NULL);
+    store_submit(m->st, b, r->base, r->cb ? memory_report_done : NULL, r);
 }
 
 /* e->mu held, so batches of one session are submitted in the order their turns are numbered. */
