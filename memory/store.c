@@ -1323,8 +1323,10 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
         st->head = b;
     st->tail = b;
     st->busy = 1;
-    pthread_cond_signal(&st->cv);
     pthread_mutex_unlock(&st->mu);
+    /* after the unlock: a writer woken while the lock is still held would only go back to
+     * sleep on the mutex, and its unlock would then cost a second wake-up */
+    pthread_cond_signal(&st->cv);
 }
 
 /* ---- open, migrate, close ---- */

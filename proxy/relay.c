@@ -89,8 +89,9 @@ static void relay_unwatch(struct relay *r)
         event_free(r->hup);
         r->hup = NULL;
     }
-    if (r->evcon)
+    if (r->evcon) /* forgotten: the response's sender may set its own close callback */
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    r->evcon = NULL;
 }
 
 /* The one place a relay's resources are released. */
@@ -154,7 +155,6 @@ static void relay_hup_cb(evutil_socket_t fd, short what, void *arg)
     }
     struct evhttp_connection *evcon = r->evcon;
     relay_unwatch(r);
-    r->evcon = NULL;
     r->req = NULL;
     evhttp_connection_free(evcon); /* frees the request too */
     relay_client_gone(r);
@@ -190,9 +190,11 @@ static void relay_watch(struct relay *r)
 /* The last event of a stream (already in r->out), then the chunked end. */
 static void relay_end_stream(struct relay *r, int status)
 {
+    struct evhttp_connection *evcon = evhttp_request_get_connection(r->req);
     evhttp_send_reply_chunk(r->req, r->out);
     server_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
     evhttp_send_reply_end(r->req);
+    server_write_now(evcon, 1); /* r->req may be gone */
     metrics_request(r->w->metrics, r->p.route, status);
 }
 
@@ -354,6 +356,7 @@ static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *d
     }
     if (evbuffer_get_length(r->out) > 0) {
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
+        server_write_now(r->evcon, 0);
         relay_schedule_after_send(r);
     }
     return UPSTREAM_BODY_OK;

@@ -13,8 +13,10 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
     evhttp_add_header(h, "Content-Type", content_type ? content_type : "application/json");
     if (w->draining) /* let the client reconnect to a process that is not going away */
         evhttp_add_header(h, "Connection", "close");
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     server_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
+    server_write_now(evcon, 1); /* req may be gone */
     metrics_request(w->metrics, route, status);
 }
 

@@ -13,6 +13,8 @@
 #include "util.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <netdb.h>
@@ -223,6 +225,24 @@ void server_response_sending(struct worker *w, struct evhttp_request *req)
     w->sending++;
     evhttp_request_set_on_complete_cb(req, server_sent, w);
     evhttp_connection_set_closecb(evcon, server_send_failed, w);
+}
+
+void server_write_now(struct evhttp_connection *evcon, int last)
+{
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0)
+        return;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    /* the bufferevent keeps its output's front frozen except while it writes itself */
+    evbuffer_unfreeze(out, 1);
+    evbuffer_write(out, fd);
+    evbuffer_freeze(out, 1);
+    if (last && evbuffer_get_length(out) == 0) {
+        /* what libevent's write event would do on finding the output empty */
+        bufferevent_disable(bev, EV_WRITE);
+        bufferevent_trigger(bev, EV_WRITE, 0);
+    }
 }
 
 static void server_exit_cb(evutil_socket_t fd, short what, void *arg)

@@ -91,6 +91,21 @@ void server_release(struct worker *w);
  */
 void server_response_sending(struct worker *w, struct evhttp_request *req);
 
+/*
+ * Write what evhttp has queued on evcon now, right after evhttp_send_reply*() queued it.
+ * evhttp only enables the socket's write event, so the bytes would leave on the loop's next
+ * turn, after an epoll_ctl and an epoll_wait: a few microseconds on every response and every
+ * streamed event. What the socket does not take stays queued for evhttp's write event, and a
+ * failed write is left for that event to see again and report, as before.
+ *
+ * last: the response's end was queued (evhttp_send_reply or evhttp_send_reply_end). When the
+ * socket took all of it, evhttp's completion of the response runs now instead of on the write
+ * event (the event is disabled before the loop ever registers it, saving two epoll_ctl and a
+ * loop turn per response): req's on-complete callback runs and req is freed, and so is evcon
+ * if the connection is not kept alive. The caller must use neither afterwards.
+ */
+void server_write_now(struct evhttp_connection *evcon, int last);
+
 /* After server_run(): delivers the last storage reports (memory_drain), ends what remains,
  * frees the workers. The memory outlives it. */
 void server_destroy(struct server *srv);

@@ -189,6 +189,97 @@ profiles:
         self.assertEqual(body["error"]["param"], "X-Memproxy-Profile")
 
 
+class Connections(StackTest):
+    """Responses are written as soon as they are ready and evhttp's bookkeeping of the
+    connection completes at once: keep-alive, Connection: close, HTTP/1.0 and pipelined
+    requests must all still get whole answers, recorded or not."""
+
+    @staticmethod
+    def read_response(f):
+        """One HTTP/1.x response from a buffered socket file: (status, headers, body)."""
+        status = int(f.readline().split()[1])
+        headers = {}
+        while True:
+            line = f.readline().decode().strip()
+            if not line:
+                break
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        if headers.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                n = int(f.readline().strip(), 16)
+                chunk = f.read(n + 2)[:n]
+                if n == 0:
+                    break
+                body += chunk
+        elif "content-length" in headers:
+            body = f.read(int(headers["content-length"]))
+        else:  # HTTP/1.0: the body ends when the connection does
+            body = f.read()
+        return status, headers, body
+
+    def send(self, s, requests):
+        """Sends every request in one write (so the later ones wait in memproxy's buffer)."""
+        data = b""
+        for version, path, body, headers in requests:
+            h = "".join("%s: %s\r\n" % kv for kv in headers.items())
+            if body is None:
+                data += ("GET %s HTTP/%s\r\nHost: x\r\n%s\r\n" % (path, version, h)).encode()
+            else:
+                b = json.dumps(body).encode()
+                data += ("POST %s HTTP/%s\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %d\r\n%s\r\n" % (path, version, len(b), h)).encode() + b
+        s.sendall(data)
+
+    def exchange(self, requests, closes):
+        s = raw_connect(self.mp.port)
+        self.send(s, requests)
+        f = s.makefile("rb")
+        answers = [self.read_response(f) for _ in requests]
+        s.settimeout(2)
+        rest = f.read() if closes else None  # b"" once memproxy has closed the connection
+        s.close()
+        return answers, rest
+
+    def test_every_connection_kind_gets_whole_answers(self):
+        chat = "/v1/chat/completions"
+        for session in ({}, {"X-Session-Id": "conn-kinds"}):
+            for stream in (False, True):
+                body = stream_body() if stream else USER_HI
+                for version, extra, closes in (("1.1", {}, False),
+                                               ("1.1", {"Connection": "close"}, True),
+                                               ("1.0", {}, True)):
+                    with self.subTest(session=bool(session), stream=stream, version=version,
+                                      extra=extra):
+                        answers, rest = self.exchange(
+                            [(version, chat, body, dict(session, **extra))], closes)
+                        status, headers, text = answers[0]
+                        self.assertEqual(status, 200)
+                        if stream:
+                            self.assertEqual(sse_data(text.decode())[-1], "[DONE]")
+                            self.assertTrue(chat_text(sse_data(text.decode())).startswith("Hello!"))
+                        else:
+                            self.assertEqual(json.loads(text)["object"], "chat.completion")
+                        if closes:
+                            self.assertEqual(rest, b"", "connection left open")
+
+    def test_pipelined_requests_each_answered_in_order(self):
+        chat = "/v1/chat/completions"
+        requests = [("1.1", chat, USER_HI, {"X-Session-Id": "pipelined"}),
+                    ("1.1", "/healthz", None, {}),
+                    ("1.1", chat, stream_body(), {}),
+                    ("1.1", chat, {"messages": 1}, {}),
+                    ("1.1", "/healthz", None, {"Connection": "close"})]
+        answers, rest = self.exchange(requests, closes=True)
+        self.assertEqual([a[0] for a in answers], [200, 200, 200, 400, 200])
+        self.assertEqual(json.loads(answers[0][2])["object"], "chat.completion")
+        self.assertEqual(json.loads(answers[1][2]), {"status": "ok"})
+        self.assertEqual(sse_data(answers[2][2].decode())[-1], "[DONE]")
+        self.assertEqual(json.loads(answers[3][2])["error"]["type"], "invalid_request_error")
+        self.assertEqual(rest, b"")
+
+
 class Observability(StackTest):
     def test_healthz_and_metrics(self):
         status, body = self.mp.json("GET", "/healthz")
