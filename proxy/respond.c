@@ -16,7 +16,7 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     server_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
-    server_write_now(evcon, 1); /* req may be gone */
+    server_write_now(evcon); /* req may be gone */
     metrics_request(w->metrics, route, status);
 }
 

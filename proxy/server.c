@@ -227,7 +227,7 @@ void server_response_sending(struct worker *w, struct evhttp_request *req)
     evhttp_connection_set_closecb(evcon, server_send_failed, w);
 }
 
-void server_write_now(struct evhttp_connection *evcon, int last)
+void server_write_now(struct evhttp_connection *evcon)
 {
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
@@ -238,7 +238,7 @@ void server_write_now(struct evhttp_connection *evcon, int last)
     evbuffer_unfreeze(out, 1);
     evbuffer_write(out, fd);
     evbuffer_freeze(out, 1);
-    if (last && evbuffer_get_length(out) == 0) {
+    if (evbuffer_get_length(out) == 0) {
         /* what libevent's write event would do on finding the output empty */
         bufferevent_disable(bev, EV_WRITE);
         bufferevent_trigger(bev, EV_WRITE, 0);

@@ -98,13 +98,15 @@ void server_response_sending(struct worker *w, struct evhttp_request *req);
  * streamed event. What the socket does not take stays queued for evhttp's write event, and a
  * failed write is left for that event to see again and report, as before.
  *
- * last: the response's end was queued (evhttp_send_reply or evhttp_send_reply_end). When the
- * socket took all of it, evhttp's completion of the response runs now instead of on the write
- * event (the event is disabled before the loop ever registers it, saving two epoll_ctl and a
- * loop turn per response): req's on-complete callback runs and req is freed, and so is evcon
- * if the connection is not kept alive. The caller must use neither afterwards.
+ * When the socket took everything, what libevent's write event would do on finding the
+ * output empty happens now: the event is disabled (in the loop turn it was enabled, so it
+ * never reaches the kernel: two epoll_ctl and a loop turn saved per write) and evhttp's write
+ * callback runs. After a chunk that is the chunk's callback (evhttp_send_reply_chunk_with_cb);
+ * after a response's end (evhttp_send_reply, evhttp_send_reply_end) it is evhttp's
+ * completion of the response: req's on-complete callback runs and req is freed, and so is
+ * evcon if the connection is not kept alive. The caller must use neither afterwards.
  */
-void server_write_now(struct evhttp_connection *evcon, int last);
+void server_write_now(struct evhttp_connection *evcon);
 
 /* After server_run(): delivers the last storage reports (memory_drain), ends what remains,
  * frees the workers. The memory outlives it. */
