@@ -34,7 +34,6 @@ struct relay {
     struct evhttp_connection *evcon;
     struct event *hup;     /* EV_CLOSED on the client socket, once armed */
     struct event *hup_arm; /* timer that arms it */
-    struct event *after;   /* zero-delay timer for hooks->after_send */
     struct upstream_xfer *xfer;
     const struct relay_hooks *hooks;
     void *arg;
@@ -43,7 +42,6 @@ struct relay {
     int fall_back;  /* on_head chose to try the next upstream */
     int too_large;  /* the buffered response passed its cap */
     int sse_broken; /* an event could not be parsed or was too large */
-    int complete;   /* a finished stream's on_complete waits for its bytes to go out */
     enum relay_state state;
     long status;
     char ctype[128];
@@ -100,8 +98,6 @@ static void relay_destroy(struct relay *r)
     struct worker *w = r->w;
     relay_unwatch(r);
     upstream_cancel(r->xfer);
-    if (r->after)
-        event_free(r->after);
     if (r->sse != NULL) /* the stream was started */
         metrics_stream_delta(w->metrics, -1);
     if (r->hooks->release)
@@ -309,33 +305,6 @@ static int relay_on_sse(void *arg, const struct sse_event *ev)
     return 0;
 }
 
-static void relay_after_send(evutil_socket_t fd, short what, void *arg)
-{
-    struct relay *r = arg;
-    (void)fd;
-    (void)what;
-    if (r->hooks->after_send != NULL)
-        r->hooks->after_send(r->arg);
-    if (r->complete) {
-        r->complete = 0;
-        r->hooks->on_complete(r->arg, r, NULL, 0); /* may free r */
-    }
-}
-
-/* Run hooks->after_send (and a finished stream's on_complete) on the next loop turn: libevent
- * runs timers after the I/O callbacks of a turn, so the socket write of what was just queued
- * happens first. */
-static void relay_schedule_after_send(struct relay *r)
-{
-    static const struct timeval zero = {0, 0};
-    if (r->hooks->after_send == NULL && !r->complete)
-        return;
-    if (r->after == NULL)
-        r->after = evtimer_new(r->w->base, relay_after_send, r);
-    if (!evtimer_pending(r->after, NULL))
-        evtimer_add(r->after, &zero);
-}
-
 /* The client's output buffer drained: resume a paused transfer. */
 static void relay_drained(struct evhttp_connection *evcon, void *arg)
 {
@@ -356,8 +325,9 @@ static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *d
     }
     if (evbuffer_get_length(r->out) > 0) {
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
-        server_write_now(r->evcon); /* may run relay_drained */
-        relay_schedule_after_send(r);
+        server_write_now(r->evcon);       /* may run relay_drained */
+        if (r->hooks->after_send != NULL) /* the bytes are out (or queued): now the work */
+            r->hooks->after_send(r->arg);
     }
     return UPSTREAM_BODY_OK;
 }
@@ -426,11 +396,8 @@ static void relay_on_done(void *arg, enum upstream_result res, const char *detai
     int ok = r->status >= 200 && r->status < 300;
     if (!ok)
         metrics_upstream_failure(r->w->metrics, METRICS_FAIL_STATUS);
-    if (r->state == RELAY_STREAMING) {
-        /* the upstream often ends in the same read as its last tokens: those go out first,
-         * and the turn's bookkeeping (parse, record) runs after them */
-        r->complete = 1;
-        relay_schedule_after_send(r);
+    if (r->state == RELAY_STREAMING) { /* its last events were written as they came */
+        r->hooks->on_complete(r->arg, r, NULL, 0);
     } else if (ok) {
         r->hooks->on_complete(r->arg, r, (const char *)evbuffer_pullup(r->out, -1),
                               evbuffer_get_length(r->out));

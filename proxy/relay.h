@@ -40,9 +40,8 @@ struct relay_hooks {
     int (*on_event)(void *arg, const struct sse_event *ev);
     /*
      * The upstream finished with a 2xx. body/len hold a buffered response (NULL/0 for a
-     * stream; a stream's comes on the loop turn after its last events went out to the
-     * client, so the tokens never wait for the turn's bookkeeping). The hook must call
-     * relay_finish(r), now or later.
+     * stream, whose events were written to the client as they came, so its last tokens never
+     * wait for the turn's bookkeeping). The hook must call relay_finish(r), now or later.
      */
     void (*on_complete)(void *arg, struct relay *r, const char *body, size_t len);
     /* The client hung up before the end; r is destroyed right after. May be NULL. */
@@ -50,8 +49,8 @@ struct relay_hooks {
     /* The relay is being destroyed: free arg. May be NULL. */
     void (*release)(void *arg);
     /*
-     * Streams: called on the loop turn after events were handed to the client, once their
-     * bytes have gone out: the place for work on them that must not delay them. May be NULL.
+     * Streams: called after events were handed to the client and written (as far as the
+     * socket took them): the place for work on them that must not delay them. May be NULL.
      */
     void (*after_send)(void *arg);
 };
