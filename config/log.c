@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +29,12 @@ int log_level_parse(const char *name, enum log_level *out)
 
 void log_set_thread_name(const char *name)
 {
+    char comm[16]; /* the kernel's limit, with its NUL */
     log_thread_name = name;
+    if (name == NULL)
+        return;
+    snprintf(comm, sizeof(comm), "%s", name);
+    pthread_setname_np(pthread_self(), comm); /* what top -H, ps -L and perf show */
 }
 
 int log_enabled(enum log_level level)

@@ -15,7 +15,8 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_set_level(enum log_level level);
 /* Parses "debug", "info", "warn" or "error"; -1 if unknown. */
 int log_level_parse(const char *name, enum log_level *out);
-/* Name shown in this thread's lines (e.g. "w0"); NULL for the main thread. */
+/* Name shown in this thread's lines (e.g. "w0"), and the thread's name in the OS (its first
+ * 15 bytes: top -H, ps -L); NULL for the main thread. */
 void log_set_thread_name(const char *name);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

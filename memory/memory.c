@@ -661,10 +661,12 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
                                util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
+    /* copies: the turn goes to the writer thread, and the reply's own objects are its to
+     * change (store.h, Ownership) */
     if (rp->usage != NULL)
-        json_object_set(t, "usage", rp->usage);
+        json_object_set_new(t, "usage", json_deep_copy(rp->usage));
     if (rp->tool_calls != NULL)
-        json_object_set(t, "tool_calls", rp->tool_calls);
+        json_object_set_new(t, "tool_calls", json_deep_copy(rp->tool_calls));
     if (rp->ttft_us >= 0)
         json_object_set_new(t, "ttft_us", json_integer(rp->ttft_us));
     json_object_set_new(t, "latency_us", json_integer(rp->latency_us));

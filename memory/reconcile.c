@@ -133,18 +133,28 @@ json_t *rec_normalize(json_t *msg, int64_t now_ms)
     return turn;
 }
 
+/* Built key by key: json_pack's format parsing cost more than the turn on every recorded
+ * reply. */
 json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
                        int64_t now_ms)
 {
-    json_t *turn =
-        json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:o, s:o, s:{}, s:I, s:f}", "role", "assistant",
-                  "content", content, "turn_id", (json_int_t)turn_id, "turn_idx",
-                  (json_int_t)turn_idx, "source", "llm", "interrupted", interrupted,
-                  "interrupt_timestamp", interrupted ? json_integer(now_ms) : json_null(),
-                  "original", interrupted ? json_string(content) : json_null(), "metadata",
-                  "timestamp", (json_int_t)now_ms, "importance", 0.5);
-    if (turn == NULL) /* content was not UTF-8: keep the turn, lose the text */
-        turn = rec_reply_turn("", turn_id, turn_idx, interrupted, now_ms);
+    json_t *text = json_string(content);
+    if (text == NULL) /* content was not UTF-8: keep the turn, lose the text */
+        text = json_string("");
+    json_t *turn = json_object();
+    json_object_set_new_nocheck(turn, "role", json_string_nocheck("assistant"));
+    json_object_set_new_nocheck(turn, "content", json_incref(text));
+    json_object_set_new_nocheck(turn, "turn_id", json_integer(turn_id));
+    json_object_set_new_nocheck(turn, "turn_idx", json_integer(turn_idx));
+    json_object_set_new_nocheck(turn, "source", json_string_nocheck("llm"));
+    json_object_set_new_nocheck(turn, "interrupted", json_boolean(interrupted));
+    json_object_set_new_nocheck(turn, "interrupt_timestamp",
+                                interrupted ? json_integer(now_ms) : json_null());
+    json_object_set_new_nocheck(turn, "original", interrupted ? json_incref(text) : json_null());
+    json_object_set_new_nocheck(turn, "metadata", json_object());
+    json_object_set_new_nocheck(turn, "timestamp", json_integer(now_ms));
+    json_object_set_new_nocheck(turn, "importance", json_real(0.5));
+    json_decref(text);
     return turn;
 }
 
@@ -416,20 +426,45 @@ static void rec_split_clear(struct rec_ctx *c)
     free(c->turns);
 }
 
-/* FNV-1a over each turn's role, turn id, content and interruption flag. */
+#define REC_FNV_PRIME 1099511628211ULL
+
+static uint64_t rec_fnv_str(uint64_t h, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * REC_FNV_PRIME;
+    return h;
+}
+
+/* v's decimal digits, as "%lld" writes them. */
+static uint64_t rec_fnv_int(uint64_t h, long long v)
+{
+    char d[24];
+    size_t n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        d[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        h = (h ^ '-') * REC_FNV_PRIME;
+    while (n > 0)
+        h = (h ^ (unsigned char)d[--n]) * REC_FNV_PRIME;
+    return h;
+}
+
+/* FNV-1a over each turn's "role|turn_id|interrupted|", a separator, its content and a
+ * separator. Stored with the session (window_hash), so these bytes never change; they are fed
+ * one by one rather than formatted (a formatted head per message was most of this cost). */
 static uint64_t rec_hash(const struct rec_ctx *c)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < c->nturns; i++) {
         const struct rec_msg *w = &c->turns[i];
-        char head[64];
-        snprintf(head, sizeof(head), "%s|%lld|%d|", w->role, (long long)w->turn_id, w->interrupted);
-        const char *parts[] = {head, rec_content(w)};
-        for (size_t k = 0; k < 2; k++) {
-            for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
-                h = (h ^ *p) * 1099511628211ULL;
-            h = (h ^ 0xff) * 1099511628211ULL; /* separator: no byte of UTF-8 text */
-        }
+        h = (rec_fnv_str(h, w->role) ^ '|') * REC_FNV_PRIME;
+        h = (rec_fnv_int(h, w->turn_id) ^ '|') * REC_FNV_PRIME;
+        h = (rec_fnv_int(h, w->interrupted) ^ '|') * REC_FNV_PRIME;
+        h = (h ^ 0xff) * REC_FNV_PRIME; /* separator: no byte of UTF-8 text */
+        h = (rec_fnv_str(h, rec_content(w)) ^ 0xff) * REC_FNV_PRIME;
     }
     return h ? h : 1;
 }

@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifndef JANSSON_THREAD_SAFE_REFCOUNT
+#error "batches share turns with the writer thread: jansson must count references atomically"
+#endif
+
 /* ---- schema ---- */
 
 static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
@@ -147,6 +151,7 @@ struct store_batch {
     int existing; /* the session must exist already: never created by this batch */
     int embed;    /* its user and assistant turns wait for their embedding */
     int reopened; /* its session is running again (see store_reopen) */
+    int running;  /* the writer knows its session is running (the sids cache) */
     /* an embedding made already for a user turn's text (store_batch_known_embedding) */
     char *known_model, *known_text;
     void *known_vec;
@@ -318,10 +323,12 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
 };
 
-/* The writer remembers the sessions it has seen (key -> [sid, last touch]) so a batch of a
- * known session costs no lookup; updated_ms (idle time, retention) is refreshed at most this
- * often per session. Cleared when it grows past its cap and whenever a write fails (a rolled
- * back batch may have created the session it remembers). */
+/* The writer remembers the sessions it has seen (key -> [sid, last touch, running]) so a
+ * batch of a known session costs no lookup; updated_ms (idle time, retention) is refreshed at
+ * most this often per session. "running" is set once the writer has made the session running
+ * (store_reopen) and dropped with the entry when a stop runs, so a recorded turn does not
+ * UPDATE its session's status every time. Cleared when it grows past its cap and whenever a
+ * write fails (a rolled back batch may have created or reopened the session it remembers). */
 #define STORE_TOUCH_MS  60000
 #define STORE_SID_CACHE 100000
 
@@ -337,6 +344,7 @@ struct store {
     struct store_batch *head, *tail;
     int busy;                                  /* the writer holds a group not yet completed */
     json_t *sids;                              /* the writer's session cache (see STORE_TOUCH_MS) */
+    int embedded;                              /* the embeddings table may hold a row */
     atomic_uint_fast64_t n_tx, n_ok, n_failed; /* written by the writer, read by /metrics */
     struct store_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
     int stopping;
@@ -385,8 +393,9 @@ struct store_batch *store_batch_new(const char *tenant, const char *session_id)
     return b;
 }
 
-static struct store_op *store_batch_add(struct store_batch *b, enum store_op_kind kind,
-                                        json_t *data)
+/* data is copied unless shared: then the batch keeps a reference (store.h, Ownership). */
+static struct store_op *store_batch_push(struct store_batch *b, enum store_op_kind kind,
+                                         json_t *data, int shared)
 {
     if (b->n == b->cap) {
         b->cap = b->cap ? b->cap * 2 : 8;
@@ -395,8 +404,15 @@ static struct store_op *store_batch_add(struct store_batch *b, enum store_op_kin
     struct store_op *op = &b->ops[b->n++];
     memset(op, 0, sizeof(*op));
     op->kind = kind;
-    op->data = data ? json_deep_copy(data) : NULL; /* never shared with the writer thread */
+    if (data != NULL)
+        op->data = shared ? json_incref(data) : json_deep_copy(data);
     return op;
+}
+
+static struct store_op *store_batch_add(struct store_batch *b, enum store_op_kind kind,
+                                        json_t *data)
+{
+    return store_batch_push(b, kind, data, 0);
 }
 
 void store_batch_session(struct store_batch *b, const char *user_id, const char *profile)
@@ -413,17 +429,17 @@ void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_h
 
 void store_batch_insert(struct store_batch *b, json_t *turn)
 {
-    store_batch_add(b, STORE_OP_INSERT, turn);
+    store_batch_push(b, STORE_OP_INSERT, turn, 1);
 }
 
 void store_batch_update(struct store_batch *b, json_t *update)
 {
-    store_batch_add(b, STORE_OP_UPDATE, update);
+    store_batch_push(b, STORE_OP_UPDATE, update, 1);
 }
 
 void store_batch_replace(struct store_batch *b, json_t *turn)
 {
-    store_batch_add(b, STORE_OP_REPLACE, turn);
+    store_batch_push(b, STORE_OP_REPLACE, turn, 1);
 }
 
 void store_batch_embed(struct store_batch *b)
@@ -667,15 +683,33 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
     json_t *hit = json_object_get(st->sids, key);
     if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < st->opts.touch_ms) {
         sid = json_integer_value(json_array_get(hit, 0));
+        b->running = json_is_true(json_array_get(hit, 2));
     } else {
         sid = store_sid_lookup(st, b, now);
         if (json_object_size(st->sids) >= STORE_SID_CACHE)
             json_object_clear(st->sids);
         if (sid >= 0)
-            json_object_set_new(st->sids, key, json_pack("[I, I]", (json_int_t)sid, now));
+            json_object_set_new(st->sids, key, json_pack("[I, I, b]", (json_int_t)sid, now, 0));
     }
     free(key);
     return sid;
+}
+
+/* The batch's session is running now (it was reopened in this transaction). */
+static void store_sid_running(struct store *st, struct store_batch *b)
+{
+    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    json_t *hit = json_object_get(st->sids, key);
+    if (hit != NULL)
+        json_array_set_new(hit, 2, json_true());
+    free(key);
+}
+
+static void store_sid_forget(struct store *st, struct store_batch *b)
+{
+    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    json_object_del(st->sids, key);
+    free(key);
 }
 
 /* A notice id: random, so that it stays unique across databases and restarts; the event
@@ -741,6 +775,7 @@ static int store_exec_stop(struct store *st, struct store_batch *b, int64_t sid,
     sqlite3_bind_int64(s, 2, now);
     sqlite3_bind_int64(s, 3, json_is_integer(idle) ? json_integer_value(idle) : INT64_MAX);
     sqlite3_bind_int(s, 4, json_is_true(json_object_get(how, "summarize")));
+    store_sid_forget(st, b); /* no longer known to be running */
     if (store_step(st->db, s) != 0)
         return -1;
     if (sqlite3_changes(st->db) == 0 || json_array_size(json_object_get(how, "hooks")) == 0)
@@ -987,6 +1022,7 @@ static int store_embed_known(struct store *st, struct store_batch *b, int64_t si
     if (b->known_vec == NULL || role == NULL || strcmp(role, "user") != 0)
         return 0;
     sqlite3_stmt *s = st->stmt[ST_EMBED_PUT];
+    st->embedded = 1;
     store_bind_turn_key(s, sid, json_integer_value(json_object_get(turn, "seq")));
     sqlite3_bind_text(s, 3, b->known_model, -1, SQLITE_STATIC);
     sqlite3_bind_blob(s, 4, b->known_vec, (int)b->known_len, SQLITE_STATIC);
@@ -1004,7 +1040,7 @@ static int store_embed_turn(struct store *st, struct store_batch *b, int64_t sid
 {
     int64_t seq = json_integer_value(json_object_get(turn, "seq"));
     sqlite3_stmt *s = st->stmt[ST_EMBED_FORGET];
-    if (changed) {
+    if (changed && st->embedded) { /* else no embedding can be stale */
         store_bind_turn_key(s, sid, seq);
         if (store_step(st->db, s) != 0)
             return -1;
@@ -1029,6 +1065,7 @@ static int store_exec_embedding(struct store *st, struct store_op *op)
     int64_t seq = json_integer_value(json_object_get(d, "seq"));
     json_int_t retry = json_integer_value(json_object_get(d, "retry_ms"));
     sqlite3_stmt *s = st->stmt[retry > 0 ? ST_EMBED_RETRY : ST_EMBED_PUT];
+    st->embedded |= retry <= 0;
     store_bind_turn_key(s, sid, seq);
     if (retry > 0) {
         sqlite3_bind_int64(s, 3, retry);
@@ -1074,13 +1111,16 @@ static int store_exec_global(struct store *st, struct store_batch *b, struct sto
  * Agora notification, the idle timeout) sends a new one that holds it. Once per batch. */
 static int store_reopen(struct store *st, struct store_batch *b, int64_t sid)
 {
-    if (b->reopened)
+    if (b->reopened || b->running)
         return 0;
     b->reopened = 1;
     sqlite3_stmt *s = st->stmt[ST_REOPEN];
     sqlite3_bind_int64(s, 1, sid);
     sqlite3_bind_int64(s, 2, util_wall_ms());
-    return store_step(st->db, s);
+    if (store_step(st->db, s) != 0)
+        return -1;
+    store_sid_running(st, b);
+    return 0;
 }
 
 static int store_exec_op(struct store *st, struct store_batch *b, int64_t sid, struct store_op *op)
@@ -1360,6 +1400,19 @@ static int store_migrate(sqlite3 *db, char **err)
     return 0;
 }
 
+/* Whether the embeddings table holds a row (unknown counts as yes). */
+static int store_any_embedding(sqlite3 *db)
+{
+    sqlite3_stmt *s = NULL;
+    int any = 1;
+    if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM embeddings)", -1, &s, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        any = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return any;
+}
+
 static int store_prepare(struct store *st, char **err)
 {
     for (int i = 0; i < ST__COUNT; i++) {
@@ -1393,6 +1446,7 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     }
     if (store_migrate(st->db, err) != 0 || store_prepare(st, err) != 0)
         goto fail;
+    st->embedded = store_any_embedding(st->db);
     st->wr = xcalloc(1, sizeof(*st->wr));
     st->wr->db = st->db;
     if (store_reader_prepare(st->wr) != 0) {

@@ -21,8 +21,13 @@
  *
  * Ownership: store_open() returns a store closed with store_close(), which first commits
  * everything already submitted. A submitted batch belongs to the store. Batches copy the JSON
- * they are given (deeply: the writer thread shares no object, not even a reference count,
- * with the caller's thread). JSON returned by readers is new (caller decrefs).
+ * they are given (deeply), except the turns of store_batch_insert, _update and _replace: those
+ * are on every recorded request's path, and a copy made only to be freed again cost a
+ * worker more than the rest of the recording. The batch keeps a reference to them instead,
+ * and the caller must change neither the turn nor anything inside it afterwards (the working
+ * set replaces a turn, never changes it). The writer only reads them, and jansson's
+ * reference counts are atomic (JANSSON_THREAD_SAFE_REFCOUNT, checked at build time), so
+ * either thread may drop the last reference. JSON returned by readers is new (caller decrefs).
  */
 #ifndef MEMPROXY_STORE_H
 #define MEMPROXY_STORE_H
@@ -75,6 +80,7 @@ void store_batch_update(struct store_batch *b, json_t *update);
 /* Overwrite the reply stored at turn's "seq" with turn (a request retried: the new reply is
  * the one the client got). */
 void store_batch_replace(struct store_batch *b, json_t *turn);
+/* (These three reference their JSON, never copy it: see Ownership above.) */
 /* The REST API's changes. A batch marked existing fails (ok 0) when the session is gone,
  * rather than creating it. */
 void store_batch_existing(struct store_batch *b);

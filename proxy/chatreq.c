@@ -3,6 +3,7 @@
 #include "jtext.h"
 #include "util.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* Fields that route a request inside memproxy and mean nothing to an upstream. */
@@ -11,19 +12,32 @@ static const char *const chatreq_own_fields[] = {"profile"};
 static const char *const chatreq_roles[] = {"system",    "developer", "user",
                                             "assistant", "tool",      "function"};
 
+/* p is just past a string's opening quote: just past its closing one (end when there is
+ * none). A quote after an odd run of backslashes is escaped. memchr takes the string's bytes
+ * many at a time: a 32-message window is mostly strings, and this scan runs on every body. */
+static const char *chatreq_string_end(const char *p, const char *end)
+{
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (q == NULL)
+            return end;
+        size_t run = 0;
+        while (q - run > p && q[-1 - (ptrdiff_t)run] == '\\')
+            run++;
+        if (run % 2 == 0)
+            return q + 1;
+        p = q + 1;
+    }
+}
+
 int chatreq_too_deep(const char *buf, size_t len, size_t max_depth)
 {
     size_t depth = 0;
-    int in_string = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = buf[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = 0;
-        } else if (c == '"') {
-            in_string = 1;
+    const char *p = buf, *end = buf + len;
+    while (p < end) {
+        char c = *p++;
+        if (c == '"') {
+            p = chatreq_string_end(p, end);
         } else if (c == '{' || c == '[') {
             if (++depth > max_depth)
                 return 1;
@@ -43,39 +57,36 @@ static int chatreq_role_ok(const char *role)
     return 0;
 }
 
-static int chatreq_check_message(json_t *m, size_t i, struct apierr *err)
+/* A message's error: param "messages[i]" + suffix, message "<param> " + what. Formatted only
+ * here, on the way out: a valid window (every request) formats nothing. */
+static int chatreq_bad_message(struct apierr *err, size_t i, const char *suffix, const char *what)
 {
     char param[64];
-    if (!json_is_object(m)) {
-        snprintf(param, sizeof(param), "messages[%zu]", i);
-        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s must be an object", param);
-        return -1;
-    }
+    snprintf(param, sizeof(param), "messages[%zu]%s", i, suffix);
+    apierr_set(err, APIERR_INVALID_REQUEST, param, "%s %s", param, what);
+    return -1;
+}
+
+static int chatreq_check_message(json_t *m, size_t i, struct apierr *err)
+{
+    if (!json_is_object(m))
+        return chatreq_bad_message(err, i, "", "must be an object");
     json_t *role = json_object_get(m, "role");
-    snprintf(param, sizeof(param), "messages[%zu].role", i);
-    if (!json_is_string(role)) {
-        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s must be a string", param);
-        return -1;
-    }
-    if (!chatreq_role_ok(json_string_value(role))) {
-        apierr_set(err, APIERR_INVALID_REQUEST, param,
-                   "%s is not one of system, developer, user, assistant, tool, function", param);
-        return -1;
-    }
+    if (!json_is_string(role))
+        return chatreq_bad_message(err, i, ".role", "must be a string");
+    if (!chatreq_role_ok(json_string_value(role)))
+        return chatreq_bad_message(err, i, ".role",
+                                   "is not one of system, developer, user, assistant, tool, "
+                                   "function");
     json_t *content = json_object_get(m, "content");
-    snprintf(param, sizeof(param), "messages[%zu].content", i);
-    int is_assistant = strcmp(json_string_value(role), "assistant") == 0;
     if (content == NULL || json_is_null(content)) {
-        if (is_assistant)
+        if (strcmp(json_string_value(role), "assistant") == 0)
             return 0; /* an assistant turn may be only tool_calls */
-        apierr_set(err, APIERR_INVALID_REQUEST, param, "%s is required", param);
-        return -1;
+        return chatreq_bad_message(err, i, ".content", "is required");
     }
-    if (!json_is_string(content) && !json_is_array(content)) {
-        apierr_set(err, APIERR_INVALID_REQUEST, param,
-                   "%s must be a string or an array of content parts", param);
-        return -1;
-    }
+    if (!json_is_string(content) && !json_is_array(content))
+        return chatreq_bad_message(err, i, ".content",
+                                   "must be a string or an array of content parts");
     return 0;
 }
 

@@ -130,16 +130,22 @@ size_t tx_tokens_all(json_t *messages)
 
 /* ---- standard ---- */
 
+static int tx_known(const char *key, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(key, names[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static int tx_is_standard(json_t *m)
 {
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v)
     {
-        int ok = 0;
-        for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_message_fields); i++)
-            ok |= strcmp(key, tx_message_fields[i]) == 0;
-        if (!ok)
+        if (!tx_known(key, tx_message_fields, UTIL_ARRAY_LEN(tx_message_fields)))
             return 0;
     }
     return 1;
@@ -163,10 +169,7 @@ static void tx_standard_body(json_t *body)
     void *tmp;
     json_object_foreach_safe(body, tmp, key, v)
     {
-        int ok = 0;
-        for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_body_fields); i++)
-            ok |= strcmp(key, tx_body_fields[i]) == 0;
-        if (!ok)
+        if (!tx_known(key, tx_body_fields, UTIL_ARRAY_LEN(tx_body_fields)))
             json_object_del(body, key);
     }
 }

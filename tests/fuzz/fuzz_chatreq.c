@@ -1,14 +1,44 @@
 /*
  * Fuzz chat request parsing and validation with client bodies. A body that passes must yield
- * an upstream body that is valid JSON with the same messages.
+ * an upstream body that is valid JSON with the same messages. The depth pre-scan must agree
+ * with a byte-by-byte reference on every input.
  */
 #include "chatreq.h"
 #include "fuzz.h"
 
 #include <stdlib.h>
 
+/* The obvious scan, one byte at a time: what chatreq_too_deep() must answer. */
+static int reference_too_deep(const char *buf, size_t len, size_t max_depth)
+{
+    size_t depth = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max_depth)
+                return 1;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    for (size_t d = 0; d < 6; d++) {
+        if (chatreq_too_deep((const char *)data, size, d) !=
+            reference_too_deep((const char *)data, size, d))
+            abort();
+    }
     struct chatreq_limits lim = {.max_depth = 64, .max_messages = 4096};
     struct chatreq r;
     struct apierr e;

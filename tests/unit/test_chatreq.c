@@ -93,6 +93,11 @@ static void test_depth_ignores_brackets_in_strings(void **state)
     assert_false(chatreq_too_deep(s, strlen(s), 2));
     assert_true(chatreq_too_deep("[[[", 3, 2));
     assert_false(chatreq_too_deep("[[]]", 4, 2));
+    /* escaped backslashes before a quote: the string ends there */
+    const char *t = "[\"a\\\\\",[[\"x\\\\\\\"[[[\"]";
+    assert_true(chatreq_too_deep(t, strlen(t), 2));
+    assert_false(chatreq_too_deep(t, strlen(t), 3));
+    assert_false(chatreq_too_deep("\"[[[", 4, 0)); /* an unterminated string */
 }
 
 static json_t *upstream_json(const char *body, const char *model)

@@ -288,6 +288,37 @@ static void test_repeated_exchange(void **state)
     json_decref(store);
 }
 
+/* The window fingerprint is stored with each session (window_hash): a new version computing
+ * other values would take every session's next request for a changed window. These are the
+ * values memproxy has always stored for these windows. */
+static void test_window_hash_is_stable(void **state)
+{
+    static const struct {
+        const char *window;
+        uint64_t hash;
+    } cases[] = {
+        {"[{\"role\":\"user\",\"content\":\"hi\"}]", 0x8179633fa17a66d1ULL},
+        {"[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"assistant\",\"content\":"
+         "\"Hi, what can I do?\",\"turn_id\":1},{\"role\":\"user\",\"content\":\"Where is my "
+         "order \\u00e9?\",\"turn_id\":12345678901},{\"role\":\"assistant\",\"content\":\"It "
+         "is\",\"turn_id\":\"12345678901\",\"metadata\":{\"interrupted\":true,\"original\":\"It "
+         "is on its way\"}}]",
+         0x90d328a8f5dbdca5ULL},
+        {"[{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"tool_call_id\":"
+         "\"c1\"},{\"role\":\"user\",\"content\":\"\",\"turn_id\":0}]",
+         0x9c3df4a6240b33c4ULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *store = json_array(), *w = msgs_of(cases[i].window);
+        struct rec_result r;
+        rec_reconcile(store, w, 0, NOW, &r);
+        assert_true(r.window_hash == cases[i].hash);
+        rec_result_clear(&r);
+        json_decref(w);
+        json_decref(store);
+    }
+}
+
 int main(int argc, char **argv)
 {
     fixture_path = argc > 1 ? argv[1] : "tests/fixtures/agora-custom-request.json";
@@ -297,6 +328,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_normal_mode_alignment),
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_repeated_exchange),
+        cmocka_unit_test(test_window_hash_is_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

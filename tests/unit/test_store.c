@@ -595,6 +595,77 @@ static void test_embedding_queue(void **state)
     free(path);
 }
 
+/* A turn after a stop makes the session running again, also when the writer had already
+ * seen it running (it remembers that, and must forget it at the stop). */
+static void test_turn_after_stop_reopens(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    json_t *how = json_object();
+    for (int i = 1; i <= 4; i++) {
+        struct store_batch *b = store_batch_new("t", "call-1");
+        json_t *t = turn(i % 2 ? "user" : "assistant", "x", (i + 1) / 2, 0, i);
+        store_batch_insert(b, t);
+        json_decref(t);
+        assert_int_equal(commit(st, b), 1);
+        if (i % 2 == 1)
+            continue; /* two turns in a row while running, then a stop */
+        b = store_batch_new("t", "call-1");
+        store_batch_existing(b);
+        store_batch_stop(b, how);
+        assert_int_equal(commit(st, b), 1);
+        assert_int_equal(count(path, "SELECT status = 'STOPPED' FROM sessions"), 1);
+    }
+    struct store_batch *b = store_batch_new("t", "call-1");
+    json_t *t = turn("user", "back again", 3, 0, 5);
+    store_batch_insert(b, t);
+    json_decref(t);
+    assert_int_equal(commit(st, b), 1);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *sess = store_session_get(r, "t", "call-1");
+    assert_string_equal(json_string_value(json_object_get(sess, "status")), "RUNNING");
+    assert_true(json_is_null(json_object_get(sess, "stopped_ms")));
+    json_decref(sess);
+    json_decref(how);
+    store_reader_close(r);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
+/* An embedding stored before a restart still goes when its turn changes after it. */
+static void test_changed_turn_loses_embedding_after_restart(void **state)
+{
+    char *path = tmp_db(), *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_batch *b = store_batch_new("t", "call-1");
+    json_t *t = turn("assistant", "Noted, and I will", 1, 0, 1);
+    store_batch_embed(b);
+    store_batch_insert(b, t);
+    json_decref(t);
+    assert_int_equal(commit(st, b), 1);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *due = store_to_embed(r, util_wall_ms(), 10);
+    float v[2] = {1, 0};
+    assert_int_equal(embed_one(st, json_array_get(due, 0), "Noted, and I will", v, 0), 1);
+    json_decref(due);
+    store_reader_close(r);
+    store_close(st);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings"), 1);
+
+    st = open_ok(path); /* retrieval off now: the batch asks for no embedding */
+    json_t *cut = json_pack("{s:i, s:s, s:s, s:b}", "seq", 1, "content", "Noted,", "original",
+                            "Noted, and I will", "interrupted", 1);
+    b = store_batch_new("t", "call-1");
+    store_batch_update(b, cut);
+    json_decref(cut);
+    assert_int_equal(commit(st, b), 1);
+    assert_int_equal(count(path, "SELECT COUNT(*) FROM embeddings"), 0);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -609,6 +680,8 @@ int main(void)
         cmocka_unit_test(test_stop_fills_the_outbox),
         cmocka_unit_test(test_embedding_queue),
         cmocka_unit_test(test_known_embedding),
+        cmocka_unit_test(test_turn_after_stop_reopens),
+        cmocka_unit_test(test_changed_turn_loses_embedding_after_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
