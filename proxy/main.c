@@ -3,6 +3,7 @@
  */
 #include "cfg.h"
 #include "lifecycle.h"
+#include "jalloc.h"
 #include "log.h"
 #include "memory.h"
 #include "server.h"
@@ -170,6 +171,7 @@ static void main_tune_malloc(void)
 
 int main(int argc, char **argv)
 {
+    jalloc_install(); /* before the first jansson object (config/jalloc.h) */
     struct main_args a = {0};
     int rc = main_parse(argc, argv, &a);
     if (rc >= 0)

@@ -1,0 +1,117 @@
+/* Unit tests: jansson's allocator with its per-thread cache (config/jalloc.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "jalloc.h"
+#include "jtext.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_malloc_t jmalloc;
+static json_free_t jfree;
+
+/* Every size up to past the cached classes: aligned, writable to its end, distinct. */
+static void test_sizes(void **state)
+{
+    void *p[600];
+    for (size_t n = 0; n < 600; n++) {
+        p[n] = jmalloc(n + 1);
+        assert_non_null(p[n]);
+        assert_int_equal((uintptr_t)p[n] % 16, 0);
+        memset(p[n], (int)(n & 0xff), n + 1);
+    }
+    for (size_t n = 0; n < 600; n++) {
+        const unsigned char *b = p[n];
+        assert_int_equal(b[0], n & 0xff);
+        assert_int_equal(b[n], n & 0xff);
+        jfree(p[n]);
+    }
+    jfree(NULL);
+}
+
+/* A freed small block is what the next allocation of its class on that thread gets; a large
+ * one goes back to malloc. */
+static void test_reuse(void **state)
+{
+    if (!jalloc_active())
+        skip(); /* AddressSanitizer build: plain malloc and free */
+    void *a = jmalloc(40), *b = jmalloc(40);
+    jfree(a);
+    jfree(b);
+    assert_ptr_equal(jmalloc(33), b); /* same 48-byte class, last in first out */
+    assert_ptr_equal(jmalloc(48), a);
+    void *c = jmalloc(40);
+    assert_ptr_not_equal(c, a);
+    jfree(a);
+    jfree(b);
+    jfree(c);
+}
+
+/* A thread keeps at most JALLOC_CLASS_BYTES per class: the first blocks freed are kept, the
+ * rest go to malloc, and the kept ones come back last in, first out. */
+static void test_cap(void **state)
+{
+    enum { N = 4096, KEPT = JALLOC_CLASS_BYTES / 32 }; /* 16-byte blocks + their header */
+    if (!jalloc_active())
+        skip();
+    void **p = malloc(N * sizeof(*p));
+    for (size_t i = 0; i < N; i++)
+        p[i] = jmalloc(16);
+    for (size_t i = 0; i < N; i++)
+        jfree(p[i]);
+    void *q[KEPT];
+    for (size_t i = 0; i < KEPT; i++) {
+        q[i] = jmalloc(16);
+        assert_ptr_equal(q[i], p[KEPT - 1 - i]);
+    }
+    for (size_t i = 0; i < KEPT; i++)
+        jfree(q[i]);
+    free(p);
+}
+
+/* Trees built on one thread and dropped on another (the storage writer's case), then
+ * built again: the same content throughout. */
+static void *drop(void *arg)
+{
+    json_decref(arg);
+    return NULL;
+}
+
+static void test_trees_across_threads(void **state)
+{
+    const char *text = "{\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"},"
+                       "{\"role\":\"assistant\",\"content\":\"hi\",\"turn_id\":3}],\"n\":1.5}";
+    for (int round = 0; round < 50; round++) {
+        json_t *j = jtext_load(text, strlen(text), 0, NULL);
+        assert_non_null(j);
+        char *out = jtext_dump(j, NULL);
+        assert_string_equal(out, text);
+        free(out);
+        char *dumped = json_dumps(j, JSON_COMPACT);
+        assert_string_equal(dumped, text);
+        jfree(dumped);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, drop, j), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+    }
+}
+
+int main(void)
+{
+    jalloc_install();
+    jalloc_install(); /* a second call changes nothing */
+    json_get_alloc_funcs(&jmalloc, &jfree);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_cap),
+        cmocka_unit_test(test_trees_across_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
