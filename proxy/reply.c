@@ -51,9 +51,11 @@ static void reply_append(struct reply *r, const char *s, size_t n)
     r->content[r->len] = '\0';
 }
 
+/* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
+ * unchanged is not copied again. */
 static void reply_set_str(char **dst, json_t *v)
 {
-    if (!json_is_string(v))
+    if (!json_is_string(v) || (*dst != NULL && strcmp(*dst, json_string_value(v)) == 0))
         return;
     free(*dst);
     *dst = xstrdup(json_string_value(v));

@@ -40,6 +40,16 @@ int sse_is_done(const struct sse_event *ev)
     return ev->data != NULL && ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0;
 }
 
+/* The first line break ('\n' or '\r') in s[from..len), or len. memchr takes the bytes many at
+ * a time: an event is one long data line, and every streamed token passes through here. */
+static size_t sse_eol(const char *s, size_t from, size_t len)
+{
+    const char *nl = memchr(s + from, '\n', len - from);
+    size_t lim = nl ? (size_t)(nl - s) : len;
+    const char *cr = memchr(s + from, '\r', lim - from);
+    return cr ? (size_t)(cr - s) : lim;
+}
+
 /*
  * Find the end of the first event in s[0..len): the offset just past its blank line, or 0 when
  * it is not complete yet. *scan and *line_start carry the search over between calls, so bytes
@@ -48,9 +58,7 @@ int sse_is_done(const struct sse_event *ev)
  */
 static size_t sse_find_end(const char *s, size_t len, size_t *scan, size_t *line_start)
 {
-    for (size_t i = *scan; i < len; i++) {
-        if (s[i] != '\n' && s[i] != '\r')
-            continue;
+    for (size_t i = sse_eol(s, *scan, len); i < len; i = sse_eol(s, i + 1, len)) {
         size_t term = 1;
         if (s[i] == '\r') {
             if (i + 1 == len) {
@@ -118,9 +126,7 @@ static int sse_dispatch(struct sse_parser *p, const char *raw, size_t len, sse_e
     struct sse_event ev = {.raw = raw, .raw_len = len};
     size_t i = 0;
     while (i < len) {
-        size_t j = i;
-        while (j < len && raw[j] != '\n' && raw[j] != '\r')
-            j++;
+        size_t j = sse_eol(raw, i, len);
         if (j > i)
             sse_field(p, &ev, raw + i, j - i);
         if (j < len && raw[j] == '\r' && j + 1 < len && raw[j + 1] == '\n')
