@@ -1046,6 +1046,16 @@ void memory_drain(struct memory *m)
     store_drain(m->st);
 }
 
+int memory_attach(struct memory *m, struct event_base *base)
+{
+    return store_attach(m->st, base);
+}
+
+void memory_detach(struct memory *m, struct event_base *base)
+{
+    store_detach(m->st, base);
+}
+
 void memory_close(struct memory *m)
 {
     if (m == NULL)

@@ -66,6 +66,11 @@ void memory_stats(struct memory *m, struct memory_stats *out);
 /* Wait until every write submitted so far is committed and its callback handed over. */
 void memory_drain(struct memory *m);
 void memory_close(struct memory *m);
+/* A worker's base, attached while it runs: its commits are reported through an inbox of its
+ * own rather than event_base_once (store_attach in memory/store.h). Detach after
+ * memory_drain and before freeing the base. */
+int memory_attach(struct memory *m, struct event_base *base);
+void memory_detach(struct memory *m, struct event_base *base);
 
 struct memory_reader *memory_reader_open(struct memory *m, char **err);
 void memory_reader_close(struct memory_reader *r);

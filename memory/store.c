@@ -8,10 +8,15 @@
 #include "recall.h"
 
 #include <openssl/rand.h>
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <string.h>
 
 #ifndef JANSSON_THREAD_SAFE_REFCOUNT
@@ -138,6 +143,17 @@ struct store_op {
     size_t blob_len;
 };
 
+/* Completions waiting for an attached base's loop: the writer appends and writes efd after
+ * unlocking; the base's event on efd takes the whole list. */
+struct store_inbox {
+    struct event_base *base;
+    struct event *ev;
+    int efd;
+    pthread_mutex_t mu;
+    struct store_batch *head, *tail;
+    struct store_inbox *next;
+};
+
 struct store_batch {
     char *tenant, *session_id;
     struct store_op *ops;
@@ -148,10 +164,11 @@ struct store_batch {
     store_done_cb on_writer; /* store_batch_on_writer() */
     void *on_writer_arg;
     int ok;
-    int existing; /* the session must exist already: never created by this batch */
-    int embed;    /* its user and assistant turns wait for their embedding */
-    int reopened; /* its session is running again (see store_reopen) */
-    int running;  /* the writer knows its session is running (the sids cache) */
+    int existing;              /* the session must exist already: never created by this batch */
+    int embed;                 /* its user and assistant turns wait for their embedding */
+    int reopened;              /* its session is running again (see store_reopen) */
+    int running;               /* the writer knows its session is running (the sids cache) */
+    struct store_inbox *inbox; /* its base's, when attached (store_attach) */
     /* an embedding made already for a user turn's text (store_batch_known_embedding) */
     char *known_model, *known_text;
     void *known_vec;
@@ -339,12 +356,19 @@ struct store {
     sqlite3_stmt *stmt[ST__COUNT];
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* work queued, or stop */
+    /* The writer sleeps on wake while sleeping is set; whoever queues work or asks for the
+     * stop clears it and posts once. A semaphore, not a condition variable: glibc takes a
+     * condition variable's mutex back in its contended state, so each wake-up cost the
+     * writer one more futex call at its next unlock, with nobody to wake. */
+    sem_t wake;
+    int sleeping;
     pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
-    int busy;                                  /* the writer holds a group not yet completed */
-    json_t *sids;                              /* the writer's session cache (see STORE_TOUCH_MS) */
-    int embedded;                              /* the embeddings table may hold a row */
+    int busy;                    /* the writer holds a group not yet completed */
+    json_t *sids;                /* the writer's session cache (see STORE_TOUCH_MS) */
+    int embedded;                /* the embeddings table may hold a row */
+    struct store_inbox *inboxes; /* attached bases (store_attach) */
+    pthread_rwlock_t inboxes_lock;
     atomic_uint_fast64_t n_tx, n_ok, n_failed; /* written by the writer, read by /metrics */
     struct store_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
     int stopping;
@@ -1256,7 +1280,51 @@ static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
     store_batch_free(b);
 }
 
-/* Hand the result to the submitter's thread (or run it here when it gave no base);
+/* Queue b on its base's inbox; the first completion of a list wakes the base, after the
+ * inbox's lock is released (so the woken loop never waits for it). */
+static void store_inbox_put(struct store_inbox *in, struct store_batch *b)
+{
+    static const uint64_t one = 1;
+    b->next = NULL;
+    pthread_mutex_lock(&in->mu);
+    int was_empty = in->head == NULL;
+    if (in->tail != NULL)
+        in->tail->next = b;
+    else
+        in->head = b;
+    in->tail = b;
+    pthread_mutex_unlock(&in->mu);
+    if (was_empty && write(in->efd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN)
+        abort(); /* an eventfd write fails only when the counter is full (EAGAIN: awake anyway) */
+}
+
+/* On the base's thread: run every completion queued so far, in order. */
+static void store_inbox_run(struct store_inbox *in)
+{
+    pthread_mutex_lock(&in->mu);
+    struct store_batch *b = in->head;
+    in->head = in->tail = NULL;
+    pthread_mutex_unlock(&in->mu);
+    while (b != NULL) {
+        struct store_batch *next = b->next;
+        b->cb(b->arg, b->ok);
+        store_batch_free(b);
+        b = next;
+    }
+}
+
+static void store_inbox_cb(evutil_socket_t fd, short what, void *arg)
+{
+    uint64_t n;
+    (void)what;
+    if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        log_warn("store: reading a completion eventfd: %s", strerror(errno));
+    store_inbox_run(arg);
+}
+
+/* Hand the result to the submitter's thread: through its base's inbox when attached, else
+ * event_base_once (which writes the base's wake-up while holding the base's lock, so the
+ * woken loop often waited for that lock); or run it here when it gave no base.
  * event_base_once fails only without memory. */
 static void store_complete(struct store_batch *b)
 {
@@ -1269,8 +1337,65 @@ static void store_complete(struct store_batch *b)
         store_batch_free(b);
         return;
     }
-    if (event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0)
+    if (b->inbox != NULL)
+        store_inbox_put(b->inbox, b);
+    else if (event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0)
         abort();
+}
+
+static struct store_inbox *store_inbox_of(struct store *st, struct event_base *base)
+{
+    struct store_inbox *in;
+    pthread_rwlock_rdlock(&st->inboxes_lock);
+    for (in = st->inboxes; in != NULL && in->base != base; in = in->next)
+        ;
+    pthread_rwlock_unlock(&st->inboxes_lock);
+    return in;
+}
+
+int store_attach(struct store *st, struct event_base *base)
+{
+    struct store_inbox *in = xcalloc(1, sizeof(*in));
+    in->base = base;
+    in->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    in->ev =
+        in->efd >= 0 ? event_new(base, in->efd, EV_READ | EV_PERSIST, store_inbox_cb, in) : NULL;
+    if (in->ev == NULL || event_add(in->ev, NULL) != 0) {
+        if (in->ev != NULL)
+            event_free(in->ev);
+        if (in->efd >= 0)
+            close(in->efd);
+        free(in);
+        return -1;
+    }
+    pthread_mutex_init(&in->mu, NULL);
+    pthread_rwlock_wrlock(&st->inboxes_lock);
+    in->next = st->inboxes;
+    st->inboxes = in;
+    pthread_rwlock_unlock(&st->inboxes_lock);
+    return 0;
+}
+
+void store_detach(struct store *st, struct event_base *base)
+{
+    struct store_inbox **pp, *in = NULL;
+    store_drain(st); /* no completion may still be on its way to the inbox */
+    pthread_rwlock_wrlock(&st->inboxes_lock);
+    for (pp = &st->inboxes; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->base == base) {
+            in = *pp;
+            *pp = in->next;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&st->inboxes_lock);
+    if (in == NULL)
+        return;
+    store_inbox_run(in); /* anything its loop did not run (the caller drained first) */
+    event_free(in->ev);
+    close(in->efd);
+    pthread_mutex_destroy(&in->mu);
+    free(in);
 }
 
 /* Commit a group of batches in one transaction, then report each. */
@@ -1296,21 +1421,42 @@ static void store_commit_group(struct store *st, struct store_batch *list)
     }
 }
 
-/* Sleep until work is queued, a stop is asked for, or the next purge is due. */
+/* Sleep until work is queued, a stop is asked for, or the next purge is due (st->mu held on
+ * entry and on return). A post that comes after a timeout wakes the next wait at once: the
+ * caller's loop checks again and sleeps again. */
 static void store_wait(struct store *st)
 {
+    st->sleeping = 1;
+    pthread_mutex_unlock(&st->mu);
     if (st->opts.retention_ms <= 0) {
-        pthread_cond_wait(&st->cv, &st->mu);
-        return;
+        while (sem_wait(&st->wake) != 0 && errno == EINTR)
+            ;
+    } else {
+        int64_t ms = st->next_purge_ms;
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+        while (sem_timedwait(&st->wake, &ts) != 0 && errno == EINTR)
+            ;
     }
-    int64_t ms = st->next_purge_ms;
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+    pthread_mutex_lock(&st->mu);
+    st->sleeping = 0;
+}
+
+/* Under st->mu: whether the caller must post st->wake (after unlocking). */
+static int store_wake_needed(struct store *st)
+{
+    int sleeping = st->sleeping;
+    st->sleeping = 0;
+    return sleeping;
 }
 
 static void *store_writer(void *arg)
 {
     struct store *st = arg;
+    sigset_t all;
+    /* SIGTERM and SIGINT are for the main thread's sigwait(); this thread starts before
+     * server_run() blocks them, and one delivered here would end the process undrained */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     log_set_thread_name("store");
     for (;;) {
         pthread_mutex_lock(&st->mu);
@@ -1356,6 +1502,7 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     b->base = base;
     b->cb = cb;
     b->arg = arg;
+    b->inbox = base != NULL && cb != NULL ? store_inbox_of(st, base) : NULL;
     pthread_mutex_lock(&st->mu);
     if (st->tail)
         st->tail->next = b;
@@ -1363,10 +1510,12 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
         st->head = b;
     st->tail = b;
     st->busy = 1;
+    int wake = store_wake_needed(st);
     pthread_mutex_unlock(&st->mu);
     /* after the unlock: a writer woken while the lock is still held would only go back to
      * sleep on the mutex, and its unlock would then cost a second wake-up */
-    pthread_cond_signal(&st->cv);
+    if (wake)
+        sem_post(&st->wake);
 }
 
 /* ---- open, migrate, close ---- */
@@ -1454,7 +1603,8 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
         goto fail;
     }
     pthread_mutex_init(&st->mu, NULL);
-    pthread_cond_init(&st->cv, NULL);
+    sem_init(&st->wake, 0, 0);
+    pthread_rwlock_init(&st->inboxes_lock, NULL);
     pthread_cond_init(&st->idle_cv, NULL);
     st->next_purge_ms = util_wall_ms(); /* a first purge at start */
     if (pthread_create(&st->thread, NULL, store_writer, st) != 0)
@@ -1477,15 +1627,20 @@ void store_close(struct store *st)
         return;
     pthread_mutex_lock(&st->mu);
     st->stopping = 1;
-    pthread_cond_signal(&st->cv);
+    int wake = store_wake_needed(st);
     pthread_mutex_unlock(&st->mu);
+    if (wake)
+        sem_post(&st->wake);
     pthread_join(st->thread, NULL);
     store_reader_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
     sqlite3_close(st->db);
     pthread_mutex_destroy(&st->mu);
-    pthread_cond_destroy(&st->cv);
+    sem_destroy(&st->wake);
+    if (st->inboxes != NULL) /* a caller's bug; its base may be gone: leave the inbox be */
+        log_error("store: closed with an event base still attached");
+    pthread_rwlock_destroy(&st->inboxes_lock);
     pthread_cond_destroy(&st->idle_cv);
     json_decref(st->sids);
     free(st->path);

@@ -162,6 +162,15 @@ void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg);
  */
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg);
+/* A base that submits often (a worker's) can be attached: its completions then go through
+ * an inbox of its own (a list and an eventfd watched by the base, written after the list's
+ * lock is released) instead of event_base_once, which writes the base's wake-up while holding
+ * the base's lock, so the woken loop often slept again on that lock until the writer let go.
+ * Attach on the base's thread or before its loop runs; detach (on that thread, after
+ * store_drain) before freeing the base: completions still in the inbox run there. Without
+ * attaching, completions go through event_base_once as before. -1 if out of descriptors. */
+int store_attach(struct store *st, struct event_base *base);
+void store_detach(struct store *st, struct event_base *base);
 
 /* ---- reads (one reader per thread) ---- */
 

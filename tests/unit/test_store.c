@@ -666,6 +666,48 @@ static void test_changed_turn_loses_embedding_after_restart(void **state)
     free(path);
 }
 
+/* An attached base gets its completions through its inbox, in the order committed; one still
+ * queued when the base is detached runs at the detach. */
+static int order[8], norder;
+
+static void on_ordered(void *arg, int ok)
+{
+    order[norder++] = (int)(intptr_t)arg * (ok ? 1 : -1);
+}
+
+static void test_attached_base(void **state)
+{
+    char *path = tmp_db();
+    struct store *st = open_ok(path);
+    struct event_base *base = event_base_new();
+    assert_int_equal(store_attach(st, base), 0);
+    norder = 0;
+    for (int i = 1; i <= 5; i++) {
+        struct store_batch *b = store_batch_new("t", "call-1");
+        json_t *t = turn("user", "hi", i, 0, i);
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_submit(st, b, base, on_ordered, (void *)(intptr_t)i);
+    }
+    store_drain(st); /* all five handed over, none run: the base's loop has not turned */
+    assert_int_equal(norder, 0);
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    assert_int_equal(norder, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(order[i], i + 1);
+
+    struct store_batch *b = store_batch_new("t", "call-1");
+    store_batch_session(b, "1002", NULL);
+    store_submit(st, b, base, on_ordered, (void *)(intptr_t)6);
+    store_detach(st, base); /* drains, then runs what the loop did not */
+    assert_int_equal(norder, 6);
+    assert_int_equal(order[5], 6);
+    event_base_free(base);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -682,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_known_embedding),
         cmocka_unit_test(test_turn_after_stop_reopens),
         cmocka_unit_test(test_changed_turn_loses_embedding_after_restart),
+        cmocka_unit_test(test_attached_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
