@@ -1,5 +1,6 @@
 #include "reply.h"
 
+#include "chunkscan.h"
 #include "jtext.h"
 #include "util.h"
 
@@ -150,7 +151,37 @@ static void reply_take_common(struct reply *r, json_t *root)
     }
 }
 
+/* A chunk chunkscan read: what reply_take_common and reply_take_choice take from its tree. */
+static void reply_take_scanned(struct reply *r, const struct chunkscan *c)
+{
+    if (c->model.s != NULL && (r->model == NULL || strlen(r->model) != c->model.len ||
+                               memcmp(r->model, c->model.s, c->model.len) != 0)) {
+        free(r->model);
+        r->model = xstrndup(c->model.s, c->model.len);
+    }
+    if (c->content.len > 0) {
+        reply_append(r, c->content.s, c->content.len);
+        r->chunks++;
+    }
+    if (c->finish_reason.s != NULL &&
+        (r->finish_reason == NULL || strlen(r->finish_reason) != c->finish_reason.len ||
+         memcmp(r->finish_reason, c->finish_reason.s, c->finish_reason.len) != 0)) {
+        free(r->finish_reason);
+        r->finish_reason = xstrndup(c->finish_reason.s, c->finish_reason.len);
+    }
+}
+
 enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
+{
+    struct chunkscan c;
+    if (chunkscan_delta(data, len, &c)) {
+        reply_take_scanned(r, &c);
+        return REPLY_CHUNK;
+    }
+    return reply_add_chunk_tree(r, data, len);
+}
+
+enum reply_chunk reply_add_chunk_tree(struct reply *r, const char *data, size_t len)
 {
     json_t *root = jtext_load(data, len, 0, NULL);
     enum reply_chunk kind = REPLY_CHUNK;

@@ -1,15 +1,41 @@
 /*
  * Fuzz the reply accumulator with upstream stream chunks and response bodies: the input is
- * split at newlines into chunks (parsed at once or queued), then read once more as a whole body.
+ * split at newlines into chunks (parsed at once or queued), then read once more as a whole
+ * body. Each chunk also goes to a second reply through the full parse only
+ * (reply_add_chunk_tree): the common chunk's shortcut (proxy/chunkscan.h) must leave both
+ * replies the same and classify the chunk the same.
  */
 #include "fuzz.h"
 #include "reply.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+static int same_str(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static int same_json(json_t *a, json_t *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && json_equal(a, b));
+}
+
+static void same_replies(const struct reply *a, const struct reply *b)
+{
+    size_t la = 0, lb = 0;
+    const char *ca = reply_content(a, &la), *cb = reply_content(b, &lb);
+    if (la != lb || memcmp(ca, cb, la) != 0 || reply_chunks(a) != reply_chunks(b) ||
+        reply_truncated(a) != reply_truncated(b) || !same_str(reply_model(a), reply_model(b)) ||
+        !same_str(reply_finish_reason(a), reply_finish_reason(b)) ||
+        !same_json(reply_usage(a), reply_usage(b)) ||
+        !same_json(reply_tool_calls(a), reply_tool_calls(b)))
+        abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct reply *r = reply_create();
+    struct reply *r = reply_create(), *whole = reply_create(), *tree = reply_create();
     const char *s = (const char *)data, *end = s + size;
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
@@ -18,15 +44,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             reply_add_chunk(r, s, n);
         else
             reply_queue_chunk(r, s, n);
+        if (reply_add_chunk(whole, s, n) != reply_add_chunk_tree(tree, s, n))
+            abort();
+        same_replies(whole, tree);
         reply_is_usage_only(s, n);
         s += n + 1;
     }
-    reply_flush(r);
+    reply_flush(r); /* r took the chunks in another order (queued ones last): not compared */
     size_t len = 0;
     const char *text = reply_content(r, &len);
     if (strlen(text) > len) /* content is NUL-terminated at its length */
         __builtin_trap();
     reply_set_body(r, (const char *)data, size);
     reply_destroy(r);
+    reply_destroy(whole);
+    reply_destroy(tree);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "chunkscan.h"
 #include "reply.h"
 
 #include <string.h>
@@ -147,6 +148,45 @@ static void test_queue_then_flush(void **state)
     reply_destroy(r);
 }
 
+/* The common chunk is read without a tree; anything outside its shape is declined (and the
+ * general parse takes it), never read differently. */
+static void test_chunkscan(void **state)
+{
+    struct chunkscan c;
+    const char *ok =
+        " {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":-17,"
+        "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":null,\"choices\":[{\"index\":0,"
+        "\"delta\":{\"role\":\"assistant\",\"content\":\"Hi there\"},\"logprobs\":null,"
+        "\"finish_reason\":\"stop\"}],\"usage\":null,\"x\":true}\r\n";
+    assert_true(chunkscan_delta(ok, strlen(ok), &c));
+    assert_int_equal(c.model.len, 11);
+    assert_memory_equal(c.model.s, "gpt-4o-mini", 11);
+    assert_int_equal(c.content.len, 8);
+    assert_memory_equal(c.content.s, "Hi there", 8);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    const char *empty = "{\"choices\":[{\"delta\":{},\"finish_reason\":null}]}";
+    assert_true(chunkscan_delta(empty, strlen(empty), &c));
+    assert_null(c.content.s);
+    assert_null(c.finish_reason.s);
+    static const char *const declined[] = {
+        "{\"choices\":[{\"delta\":{\"content\":\"a\\nb\"}}]}",               /* an escape */
+        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9\"}}]}",         /* non-ASCII */
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}",                   /* tool calls */
+        "{\"choices\":[],\"usage\":{\"total_tokens\":3}}",                   /* usage */
+        "{\"choices\":[{\"delta\":{}},{\"delta\":{}}]}",                     /* two choices */
+        "{\"created\":1.5,\"choices\":[]}",                                  /* a real */
+        "{\"created\":01}",                                                  /* a leading zero */
+        "{\"choices\":[{\"delta\":{\"content\":\"a\",\"content\":\"b\"}}]}", /* twice */
+        "{\"error\":{\"message\":\"x\"}}",                                   /* an error */
+        "{\"model\":\"m\"} x",                                               /* trailing */
+        "{\"model\":\"m\",}",                                                /* a comma */
+        "[]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++)
+        assert_false(chunkscan_delta(declined[i], strlen(declined[i]), &c));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_content_cap),
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
+        cmocka_unit_test(test_chunkscan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

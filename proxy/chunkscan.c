@@ -1,0 +1,183 @@
+#include "chunkscan.h"
+
+#include <string.h>
+
+struct chunkscan_in {
+    const char *p, *end;
+};
+
+static void cs_ws(struct chunkscan_in *in)
+{
+    while (in->p < in->end && (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r'))
+        in->p++;
+}
+
+/* The next non-space byte is c: consume it. */
+static int cs_take(struct chunkscan_in *in, char c)
+{
+    cs_ws(in);
+    if (in->p >= in->end || *in->p != c)
+        return 0;
+    in->p++;
+    return 1;
+}
+
+/* A string of printable ASCII without escapes. */
+static int cs_string(struct chunkscan_in *in, struct chunkscan_span *out)
+{
+    if (!cs_take(in, '"'))
+        return 0;
+    const char *s = in->p;
+    while (in->p < in->end && *in->p != '"') {
+        unsigned char c = (unsigned char)*in->p;
+        if (c < 0x20 || c > 0x7e || c == '\\')
+            return 0;
+        in->p++;
+    }
+    if (in->p >= in->end)
+        return 0;
+    out->s = s;
+    out->len = (size_t)(in->p - s);
+    in->p++;
+    return 1;
+}
+
+static int cs_word(struct chunkscan_in *in, const char *w)
+{
+    size_t n = strlen(w);
+    cs_ws(in);
+    if ((size_t)(in->end - in->p) < n || memcmp(in->p, w, n) != 0)
+        return 0;
+    in->p += n;
+    return 1;
+}
+
+/* -?(0|[1-9][0-9]{0,17}): always within long long. */
+static int cs_integer(struct chunkscan_in *in)
+{
+    cs_ws(in);
+    if (in->p < in->end && *in->p == '-')
+        in->p++;
+    const char *d = in->p;
+    while (in->p < in->end && *in->p >= '0' && *in->p <= '9')
+        in->p++;
+    size_t n = (size_t)(in->p - d);
+    if (n == 0 || n > 18 || (n > 1 && *d == '0'))
+        return 0;
+    /* a fraction or an exponent would make it a real: declined */
+    return in->p >= in->end || (*in->p != '.' && *in->p != 'e' && *in->p != 'E');
+}
+
+/* A string, an integer, true, false or null; a string's span goes to *out when given. */
+static int cs_scalar(struct chunkscan_in *in, struct chunkscan_span *out)
+{
+    struct chunkscan_span ignored;
+    cs_ws(in);
+    if (in->p >= in->end)
+        return 0;
+    switch (*in->p) {
+    case '"':
+        return cs_string(in, out ? out : &ignored);
+    case 't':
+        return cs_word(in, "true");
+    case 'f':
+        return cs_word(in, "false");
+    case 'n':
+        return cs_word(in, "null");
+    default:
+        return cs_integer(in);
+    }
+}
+
+/* A string (into *out) or null (*out left NULL). */
+static int cs_string_or_null(struct chunkscan_in *in, struct chunkscan_span *out)
+{
+    cs_ws(in);
+    if (in->p < in->end && *in->p == 'n')
+        return cs_word(in, "null");
+    return cs_string(in, out);
+}
+
+static int cs_key_is(const struct chunkscan_span *k, const char *name)
+{
+    return k->len == strlen(name) && memcmp(k->s, name, k->len) == 0;
+}
+
+/* Members of an object whose '{' is read: each key to member(), until '}'. */
+static int cs_members(struct chunkscan_in *in, struct chunkscan *out, unsigned *seen,
+                      int (*member)(struct chunkscan_in *, const struct chunkscan_span *,
+                                    struct chunkscan *, unsigned *))
+{
+    if (cs_take(in, '}'))
+        return 1;
+    do {
+        struct chunkscan_span key;
+        if (!cs_string(in, &key) || !cs_take(in, ':') || !member(in, &key, out, seen))
+            return 0;
+    } while (cs_take(in, ','));
+    return cs_take(in, '}');
+}
+
+enum { CS_MODEL = 1, CS_CHOICES = 2, CS_DELTA = 4, CS_CONTENT = 8, CS_FINISH = 16 };
+
+/* Once: a second one would replace the first in the general parse. */
+static int cs_once(unsigned *seen, unsigned bit)
+{
+    if (*seen & bit)
+        return 0;
+    *seen |= bit;
+    return 1;
+}
+
+static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span *k,
+                           struct chunkscan *out, unsigned *seen)
+{
+    if (cs_key_is(k, "content"))
+        return cs_once(seen, CS_CONTENT) && cs_string_or_null(in, &out->content);
+    if (cs_key_is(k, "role") || cs_key_is(k, "refusal")) {
+        struct chunkscan_span ignored;
+        return cs_string_or_null(in, &ignored);
+    }
+    return 0; /* tool_calls, function_call, audio…: the general parse */
+}
+
+static int cs_choice_member(struct chunkscan_in *in, const struct chunkscan_span *k,
+                            struct chunkscan *out, unsigned *seen)
+{
+    if (cs_key_is(k, "delta"))
+        return cs_once(seen, CS_DELTA) && cs_take(in, '{') &&
+               cs_members(in, out, seen, cs_delta_member);
+    if (cs_key_is(k, "finish_reason"))
+        return cs_once(seen, CS_FINISH) && cs_string_or_null(in, &out->finish_reason);
+    if (cs_key_is(k, "logprobs"))
+        return cs_word(in, "null");
+    if (cs_key_is(k, "message"))
+        return 0; /* not a delta */
+    return cs_scalar(in, NULL);
+}
+
+static int cs_top_member(struct chunkscan_in *in, const struct chunkscan_span *k,
+                         struct chunkscan *out, unsigned *seen)
+{
+    if (cs_key_is(k, "model"))
+        return cs_once(seen, CS_MODEL) && cs_scalar(in, &out->model);
+    if (cs_key_is(k, "choices"))
+        return cs_once(seen, CS_CHOICES) && cs_take(in, '[') && cs_take(in, '{') &&
+               cs_members(in, out, seen, cs_choice_member) && cs_take(in, ']');
+    if (cs_key_is(k, "usage"))
+        return cs_word(in, "null");
+    if (cs_key_is(k, "error"))
+        return 0;
+    return cs_scalar(in, NULL);
+}
+
+int chunkscan_delta(const char *data, size_t len, struct chunkscan *out)
+{
+    struct chunkscan_in in = {data, data + len};
+    unsigned seen = 0;
+    memset(out, 0, sizeof(*out));
+    if (!cs_take(&in, '{') || !cs_members(&in, out, &seen, cs_top_member))
+        return 0;
+    cs_ws(&in);
+    return in.p == in.end;
+}

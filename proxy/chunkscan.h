@@ -1,0 +1,42 @@
+/*
+ * chunkscan: the common stream chunk, read without building a JSON tree.
+ *
+ * Every token of a streamed answer arrives as one chat.completion.chunk; memproxy reads each
+ * to record what the model said, and building a jansson tree for it (~10 objects and strings)
+ * was ~70% of the instructions a streamed request costs. Most chunks have one shape:
+ *
+ *   {"id":"…","object":"chat.completion.chunk","created":1,"model":"…",
+ *    "choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,"finish_reason":null}]}
+ *
+ * chunkscan_delta() reads exactly that family and says no to anything else, so the caller
+ * parses those the general way: the answer for a chunk it accepts is the one the general
+ * parse would give (tests/fuzz/fuzz_reply.c holds the two paths together).
+ *
+ * Accepted: one JSON object, whitespace around tokens, in which every string is plain
+ * printable ASCII with no escape; numbers are integers of at most 18 digits; "choices" is an
+ * array of exactly one object; its "delta" is an object of "content", "role" and "refusal"
+ * (strings or null); its "logprobs" is null and "finish_reason" a string or null; "usage", if
+ * present, is null; no "error"; any other member, at either level, is a string, an integer,
+ * true, false or null; "model", "choices", "delta", "content" and "finish_reason" appear at
+ * most once. Anything else (tool calls, escapes, non-ASCII text, usage, reals) is declined.
+ *
+ * Ownership: the spans point into the caller's buffer.
+ */
+#ifndef MEMPROXY_CHUNKSCAN_H
+#define MEMPROXY_CHUNKSCAN_H
+
+#include <stddef.h>
+
+struct chunkscan_span {
+    const char *s; /* NULL: absent or null */
+    size_t len;
+};
+
+struct chunkscan {
+    struct chunkscan_span model, content, finish_reason;
+};
+
+/* 1 with *out filled when data is a chunk of the common shape, else 0. */
+int chunkscan_delta(const char *data, size_t len, struct chunkscan *out);
+
+#endif
