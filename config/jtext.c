@@ -252,6 +252,22 @@ static int jtext_string(struct jtext_reader *r, const char **s, size_t *n)
     return 0;
 }
 
+int jtext_read_string(const char **p, const char *end, char **scratch, size_t *scap, const char **s,
+                      size_t *n)
+{
+    struct jtext_reader r = {.start = (const unsigned char *)*p,
+                             .p = (const unsigned char *)*p,
+                             .end = (const unsigned char *)end,
+                             .scratch = *scratch,
+                             .scap = *scap};
+    int rc = *p < end && **p == '"' ? jtext_string(&r, s, n) : -1;
+    *scratch = r.scratch;
+    *scap = r.scap;
+    if (rc == 0)
+        *p = (const char *)r.p;
+    return rc;
+}
+
 static json_t *jtext_integer(struct jtext_reader *r, const unsigned char *s, const unsigned char *e)
 {
     int neg = *s == '-';

@@ -37,4 +37,11 @@
 json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err);
 char *jtext_dump(const json_t *j, size_t *len);
 
+/* The JSON string whose opening quote is at *p (before end), read by jtext_load()'s rules:
+ * its text in *s, *n — the input's own bytes when it holds no escape, else *scratch's
+ * (grown as needed; the caller frees it; good until the next call with it) — and *p moved
+ * past its closing quote. 0, or -1 when it is not a valid JSON string (*p unchanged). */
+int jtext_read_string(const char **p, const char *end, char **scratch, size_t *scap, const char **s,
+                      size_t *n);
+
 #endif

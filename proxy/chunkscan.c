@@ -1,9 +1,15 @@
 #include "chunkscan.h"
 
+#include "jtext.h"
+#include "util.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 struct chunkscan_in {
     const char *p, *end;
+    struct chunkscan_buf *buf;
+    size_t kept; /* bytes of buf->keep in use */
 };
 
 static void cs_ws(struct chunkscan_in *in)
@@ -22,23 +28,33 @@ static int cs_take(struct chunkscan_in *in, char c)
     return 1;
 }
 
-/* A string of printable ASCII without escapes. */
-static int cs_string(struct chunkscan_in *in, struct chunkscan_span *out)
+/* A string, by jtext's rules. Its text is the input's own bytes, or, when it held escapes,
+ * decoded in buf->tmp, which the next string overwrites: a string to keep (keep) is copied
+ * to buf->keep, sized by chunkscan_delta() for the whole chunk. */
+static int cs_string(struct chunkscan_in *in, struct chunkscan_span *out, int keep)
 {
-    if (!cs_take(in, '"'))
+    const char *s, *q;
+    size_t n;
+    cs_ws(in);
+    if (in->p >= in->end || *in->p != '"')
         return 0;
-    const char *s = in->p;
-    while (in->p < in->end && *in->p != '"') {
-        unsigned char c = (unsigned char)*in->p;
-        if (c < 0x20 || c > 0x7e || c == '\\')
-            return 0;
-        in->p++;
+    /* plain printable ASCII, the usual key and token, is taken here; the rest by jtext */
+    for (q = in->p + 1; q < in->end && *q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\'; q++)
+        ;
+    if (q < in->end && *q == '"') {
+        s = in->p + 1;
+        n = (size_t)(q - s);
+        in->p = q + 1;
+    } else if (jtext_read_string(&in->p, in->end, &in->buf->tmp, &in->buf->tmp_cap, &s, &n) != 0) {
+        return 0;
     }
-    if (in->p >= in->end)
-        return 0;
+    if (keep && s == in->buf->tmp) {
+        memcpy(in->buf->keep + in->kept, s, n);
+        s = in->buf->keep + in->kept;
+        in->kept += n;
+    }
     out->s = s;
-    out->len = (size_t)(in->p - s);
-    in->p++;
+    out->len = n;
     return 1;
 }
 
@@ -77,7 +93,7 @@ static int cs_scalar(struct chunkscan_in *in, struct chunkscan_span *out)
         return 0;
     switch (*in->p) {
     case '"':
-        return cs_string(in, out ? out : &ignored);
+        return cs_string(in, out ? out : &ignored, out != NULL);
     case 't':
         return cs_word(in, "true");
     case 'f':
@@ -95,7 +111,7 @@ static int cs_string_or_null(struct chunkscan_in *in, struct chunkscan_span *out
     cs_ws(in);
     if (in->p < in->end && *in->p == 'n')
         return cs_word(in, "null");
-    return cs_string(in, out);
+    return cs_string(in, out, 1);
 }
 
 static int cs_key_is(const struct chunkscan_span *k, const char *name)
@@ -112,7 +128,7 @@ static int cs_members(struct chunkscan_in *in, struct chunkscan *out, unsigned *
         return 1;
     do {
         struct chunkscan_span key;
-        if (!cs_string(in, &key) || !cs_take(in, ':') || !member(in, &key, out, seen))
+        if (!cs_string(in, &key, 0) || !cs_take(in, ':') || !member(in, &key, out, seen))
             return 0;
     } while (cs_take(in, ','));
     return cs_take(in, '}');
@@ -136,7 +152,10 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
         return cs_once(seen, CS_CONTENT) && cs_string_or_null(in, &out->content);
     if (cs_key_is(k, "role") || cs_key_is(k, "refusal")) {
         struct chunkscan_span ignored;
-        return cs_string_or_null(in, &ignored);
+        cs_ws(in);
+        if (in->p < in->end && *in->p == 'n')
+            return cs_word(in, "null");
+        return cs_string(in, &ignored, 0);
     }
     return 0; /* tool_calls, function_call, audio…: the general parse */
 }
@@ -171,9 +190,21 @@ static int cs_top_member(struct chunkscan_in *in, const struct chunkscan_span *k
     return cs_scalar(in, NULL);
 }
 
-int chunkscan_delta(const char *data, size_t len, struct chunkscan *out)
+void chunkscan_buf_free(struct chunkscan_buf *buf)
 {
-    struct chunkscan_in in = {data, data + len};
+    free(buf->tmp);
+    free(buf->keep);
+    buf->tmp = buf->keep = NULL;
+    buf->tmp_cap = buf->keep_cap = 0;
+}
+
+int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, struct chunkscan *out)
+{
+    struct chunkscan_in in = {data, data + len, buf, 0};
+    if (buf->keep_cap < len + 1) { /* decoded text is never longer than its escaped form */
+        buf->keep_cap = len + 1;
+        buf->keep = xrealloc(buf->keep, buf->keep_cap);
+    }
     unsigned seen = 0;
     memset(out, 0, sizeof(*out));
     if (!cs_take(&in, '{') || !cs_members(&in, out, &seen, cs_top_member))

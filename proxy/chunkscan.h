@@ -12,15 +12,18 @@
  * parses those the general way: the answer for a chunk it accepts is the one the general
  * parse would give (tests/fuzz/fuzz_reply.c holds the two paths together).
  *
- * Accepted: one JSON object, whitespace around tokens, in which every string is plain
- * printable ASCII with no escape; numbers are integers of at most 18 digits; "choices" is an
+ * Accepted: one JSON object, whitespace around tokens, whose strings are read by jtext's own
+ * rules (escapes, UTF-8; jtext_read_string); numbers are integers of at most 18 digits;
+ * "choices" is an
  * array of exactly one object; its "delta" is an object of "content", "role" and "refusal"
  * (strings or null); its "logprobs" is null and "finish_reason" a string or null; "usage", if
  * present, is null; no "error"; any other member, at either level, is a string, an integer,
  * true, false or null; "model", "choices", "delta", "content" and "finish_reason" appear at
- * most once. Anything else (tool calls, escapes, non-ASCII text, usage, reals) is declined.
+ * most once. Anything else (tool calls, usage, reals, nested values) is declined.
  *
- * Ownership: the spans point into the caller's buffer.
+ * Ownership: the spans point into the caller's data, or into buf when a string held escapes
+ * (valid until the next call with buf). buf belongs to the caller: zeroed to start, reused
+ * from chunk to chunk, released with chunkscan_buf_free().
  */
 #ifndef MEMPROXY_CHUNKSCAN_H
 #define MEMPROXY_CHUNKSCAN_H
@@ -36,7 +39,13 @@ struct chunkscan {
     struct chunkscan_span model, content, finish_reason;
 };
 
+struct chunkscan_buf {
+    char *tmp, *keep; /* escaped strings decoded: the current one, the ones kept */
+    size_t tmp_cap, keep_cap;
+};
+
 /* 1 with *out filled when data is a chunk of the common shape, else 0. */
-int chunkscan_delta(const char *data, size_t len, struct chunkscan *out);
+int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, struct chunkscan *out);
+void chunkscan_buf_free(struct chunkscan_buf *buf);
 
 #endif

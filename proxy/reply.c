@@ -16,6 +16,7 @@ struct reply {
     size_t chunks;
     int truncated;
     char *queue; /* chunks waiting for reply_flush(): [size_t len][bytes]... */
+    struct chunkscan_buf scan;
     size_t qlen, qcap;
 };
 
@@ -29,6 +30,7 @@ void reply_destroy(struct reply *r)
     if (r == NULL)
         return;
     free(r->queue);
+    chunkscan_buf_free(&r->scan);
     free(r->content);
     free(r->finish_reason);
     free(r->model);
@@ -174,7 +176,7 @@ static void reply_take_scanned(struct reply *r, const struct chunkscan *c)
 enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
 {
     struct chunkscan c;
-    if (chunkscan_delta(data, len, &c)) {
+    if (chunkscan_delta(data, len, &r->scan, &c)) {
         reply_take_scanned(r, &c);
         return REPLY_CHUNK;
     }

@@ -153,24 +153,25 @@ static void test_queue_then_flush(void **state)
 static void test_chunkscan(void **state)
 {
     struct chunkscan c;
+    struct chunkscan_buf buf = {0};
     const char *ok =
         " {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":-17,"
         "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":null,\"choices\":[{\"index\":0,"
         "\"delta\":{\"role\":\"assistant\",\"content\":\"Hi there\"},\"logprobs\":null,"
         "\"finish_reason\":\"stop\"}],\"usage\":null,\"x\":true}\r\n";
-    assert_true(chunkscan_delta(ok, strlen(ok), &c));
+    assert_true(chunkscan_delta(ok, strlen(ok), &buf, &c));
     assert_int_equal(c.model.len, 11);
     assert_memory_equal(c.model.s, "gpt-4o-mini", 11);
     assert_int_equal(c.content.len, 8);
     assert_memory_equal(c.content.s, "Hi there", 8);
     assert_memory_equal(c.finish_reason.s, "stop", 4);
     const char *empty = "{\"choices\":[{\"delta\":{},\"finish_reason\":null}]}";
-    assert_true(chunkscan_delta(empty, strlen(empty), &c));
+    assert_true(chunkscan_delta(empty, strlen(empty), &buf, &c));
     assert_null(c.content.s);
     assert_null(c.finish_reason.s);
     static const char *const declined[] = {
-        "{\"choices\":[{\"delta\":{\"content\":\"a\\nb\"}}]}",               /* an escape */
-        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9\"}}]}",         /* non-ASCII */
+        "{\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}",           /* \u0000 */
+        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\"}}]}",             /* bad UTF-8 */
         "{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}",                   /* tool calls */
         "{\"choices\":[],\"usage\":{\"total_tokens\":3}}",                   /* usage */
         "{\"choices\":[{\"delta\":{}},{\"delta\":{}}]}",                     /* two choices */
@@ -184,7 +185,21 @@ static void test_chunkscan(void **state)
         "",
     };
     for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++)
-        assert_false(chunkscan_delta(declined[i], strlen(declined[i]), &c));
+        assert_false(chunkscan_delta(declined[i], strlen(declined[i]), &buf, &c));
+    /* escapes and UTF-8 read as jtext reads them; a decoded string outlives the next one */
+    const char *esc =
+        "{\"model\":\"m\\u00e9\",\"choices\":[{\"delta\":{\"content\":"
+        "\"caf\xc3\xa9\\n\\\"ok\\\" \\ud83d\\ude00\"},\"finish_reason\":\"st\\u006fp\"}],"
+        "\"x\\u0079\":\"\\t\"}";
+    assert_true(chunkscan_delta(esc, strlen(esc), &buf, &c));
+    assert_int_equal(c.model.len, 3);
+    assert_memory_equal(c.model.s, "m\xc3\xa9", 3);
+    const char *want = "caf\xc3\xa9\n\"ok\" \xf0\x9f\x98\x80";
+    assert_int_equal(c.content.len, strlen(want));
+    assert_memory_equal(c.content.s, want, strlen(want));
+    assert_int_equal(c.finish_reason.len, 4);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    chunkscan_buf_free(&buf);
 }
 
 int main(void)
