@@ -698,12 +698,18 @@ static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t
         return -1;
     return store_sid_existing(st, b);
 }
+/* The batch's session's key in the writer's session cache. Malloc'd. */
+static char *store_sid_key(const struct store_batch *b)
+{
+    return xasprintf("%s\x1f%s", b->tenant, b->session_id);
+}
+
 static int64_t store_sid(struct store *st, struct store_batch *b)
 {
     int64_t now = util_wall_ms(), sid;
     if (b->existing)
         return store_sid_existing(st, b);
-    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    char *key = store_sid_key(b);
     json_t *hit = json_object_get(st->sids, key);
     if (hit != NULL && now - json_integer_value(json_array_get(hit, 1)) < st->opts.touch_ms) {
         sid = json_integer_value(json_array_get(hit, 0));
@@ -722,7 +728,7 @@ static int64_t store_sid(struct store *st, struct store_batch *b)
 /* The batch's session is running now (it was reopened in this transaction). */
 static void store_sid_running(struct store *st, struct store_batch *b)
 {
-    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    char *key = store_sid_key(b);
     json_t *hit = json_object_get(st->sids, key);
     if (hit != NULL)
         json_array_set_new(hit, 2, json_true());
@@ -731,7 +737,7 @@ static void store_sid_running(struct store *st, struct store_batch *b)
 
 static void store_sid_forget(struct store *st, struct store_batch *b)
 {
-    char *key = xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    char *key = store_sid_key(b);
     json_object_del(st->sids, key);
     free(key);
 }
@@ -1271,13 +1277,19 @@ static void store_purge(struct store *st)
                  (long long)(st->opts.retention_ms / 86400000LL));
 }
 
+/* On the submitter's thread (or the writer's, without a base): its callback, then the free. */
+static void store_report(struct store_batch *b)
+{
+    if (b->cb != NULL)
+        b->cb(b->arg, b->ok);
+    store_batch_free(b);
+}
+
 static void store_done_trampoline(evutil_socket_t fd, short what, void *arg)
 {
-    struct store_batch *b = arg;
     (void)fd;
     (void)what;
-    b->cb(b->arg, b->ok);
-    store_batch_free(b);
+    store_report(arg);
 }
 
 /* Queue b on its base's inbox; the first completion of a list wakes the base, after the
@@ -1307,8 +1319,7 @@ static void store_inbox_run(struct store_inbox *in)
     pthread_mutex_unlock(&in->mu);
     while (b != NULL) {
         struct store_batch *next = b->next;
-        b->cb(b->arg, b->ok);
-        store_batch_free(b);
+        store_report(b);
         b = next;
     }
 }
@@ -1331,13 +1342,9 @@ static void store_complete(struct store_batch *b)
     static const struct timeval now = {0, 0};
     if (b->on_writer != NULL)
         b->on_writer(b->on_writer_arg, b->ok);
-    if (b->cb == NULL || b->base == NULL) {
-        if (b->cb != NULL)
-            b->cb(b->arg, b->ok);
-        store_batch_free(b);
-        return;
-    }
-    if (b->inbox != NULL)
+    if (b->cb == NULL || b->base == NULL)
+        store_report(b);
+    else if (b->inbox != NULL)
         store_inbox_put(b->inbox, b);
     else if (event_base_once(b->base, -1, EV_TIMEOUT, store_done_trampoline, b, &now) != 0)
         abort();

@@ -105,13 +105,13 @@ static int cs_scalar(struct chunkscan_in *in, struct chunkscan_span *out)
     }
 }
 
-/* A string (into *out) or null (*out left NULL). */
-static int cs_string_or_null(struct chunkscan_in *in, struct chunkscan_span *out)
+/* A string (into *out, kept when keep) or null (*out left NULL). */
+static int cs_string_or_null(struct chunkscan_in *in, struct chunkscan_span *out, int keep)
 {
     cs_ws(in);
     if (in->p < in->end && *in->p == 'n')
         return cs_word(in, "null");
-    return cs_string(in, out, 1);
+    return cs_string(in, out, keep);
 }
 
 static int cs_key_is(const struct chunkscan_span *k, const char *name)
@@ -149,13 +149,10 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
                            struct chunkscan *out, unsigned *seen)
 {
     if (cs_key_is(k, "content"))
-        return cs_once(seen, CS_CONTENT) && cs_string_or_null(in, &out->content);
+        return cs_once(seen, CS_CONTENT) && cs_string_or_null(in, &out->content, 1);
     if (cs_key_is(k, "role") || cs_key_is(k, "refusal")) {
         struct chunkscan_span ignored;
-        cs_ws(in);
-        if (in->p < in->end && *in->p == 'n')
-            return cs_word(in, "null");
-        return cs_string(in, &ignored, 0);
+        return cs_string_or_null(in, &ignored, 0);
     }
     return 0; /* tool_calls, function_call, audio…: the general parse */
 }
@@ -167,7 +164,7 @@ static int cs_choice_member(struct chunkscan_in *in, const struct chunkscan_span
         return cs_once(seen, CS_DELTA) && cs_take(in, '{') &&
                cs_members(in, out, seen, cs_delta_member);
     if (cs_key_is(k, "finish_reason"))
-        return cs_once(seen, CS_FINISH) && cs_string_or_null(in, &out->finish_reason);
+        return cs_once(seen, CS_FINISH) && cs_string_or_null(in, &out->finish_reason, 1);
     if (cs_key_is(k, "logprobs"))
         return cs_word(in, "null");
     if (cs_key_is(k, "message"))

@@ -56,12 +56,18 @@ static void reply_append(struct reply *r, const char *s, size_t n)
 
 /* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
  * unchanged is not copied again. */
-static void reply_set_str(char **dst, json_t *v)
+static void reply_set_span(char **dst, const char *s, size_t n)
 {
-    if (!json_is_string(v) || (*dst != NULL && strcmp(*dst, json_string_value(v)) == 0))
+    if (*dst != NULL && strlen(*dst) == n && memcmp(*dst, s, n) == 0)
         return;
     free(*dst);
-    *dst = xstrdup(json_string_value(v));
+    *dst = xstrndup(s, n);
+}
+
+static void reply_set_str(char **dst, json_t *v)
+{
+    if (json_is_string(v))
+        reply_set_span(dst, json_string_value(v), json_string_length(v));
 }
 
 /* Append src's string to dst's string value in obj[key] (tool call arguments arrive in parts). */
@@ -156,21 +162,14 @@ static void reply_take_common(struct reply *r, json_t *root)
 /* A chunk chunkscan read: what reply_take_common and reply_take_choice take from its tree. */
 static void reply_take_scanned(struct reply *r, const struct chunkscan *c)
 {
-    if (c->model.s != NULL && (r->model == NULL || strlen(r->model) != c->model.len ||
-                               memcmp(r->model, c->model.s, c->model.len) != 0)) {
-        free(r->model);
-        r->model = xstrndup(c->model.s, c->model.len);
-    }
+    if (c->model.s != NULL)
+        reply_set_span(&r->model, c->model.s, c->model.len);
     if (c->content.len > 0) {
         reply_append(r, c->content.s, c->content.len);
         r->chunks++;
     }
-    if (c->finish_reason.s != NULL &&
-        (r->finish_reason == NULL || strlen(r->finish_reason) != c->finish_reason.len ||
-         memcmp(r->finish_reason, c->finish_reason.s, c->finish_reason.len) != 0)) {
-        free(r->finish_reason);
-        r->finish_reason = xstrndup(c->finish_reason.s, c->finish_reason.len);
-    }
+    if (c->finish_reason.s != NULL)
+        reply_set_span(&r->finish_reason, c->finish_reason.s, c->finish_reason.len);
 }
 
 enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)

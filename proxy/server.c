@@ -121,7 +121,6 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
         *err = xasprintf("worker %d: cannot create its commit inbox: %s", id, strerror(errno));
         return -1;
     }
-    w->attached = 1;
     w->reader = memory_reader_open(srv->mem, err);
     return w->reader != NULL ? 0 : -1;
 }
@@ -379,8 +378,9 @@ void server_destroy(struct server *srv)
         if (w->base != NULL) /* ...and runs here: the worker threads are gone */
             event_base_loop(w->base, EVLOOP_NONBLOCK);
         relay_abort_all(w);
-        if (w->attached) /* after the loop above ran its reports, before its base goes */
-            memory_detach(srv->mem, w->base);
+        /* after the loop above ran its reports, before its base goes (a base never attached,
+         * its worker's setup having failed first, is ignored) */
+        memory_detach(srv->mem, w->base);
         evhttp_free(w->http); /* closes kept-alive client connections */
         upstream_destroy(w->up);
         if (w->force_timer)

@@ -41,7 +41,6 @@ struct worker {
     const struct cfg *cfg;
     struct server *srv;
     struct event_base *base;
-    int attached; /* base attached to the store (memory_attach) */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     struct upstream *up;
