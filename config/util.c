@@ -36,6 +36,19 @@ void *xrealloc(void *p, size_t n)
     return q;
 }
 
+void *xgrow(void *p, size_t *n, size_t i, size_t size)
+{
+    if (i < *n)
+        return p;
+    size_t m = *n ? *n : 64;
+    while (m <= i)
+        m *= 2;
+    p = xrealloc(p, m * size);
+    memset((char *)p + *n * size, 0, (m - *n) * size);
+    *n = m;
+    return p;
+}
+
 char *xstrdup(const char *s)
 {
     return xstrndup(s, strlen(s));

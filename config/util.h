@@ -22,6 +22,9 @@
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);
 void *xrealloc(void *p, size_t n);
+/* Grow the array p of *n elements of size bytes (doubling, from 64) until index i fits; the
+ * new elements are zeroed. Returns the array, perhaps moved; p may be NULL with *n 0. */
+void *xgrow(void *p, size_t *n, size_t i, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* printf into a fresh string. */

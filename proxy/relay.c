@@ -1,25 +1,19 @@
 #include "relay.h"
 
+#include "conn.h"
 #include "log.h"
 #include "respond.h"
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
 
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
 #include <string.h>
-#include <sys/socket.h>
 
 /* Largest single SSE event accepted from an upstream. */
 #define RELAY_MAX_EVENT (1024 * 1024)
-
-/* The hang-up watch is armed this long after the request arrives. Arming costs two epoll_ctl
- * calls; an upstream that answers sooner never pays them, and a real model's first token is
- * hundreds of milliseconds away, so a hang-up is still seen within a millisecond or so. */
-#define RELAY_HUP_ARM_US 1000
 
 enum relay_state {
     RELAY_WAITING,   /* no response headers yet */
@@ -29,11 +23,9 @@ enum relay_state {
 
 struct relay {
     struct worker *w;
-    struct relay *prev, *next;  /* w->relays */
-    struct evhttp_request *req; /* NULL once the client is gone */
-    struct evhttp_connection *evcon;
-    struct event *hup;     /* EV_CLOSED on the client socket, once armed */
-    struct event *hup_arm; /* timer that arms it */
+    struct relay *prev, *next;       /* w->relays */
+    struct evhttp_request *req;      /* NULL once the client is gone */
+    struct evhttp_connection *evcon; /* watched (conn_watch) while set */
     struct upstream_xfer *xfer;
     const struct relay_hooks *hooks;
     void *arg;
@@ -79,16 +71,9 @@ static void relay_unlink(struct relay *r)
 /* Stop watching the client connection: before the response ends or the connection goes. */
 static void relay_unwatch(struct relay *r)
 {
-    if (r->hup_arm) {
-        event_free(r->hup_arm);
-        r->hup_arm = NULL;
-    }
-    if (r->hup) {
-        event_free(r->hup);
-        r->hup = NULL;
-    }
-    if (r->evcon) /* forgotten: the response's sender may set its own close callback */
-        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->evcon == NULL)
+        return;
+    conn_unwatch(r->w->conns, r->evcon); /* the response's sender may set its own close cb */
     r->evcon = NULL;
 }
 
@@ -136,19 +121,10 @@ static void relay_conn_closed(struct evhttp_connection *evcon, void *arg)
     relay_client_gone(r);
 }
 
-/* EV_CLOSED on the client socket: the peer hung up while we were working on its request. */
-static void relay_hup_cb(evutil_socket_t fd, short what, void *arg)
+/* The peer hung up while we were working on its request. */
+static void relay_hup(void *arg)
 {
     struct relay *r = arg;
-    if (!(what & EV_CLOSED)) { /* fallback without EV_CLOSED support: peek for EOF */
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
-            if (n > 0) /* pipelined bytes, not a hang-up: stop watching */
-                event_del(r->hup);
-            return;
-        }
-    }
     struct evhttp_connection *evcon = r->evcon;
     relay_unwatch(r);
     r->req = NULL;
@@ -156,29 +132,11 @@ static void relay_hup_cb(evutil_socket_t fd, short what, void *arg)
     relay_client_gone(r);
 }
 
-static void relay_arm_hup(evutil_socket_t unused, short what, void *arg)
-{
-    struct relay *r = arg;
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    int early = event_base_get_features(r->w->base) & EV_FEATURE_EARLY_CLOSE;
-    (void)unused;
-    (void)what;
-    if (fd < 0)
-        return;
-    r->hup = event_new(r->w->base, fd, (short)((early ? EV_CLOSED : EV_READ) | EV_PERSIST),
-                       relay_hup_cb, r);
-    event_add(r->hup, NULL);
-}
-
-/* evhttp tells us when a write fails (closecb); the EV_CLOSED watch catches a hang-up while
- * nothing is being written, e.g. before the first token, when evhttp reads nothing. */
+/* evhttp tells us when a write fails (closecb); conn's watch catches a hang-up while nothing
+ * is being written, e.g. before the first token, when evhttp reads nothing. */
 static void relay_watch(struct relay *r)
 {
-    struct timeval tv = {.tv_sec = 0, .tv_usec = RELAY_HUP_ARM_US};
-    evhttp_connection_set_closecb(r->evcon, relay_conn_closed, r);
-    r->hup_arm = evtimer_new(r->w->base, relay_arm_hup, r);
-    evtimer_add(r->hup_arm, &tv);
+    conn_watch(r->w->conns, r->evcon, relay_hup, relay_conn_closed, r);
 }
 
 /* ---- answers ---- */

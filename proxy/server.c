@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include "conn.h"
 #include "hook.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -108,6 +109,7 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                                             EVHTTP_REQ_OPTIONS);
     evhttp_set_default_content_type(w->http, "application/json");
     evhttp_set_gencb(w->http, routes_handle, w);
+    w->conns = conn_table_create(w->base);
     struct evconnlistener *l =
         evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
     if (l == NULL)
@@ -207,7 +209,7 @@ static void server_sent(struct evhttp_request *req, void *arg)
     struct worker *w = arg;
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
+        conn_set_closecb(w->conns, evcon, NULL, NULL);
     w->sending--;
     server_worker_idle_check(w);
 }
@@ -228,7 +230,7 @@ void server_response_sending(struct worker *w, struct evhttp_request *req)
         return;
     w->sending++;
     evhttp_request_set_on_complete_cb(req, server_sent, w);
-    evhttp_connection_set_closecb(evcon, server_send_failed, w);
+    conn_set_closecb(w->conns, evcon, server_send_failed, w);
 }
 
 void server_write_now(struct evhttp_connection *evcon)
@@ -382,6 +384,7 @@ void server_destroy(struct server *srv)
          * its worker's setup having failed first, is ignored) */
         memory_detach(srv->mem, w->base);
         evhttp_free(w->http); /* closes kept-alive client connections */
+        conn_table_destroy(w->conns);
         upstream_destroy(w->up);
         if (w->force_timer)
             event_free(w->force_timer);

@@ -34,6 +34,7 @@ struct hook;
 struct summarizer;
 struct embedder;
 struct lifecycle;
+struct conn_table;
 
 struct worker {
     int id;
@@ -43,6 +44,7 @@ struct worker {
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
+    struct conn_table *conns; /* its client connections' watches (conn.c) */
     struct upstream *up;
     struct metrics *metrics;
     struct memory *mem;           /* shared by all workers */

@@ -5,8 +5,11 @@
 
 #include <curl/curl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define UPSTREAM_POOL_MAX 32
 
@@ -19,7 +22,9 @@ struct upstream {
     struct curl_slist **hdr_stream; /* per cfg->upstreams[i] */
     CURL *pool[UPSTREAM_POOL_MAX];  /* idle easy handles, reset, ready for reuse */
     size_t npool;
-    int in_curl; /* inside curl_multi_socket_action: curl calls must be deferred */
+    int in_curl;                  /* inside curl_multi_socket_action: curl calls must be deferred */
+    struct upstream_sock **socks; /* by socket: every socket curl opened and has not closed */
+    size_t nsocks;
     struct upstream_xfer *zombies; /* cancelled inside curl, removed once it returns */
 };
 
@@ -61,13 +66,6 @@ static void upstream_action(struct upstream *up, curl_socket_t fd, int flags)
     upstream_check_done(up);
 }
 
-static void upstream_event_cb(evutil_socket_t fd, short kind, void *arg)
-{
-    int flags =
-        ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
-    upstream_action(arg, fd, flags);
-}
-
 static void upstream_timer_event(evutil_socket_t fd, short kind, void *arg)
 {
     (void)fd;
@@ -90,30 +88,129 @@ static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
-/* CURLMOPT_SOCKETFUNCTION: one persistent event per socket, re-armed when curl's interest
- * changes. */
+/*
+ * The sockets. curl says which of its sockets to watch for what (CURLMOPT_SOCKETFUNCTION);
+ * each gets one event. When a transfer ends, curl stops watching its kept-alive connection
+ * (CURL_POLL_REMOVE) and watches it again at the next transfer: in between, a connection curl
+ * was reading stays registered for reading ("kept"), so the kernel's epoll set is not changed
+ * twice per transfer. If it speaks while idle (the server closed it), its event is dropped
+ * then, once; curl's own check before reusing a connection finds it dead.
+ *
+ * A kept event must not outlive its socket: a descriptor number reused by any other socket of
+ * the process while libevent still holds an event for it would never be added to epoll. So
+ * only sockets curl opens through upstream_open_cb (it sees every connection's socket) are
+ * kept, and curl closes those through upstream_close_cb, which drops the event first. The
+ * exceptions curl makes, checked in 7.88's source: a socket that never became a connection
+ * (a failed or losing connect) is closed without the callback, but it was only ever watched
+ * for writing, so it is not kept; the threaded resolver's wake-up socket is not opened
+ * through the callback, so it is never kept (its event goes at REMOVE, as before). A number
+ * that comes back from socket() while an entry still holds it is dropped there.
+ */
+struct upstream_sock {
+    struct event *ev;
+    short kind;           /* what ev waits for while added, 0 when it is not */
+    unsigned curl_on : 1; /* curl watches it (between POLL_IN/OUT and REMOVE) */
+    unsigned ours : 1;    /* opened by upstream_open_cb: closed through upstream_close_cb */
+};
+
+static void upstream_event_cb(evutil_socket_t fd, short kind, void *arg);
+
+static struct upstream_sock *upstream_sock_at(struct upstream *up, curl_socket_t s)
+{
+    return s >= 0 && (size_t)s < up->nsocks ? up->socks[s] : NULL;
+}
+
+static void upstream_sock_forget(struct upstream *up, curl_socket_t s)
+{
+    struct upstream_sock *k = upstream_sock_at(up, s);
+    if (k == NULL)
+        return;
+    event_free(k->ev);
+    free(k);
+    up->socks[s] = NULL;
+}
+
+static struct upstream_sock *upstream_sock_new(struct upstream *up, curl_socket_t s, int ours)
+{
+    upstream_sock_forget(up, s); /* a number closed without telling */
+    up->socks = xgrow(up->socks, &up->nsocks, (size_t)s, sizeof(*up->socks));
+    struct upstream_sock *k = xcalloc(1, sizeof(*k));
+    k->ev = event_new(up->base, s, EV_PERSIST, upstream_event_cb, up);
+    k->ours = ours != 0;
+    up->socks[s] = k;
+    return k;
+}
+
+/* Make the event wait for kind (0: for nothing); unchanged interest costs nothing. */
+static void upstream_sock_arm(struct upstream *up, curl_socket_t s, struct upstream_sock *k,
+                              short kind)
+{
+    if (k->kind == kind)
+        return;
+    if (k->kind != 0)
+        event_del(k->ev);
+    if (kind != 0) {
+        event_assign(k->ev, up->base, s, (short)(kind | EV_PERSIST), upstream_event_cb, up);
+        event_add(k->ev, NULL);
+    }
+    k->kind = kind;
+}
+
+static void upstream_event_cb(evutil_socket_t fd, short kind, void *arg)
+{
+    struct upstream *up = arg;
+    struct upstream_sock *k = upstream_sock_at(up, fd);
+    if (k != NULL && !k->curl_on) { /* a kept connection spoke while idle */
+        upstream_sock_forget(up, fd);
+        return;
+    }
+    int flags =
+        ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    upstream_action(up, fd, flags);
+}
+
+/* CURLMOPT_SOCKETFUNCTION */
 static int upstream_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     struct upstream *up = userp;
-    struct event *ev = socketp;
+    struct upstream_sock *k = upstream_sock_at(up, s);
     (void)easy;
+    (void)socketp;
     if (what == CURL_POLL_REMOVE) {
-        if (ev != NULL)
-            event_free(ev);
-        curl_multi_assign(up->multi, s, NULL);
+        if (k != NULL && k->ours && (k->kind & EV_READ)) { /* kept, never on EV_WRITE */
+            k->curl_on = 0;
+            upstream_sock_arm(up, s, k, EV_READ);
+        } else {
+            upstream_sock_forget(up, s);
+        }
         return 0;
     }
-    short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
-                         ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
-    if (ev == NULL) {
-        ev = event_new(up->base, s, kind, upstream_event_cb, up);
-        curl_multi_assign(up->multi, s, ev);
-    } else {
-        event_del(ev);
-        event_assign(ev, up->base, s, kind, upstream_event_cb, up);
-    }
-    event_add(ev, NULL);
+    if (k == NULL)
+        k = upstream_sock_new(up, s, 0);
+    k->curl_on = 1;
+    upstream_sock_arm(
+        up, s, k,
+        (short)(((what & CURL_POLL_IN) ? EV_READ : 0) | ((what & CURL_POLL_OUT) ? EV_WRITE : 0)));
     return 0;
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: what curl does itself, and the socket is ours. */
+static curl_socket_t upstream_open_cb(void *clientp, curlsocktype purpose,
+                                      struct curl_sockaddr *addr)
+{
+    (void)purpose;
+    curl_socket_t s = socket(addr->family, addr->socktype, addr->protocol);
+    if (s < 0)
+        return CURL_SOCKET_BAD;
+    upstream_sock_new(clientp, s, 1);
+    return s;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION */
+static int upstream_close_cb(void *clientp, curl_socket_t s)
+{
+    upstream_sock_forget(clientp, s);
+    return close(s);
 }
 
 /* ---- transfers ---- */
@@ -304,6 +401,10 @@ static void upstream_setup(struct upstream_xfer *x, const struct upstream_reques
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_cb);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x->up);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_cb);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->up);
     if (rq->body != NULL) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, rq->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
@@ -422,9 +523,12 @@ void upstream_destroy(struct upstream *up)
     if (up == NULL)
         return;
     /* Transfers still running belong to requests the worker already tore down. */
-    curl_multi_cleanup(up->multi);
+    curl_multi_cleanup(up->multi); /* closes the connections: their sockets' entries go */
     for (size_t i = 0; i < up->npool; i++)
         curl_easy_cleanup(up->pool[i]);
+    for (size_t i = 0; i < up->nsocks; i++)
+        upstream_sock_forget(up, (curl_socket_t)i);
+    free(up->socks);
     for (size_t i = 0; i < up->cfg->nupstreams; i++) {
         curl_slist_free_all(up->hdr_json[i]);
         curl_slist_free_all(up->hdr_stream[i]);

@@ -190,6 +190,38 @@ def raw_request(sock, path, body, headers=None):
                   "Content-Length: %d\r\n%s\r\n" % (path, len(data), h)).encode() + data)
 
 
+def read_response(f):
+    """One HTTP/1.x response from a buffered socket file: (status, headers, body)."""
+    status = int(f.readline().split()[1])
+    headers = {}
+    while True:
+        line = f.readline().decode().strip()
+        if not line:
+            break
+        k, v = line.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    if headers.get("transfer-encoding") == "chunked":
+        body = b""
+        while True:
+            n = int(f.readline().strip(), 16)
+            chunk = f.read(n + 2)[:n]
+            if n == 0:
+                break
+            body += chunk
+    elif "content-length" in headers:
+        body = f.read(int(headers["content-length"]))
+    else:  # HTTP/1.0: the body ends when the connection does
+        body = f.read()
+    return status, headers, body
+
+
+def cpu_seconds(pid):
+    """User + system CPU time a process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

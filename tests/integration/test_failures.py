@@ -6,8 +6,8 @@ import socket
 import time
 import unittest
 
-from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, free_port, raw_connect,
-                     raw_request, sse_data, wait_for)
+from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, cpu_seconds, free_port,
+                     raw_connect, raw_request, read_response, sse_data, wait_for)
 
 STREAM = dict(USER_HI, stream=True)
 
@@ -115,8 +115,8 @@ class HangUpBeforeFirstToken(StackTest):
     so only memproxy's own watch on the socket can notice."""
     MOCK_ARGS = ("--ttft-ms", "3000")
 
-    def hang_up_after(self, body, wait=0.2):
-        s = raw_connect(self.mp.port)
+    def hang_up_after(self, body, wait=0.2, sock=None):
+        s = sock or raw_connect(self.mp.port)
         raw_request(s, "/v1/chat/completions", body)
         wait_for(lambda: self.mock.stats()["chat_requests"] > self.before, what="upstream call")
         time.sleep(wait)
@@ -137,6 +137,107 @@ class HangUpBeforeFirstToken(StackTest):
     def test_non_stream(self):
         delay = self.hang_up_after(USER_HI)
         self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
+
+    def test_on_a_kept_alive_connection(self):
+        """The watch stays on a connection between its requests: a later request's hang-up is
+        seen as promptly as the first's, also right after sending it."""
+        s = raw_connect(self.mp.port)
+        f = s.makefile("rb")
+        self.mock.config(ttft_ms=0)
+        for body in (USER_HI, STREAM, USER_HI):
+            raw_request(s, "/v1/chat/completions", body)
+            self.assertEqual(read_response(f)[0], 200)
+        f.close()  # else the socket stays open after s.close()
+        self.mock.config(ttft_ms=3000)
+        self.before = self.mock.stats()["chat_requests"]
+        delay = self.hang_up_after(STREAM, wait=0, sock=s)
+        self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
+
+
+class Pipelined(StackTest):
+    """A client that sends its next request before the answer to the first: memproxy's
+    hang-up watch sees bytes evhttp will read only later, and must neither spin on them nor
+    stop seeing a hang-up."""
+    MOCK_ARGS = ("--ttft-ms", "600")
+
+    def send_two(self, s, body):
+        """The second request is sent once the first is at the upstream: evhttp has stopped
+        reading, so its bytes wait in the socket (sent together, evhttp would have read both
+        into its own buffer)."""
+        data = json.dumps(body).encode()
+        one = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+               "\r\nContent-Length: %d\r\n\r\n" % len(data)).encode() + data
+        s.sendall(one)
+        wait_for(lambda: self.mock.stats()["chat_requests"] > 0, what="upstream call")
+        s.sendall(one)
+
+    def test_no_spinning_while_the_first_waits(self):
+        s = raw_connect(self.mp.port)
+        self.send_two(s, STREAM)
+        cpu = cpu_seconds(self.mp.proc.pid)
+        time.sleep(0.4)
+        used = cpu_seconds(self.mp.proc.pid) - cpu
+        self.assertLess(used, 0.1, "memproxy used %.2f s of CPU waiting 0.4 s" % used)
+        f = s.makefile("rb")
+        for _ in range(2):
+            status, _, text = read_response(f)
+            self.assertEqual(status, 200)
+            self.assertEqual(sse_data(text.decode())[-1], "[DONE]")
+        s.close()
+
+    def test_hang_up_still_seen(self):
+        self.mock.config(ttft_ms=3000)
+        s = raw_connect(self.mp.port)
+        self.send_two(s, STREAM)
+        time.sleep(0.2)
+        t0 = time.monotonic_ns()
+        s.close()
+        st = wait_for(lambda: (lambda x: x if x["streams_closed_early"] > 0 else None)(
+            self.mock.stats()), what="the mock to see the close")
+        delay = (st["last_close_ns"] - t0) / 1e6
+        self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
+        self.assertEqual(self.mock.stats()["chat_requests"], 1)
+
+
+class UpstreamClosesIdleConnections(StackTest):
+    """An upstream that closes kept-alive connections after a while (as real servers do):
+    memproxy keeps watching an idle upstream connection, so the close wakes it; it must let
+    go of the socket then (not spin on it) and the next request must open a new one."""
+    MOCK_ARGS = ("--idle-timeout-ms", "100")
+
+    def test_closed_while_idle(self):
+        for _ in range(3):
+            status, body = self.mp.json("POST", "/v1/chat/completions", USER_HI)
+            self.assertEqual(status, 200)
+            self.assertEqual(body["object"], "chat.completion")
+            cpu = cpu_seconds(self.mp.proc.pid)
+            time.sleep(0.4)  # the mock closes the connection after 0.1 s
+            used = cpu_seconds(self.mp.proc.pid) - cpu
+            self.assertLess(used, 0.1, "memproxy used %.2f s of CPU while idle" % used)
+        self.assertEqual(self.mock.stats()["chat_requests"], 3)
+
+
+class UpstreamByName(UpstreamClosesIdleConnections):
+    """The same with the upstream named "localhost": curl resolves it on its resolver thread,
+    whose wake-up socket memproxy did not open, and where localhost is ::1 too, its first
+    connect is refused (a socket curl closes without telling). Streams and hang-ups too."""
+
+    def setUp(self):
+        self.mock = Mock(*self.MOCK_ARGS)
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(upstream=self.mock.url.replace("127.0.0.1", "localhost"))
+        self.addCleanup(self.mp.stop)
+
+    def test_streams_and_hang_ups(self):
+        for i in range(6):
+            if i % 2:
+                s = raw_connect(self.mp.port)
+                raw_request(s, "/v1/chat/completions", STREAM)
+                s.recv(1)
+                s.close()
+            status, events = self.mp.stream(STREAM)
+            self.assertEqual((status, events[-1]), (200, "[DONE]"))
+            time.sleep(0.15 * (i % 3))
 
 
 def rss_kb(pid):

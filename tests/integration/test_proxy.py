@@ -4,7 +4,7 @@ import time
 import unittest
 
 from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, raw_connect, raw_request,
-                     sse_data)
+                     read_response, sse_data)
 
 
 def stream_body(**extra):
@@ -194,31 +194,6 @@ class Connections(StackTest):
     connection completes at once: keep-alive, Connection: close, HTTP/1.0 and pipelined
     requests must all still get whole answers, recorded or not."""
 
-    @staticmethod
-    def read_response(f):
-        """One HTTP/1.x response from a buffered socket file: (status, headers, body)."""
-        status = int(f.readline().split()[1])
-        headers = {}
-        while True:
-            line = f.readline().decode().strip()
-            if not line:
-                break
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-        if headers.get("transfer-encoding") == "chunked":
-            body = b""
-            while True:
-                n = int(f.readline().strip(), 16)
-                chunk = f.read(n + 2)[:n]
-                if n == 0:
-                    break
-                body += chunk
-        elif "content-length" in headers:
-            body = f.read(int(headers["content-length"]))
-        else:  # HTTP/1.0: the body ends when the connection does
-            body = f.read()
-        return status, headers, body
-
     def send(self, s, requests):
         """Sends every request in one write (so the later ones wait in memproxy's buffer)."""
         data = b""
@@ -236,7 +211,7 @@ class Connections(StackTest):
         s = raw_connect(self.mp.port)
         self.send(s, requests)
         f = s.makefile("rb")
-        answers = [self.read_response(f) for _ in requests]
+        answers = [read_response(f) for _ in requests]
         s.settimeout(2)
         rest = f.read() if closes else None  # b"" once memproxy has closed the connection
         s.close()

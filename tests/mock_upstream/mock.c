@@ -4,7 +4,9 @@
  * Answers POST /v1/chat/completions (streaming and not), GET /v1/models and POST
  * /v1/embeddings (float or base64). Its behaviour is set by flags at start and changed at run
  * time with POST /_mock/config (a JSON object with any of the fields below); GET /_mock/stats
- * tells what it saw. It is single-threaded and listens on loopback.
+ * tells what it saw. It is single-threaded and listens on loopback. --idle-timeout-ms N makes
+ * it close a kept-alive connection after N ms without a request (evhttp's timeout), as real
+ * servers do.
  *
  *   reply            the assistant text (split into tokens at spaces)
  *   ttft_ms          delay before the first token (and before a non-streaming answer)
@@ -498,13 +500,17 @@ int main(int argc, char **argv)
 {
     const char *listen_host = "127.0.0.1", *port_file = NULL;
     int port = 0, c;
-    static const struct option opts[] = {
-        {"port", required_argument, NULL, 'p'},    {"port-file", required_argument, NULL, 'f'},
-        {"ttft-ms", required_argument, NULL, 't'}, {"token-delay-ms", required_argument, NULL, 'd'},
-        {"reply", required_argument, NULL, 'r'},   {NULL, 0, NULL, 0}};
+    long idle_ms = 0;
+    static const struct option opts[] = {{"port", required_argument, NULL, 'p'},
+                                         {"port-file", required_argument, NULL, 'f'},
+                                         {"ttft-ms", required_argument, NULL, 't'},
+                                         {"token-delay-ms", required_argument, NULL, 'd'},
+                                         {"reply", required_argument, NULL, 'r'},
+                                         {"idle-timeout-ms", required_argument, NULL, 'i'},
+                                         {NULL, 0, NULL, 0}};
     mock_cfg.reply =
         strdup("Hello! This is the memproxy mock upstream, streaming one token at a time.");
-    while ((c = getopt_long(argc, argv, "p:f:t:d:r:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:f:t:d:r:i:", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
             port = atoi(optarg);
@@ -522,9 +528,12 @@ int main(int argc, char **argv)
             free(mock_cfg.reply);
             mock_cfg.reply = strdup(optarg);
             break;
+        case 'i':
+            idle_ms = atol(optarg);
+            break;
         default:
             fprintf(stderr, "usage: mock_upstream [--port N] [--port-file F] [--ttft-ms N] "
-                            "[--token-delay-ms N] [--reply TEXT]\n");
+                            "[--token-delay-ms N] [--reply TEXT] [--idle-timeout-ms N]\n");
             return 2;
         }
     }
@@ -532,6 +541,10 @@ int main(int argc, char **argv)
     mock_base = event_base_new();
     struct evhttp *http = evhttp_new(mock_base);
     evhttp_set_gencb(http, mock_handle, NULL);
+    if (idle_ms > 0) { /* kept-alive connections are closed after this long without a request */
+        struct timeval tv = {.tv_sec = idle_ms / 1000, .tv_usec = (idle_ms % 1000) * 1000};
+        evhttp_set_timeout_tv(http, &tv);
+    }
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(http, listen_host, (ev_uint16_t)port);
     if (bs == NULL) {

@@ -1,0 +1,213 @@
+#include "conn.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <event2/bufferevent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum conn_mode {
+    CONN_OFF,    /* no event on the socket */
+    CONN_KEEP,   /* read and peer-closed: the socket's interest never changes per request */
+    CONN_CLOSED, /* peer-closed only: bytes of a pipelined request are waiting */
+};
+
+struct conn {
+    struct conn_table *t;
+    struct evhttp_connection *evcon;
+    evutil_socket_t fd;
+    struct event *keep;   /* EV_READ | EV_CLOSED */
+    struct event *closed; /* EV_CLOSED, made when first needed */
+    enum conn_mode mode;
+    int fresh; /* watched since the last wake-up: a read wake-up may be the request's bytes */
+    void (*on_hup)(void *);
+    void *hup_arg;
+    conn_close_cb on_close;
+    void *close_arg;
+};
+
+struct conn_table {
+    struct event_base *base;
+    int early_close; /* the backend reports a peer's close apart from readable bytes */
+    struct conn **byfd;
+    size_t cap;
+};
+
+static void conn_event_cb(evutil_socket_t fd, short what, void *arg);
+
+struct conn_table *conn_table_create(struct event_base *base)
+{
+    struct conn_table *t = xcalloc(1, sizeof(*t));
+    t->base = base;
+    t->early_close = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
+    return t;
+}
+
+static void conn_free(struct conn *c)
+{
+    c->t->byfd[c->fd] = NULL;
+    event_free(c->keep);
+    if (c->closed != NULL)
+        event_free(c->closed);
+    free(c);
+}
+
+void conn_table_destroy(struct conn_table *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->byfd[i] != NULL)
+            conn_free(t->byfd[i]);
+    free(t->byfd);
+    free(t);
+}
+
+static evutil_socket_t conn_fd(struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    return bev != NULL ? bufferevent_getfd(bev) : -1;
+}
+
+/* The conn of evcon, or NULL. */
+static struct conn *conn_find(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    evutil_socket_t fd = conn_fd(evcon);
+    if (fd < 0 || (size_t)fd >= t->cap || t->byfd[fd] == NULL)
+        return NULL;
+    if (t->byfd[fd]->evcon != evcon) { /* cannot happen: evhttp closes through conn_closed */
+        log_warn("conn: socket %d changed hands unseen", (int)fd);
+        conn_free(t->byfd[fd]);
+        return NULL;
+    }
+    return t->byfd[fd];
+}
+
+static void conn_set_mode(struct conn *c, enum conn_mode mode)
+{
+    if (c->mode == mode)
+        return;
+    if (c->mode == CONN_KEEP)
+        event_del(c->keep);
+    else if (c->mode == CONN_CLOSED)
+        event_del(c->closed);
+    if (mode == CONN_CLOSED && !c->t->early_close)
+        mode = CONN_OFF; /* nothing tells a close from bytes without reading them */
+    if (mode == CONN_KEEP) {
+        event_add(c->keep, NULL);
+    } else if (mode == CONN_CLOSED) {
+        if (c->closed == NULL)
+            c->closed = event_new(c->t->base, c->fd, EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+        event_add(c->closed, NULL);
+    }
+    c->mode = mode;
+}
+
+/* evhttp is freeing the connection: the conn goes first, then whoever else asked is told. */
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct conn *c = arg;
+    conn_close_cb cb = c->on_close;
+    void *cb_arg = c->close_arg;
+    conn_free(c);
+    if (cb != NULL)
+        cb(evcon, cb_arg);
+}
+
+static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    evutil_socket_t fd = conn_fd(evcon);
+    if (c != NULL || fd < 0)
+        return c;
+    t->byfd = xgrow(t->byfd, &t->cap, (size_t)fd, sizeof(*t->byfd));
+    c = xcalloc(1, sizeof(*c));
+    c->t = t;
+    c->evcon = evcon;
+    c->fd = fd;
+    c->keep = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+    t->byfd[fd] = c;
+    evhttp_connection_set_closecb(evcon, conn_closed, c);
+    return c;
+}
+
+/* 1: the peer closed (or the socket failed), 0: bytes are waiting, -1: nothing after all. */
+static int conn_peek(evutil_socket_t fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return -1;
+    return 1;
+}
+
+static void conn_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    if (bufferevent_get_enabled(evhttp_connection_get_bufferevent(c->evcon)) & EV_READ)
+        return; /* evhttp is reading: the bytes, and an end, are its own */
+    int closed = (what & EV_CLOSED) != 0;
+    if (!closed) {
+        if (c->fresh) { /* possibly the request evhttp read in this same loop turn */
+            c->fresh = 0;
+            return;
+        }
+        closed = conn_peek(fd);
+        if (closed < 0)
+            return;
+    }
+    if (closed && c->on_hup != NULL) {
+        c->on_hup(c->hup_arg); /* frees the connection, and c */
+        return;
+    }
+    /* a pipelined request waits (evhttp reads it after this response), or the peer went
+     * while nobody watches (the response's write will fail): stop waking up for it */
+    conn_set_mode(c, closed ? CONN_OFF : CONN_CLOSED);
+}
+
+void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
+                conn_close_cb on_close, void *arg)
+{
+    struct conn *c = conn_get(t, evcon);
+    if (c == NULL) {
+        evhttp_connection_set_closecb(evcon, on_close, arg);
+        return;
+    }
+    c->on_hup = on_hup;
+    c->hup_arg = arg;
+    c->on_close = on_close;
+    c->close_arg = arg;
+    c->fresh = 1;
+    conn_set_mode(c, CONN_KEEP);
+}
+
+void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c == NULL) {
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+        return;
+    }
+    c->on_hup = NULL;
+    c->hup_arg = NULL;
+    c->on_close = NULL;
+    c->close_arg = NULL;
+    c->fresh = 0;
+}
+
+void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
+                      void *arg)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c == NULL) {
+        evhttp_connection_set_closecb(evcon, cb, arg);
+        return;
+    }
+    c->on_close = cb;
+    c->close_arg = arg;
+}

@@ -1,0 +1,58 @@
+/*
+ * conn: memproxy's own hold on each client connection of a worker — the hang-up watch and the
+ * connection's close callback.
+ *
+ * evhttp stops reading a connection while it handles a request, so on its own it notices a
+ * client that hangs up only when a write fails; a voice platform hangs up on barge-in, often
+ * before the first token. A watched connection gets one persistent event of ours on its
+ * socket (read and peer-closed) that stays for the connection's whole life. Two things
+ * follow:
+ *  - a hang-up during a watched request is seen at once (EPOLLRDHUP), from the moment the
+ *    watch starts;
+ *  - evhttp turning its own read event off at each request and on again after the response
+ *    no longer changes what the kernel watches on the socket (ours stays), so no epoll_ctl is
+ *    made per request: evhttp's toggling cost two per request, a per-request watch one or two
+ *    more.
+ * The price is that our event wakes up with evhttp's whenever request bytes arrive; it then
+ * returns at once (evhttp is reading them). While evhttp is not reading, bytes can only be
+ * the request just read (one wake-up, ignored) or a pipelined next request: then the watch
+ * narrows to peer-closed only until the next watched request, so it never spins on them.
+ *
+ * evhttp has one close callback per connection; once a connection has a conn it belongs to
+ * the conn, so everyone sets theirs through conn_set_closecb(), which works the same for
+ * connections without one. The conn is freed when evhttp frees the connection.
+ *
+ * One table per worker (indexed by socket), used only on that worker's thread.
+ */
+#ifndef MEMPROXY_CONN_H
+#define MEMPROXY_CONN_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+
+struct conn_table;
+
+typedef void (*conn_close_cb)(struct evhttp_connection *evcon, void *arg);
+
+struct conn_table *conn_table_create(struct event_base *base);
+
+/* After evhttp_free(): every connection's close has freed its conn by then. */
+void conn_table_destroy(struct conn_table *t);
+
+/*
+ * Watch evcon, whose request evhttp has just handed over (it is not reading), until
+ * conn_unwatch(): on_hup(arg) runs when the peer hangs up, and must free the connection
+ * (evhttp_connection_free), which frees the conn; on_close(evcon, arg) runs when evhttp frees
+ * the connection itself (a failed write). Both are the caller's until conn_unwatch().
+ */
+void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
+                conn_close_cb on_close, void *arg);
+
+/* Stop calling on_hup and on_close; the event stays on the socket for the next request. */
+void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon);
+
+/* evhttp_connection_set_closecb() for every connection, watched or not (NULL cb clears). */
+void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
+                      void *arg);
+
+#endif
