@@ -13,6 +13,11 @@
  * - commit: BEGIN IMMEDIATE, one UPDATE of a 300-byte row, COMMIT, on a WAL database in DIR
  *   with synchronous=NORMAL and a second (reader) connection open, as memproxy's store runs.
  *
+ * - syscall: one system call that does nothing (getppid), timed over 100 calls per sample:
+ *   what entering and leaving the kernel costs before any work, paid by each of memproxy's
+ *   system calls (not part of the floor's sum; a virtual machine can charge ten times bare
+ *   metal's).
+ *
  * A recorded response's end waits for wake + commit + notify (DESIGN §3, the durability
  * promise), on top of the loopback round trip every proxied request costs: the printed
  * "floor" is that sum of medians, the least memproxy could add with recording on here.
@@ -34,6 +39,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,6 +225,21 @@ static double floor_notify(uint64_t *s)
     return p50;
 }
 
+/* ---- system call ---- */
+
+static void floor_syscall(uint64_t *s)
+{
+    for (size_t i = 0; i < rounds; i++) {
+        uint64_t t0 = now_ns();
+        for (int k = 0; k < 100; k++)
+            syscall(SYS_getppid);
+        s[i] = now_ns() - t0;
+    }
+    double p50;
+    report("system call (getppid)", s, rounds, 100, &p50,
+           "each of memproxy's system calls, before its work (not in the sum)");
+}
+
 /* ---- commit ---- */
 
 static void sql(sqlite3 *db, const char *q)
@@ -310,6 +331,7 @@ int main(int argc, char **argv)
     printf("| **floor, recording on** | **%.1f us** | | loopback + wake-up + commit + loop "
            "wake-up (medians) |\n",
            hop + wake + commit + notify);
+    floor_syscall(s);
     free(s);
     return 0;
 }
