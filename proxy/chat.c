@@ -24,7 +24,7 @@ struct chat {
     struct chatreq creq;
     struct reply *reply;
     struct memory_rec *rec; /* NULL: the request names no session */
-    struct event *rec_ev;   /* records the request once the upstream transfer has started */
+    int rec_pending;        /* the request is still to be recorded (after the transfer starts) */
     struct relay *relay;    /* while its end waits for a commit */
     const struct cfg_profile *prof;
     const char *tenant; /* the client key's (the config's string) */
@@ -49,8 +49,6 @@ static void chat_unref(struct chat *c)
 {
     if (--c->refs > 0)
         return;
-    if (c->rec_ev)
-        event_free(c->rec_ev);
     memory_rec_free(c->rec);
     lookup_cancel(c->lookup);
     free(c->recall_sid);
@@ -67,18 +65,10 @@ static void chat_unref(struct chat *c)
 
 static void chat_record_request(struct chat *c)
 {
-    if (c->rec_ev == NULL)
+    if (!c->rec_pending)
         return; /* done already, or no session */
-    event_free(c->rec_ev);
-    c->rec_ev = NULL;
+    c->rec_pending = 0;
     memory_rec_request(c->rec);
-}
-
-static void chat_record_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    chat_record_request(arg);
 }
 
 static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
@@ -203,7 +193,7 @@ static void chat_release(void *arg)
         server_hold(c->w);
     }
     reply_content(c->reply, &len);
-    if (c->rec != NULL && c->rec_ev == NULL && !memory_rec_replied(c->rec) && len > 0) {
+    if (c->rec != NULL && !c->rec_pending && !memory_rec_replied(c->rec) && len > 0) {
         struct memory_reply mr = {.content = reply_content(c->reply, &len),
                                   .model = reply_model(c->reply),
                                   .finish_reason = "upstream_error",
@@ -262,7 +252,7 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                       .append = chat_stored_mode(prof),
                                       .embed = prof->retrieval};
         c->rec = memory_rec_new(c->w->reader, &p);
-        c->rec_ev = evtimer_new(c->w->base, chat_record_cb, c); /* armed by chat_forward() */
+        c->rec_pending = 1; /* recorded once chat_forward() has started the transfer */
     }
     session_strip(c->creq.body, &c->w->cfg->session_id_fields);
     return 0;
@@ -411,7 +401,6 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
 /* Build the upstream request and send it (or answer from the cache). The chat is taken. */
 static void chat_forward(struct chat *c, struct evhttp_request *req)
 {
-    static const struct timeval zero = {0, 0};
     struct relay_params p = {.profile = c->prof,
                              .path = "/chat/completions",
                              .stream = c->creq.stream,
@@ -422,9 +411,15 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
         free(p.body);
         return;
     }
-    if (c->rec_ev != NULL) /* runs after relay_start() has started the transfer */
-        evtimer_add(c->rec_ev, &zero);
+    /* The request is recorded once the transfer has started (relay_start sends the request
+     * on a pooled connection, or starts connecting), so storage never delays it; no loop
+     * turn is spent in between. relay_start may end the relay and release c: a reference
+     * keeps c. If the relay has ended already, its hooks recorded the request, or no
+     * upstream could be started and it is recorded now, as after a later failure. */
+    c->refs++;
     relay_start(c->w, req, &p, &chat_hooks, c);
+    chat_record_request(c);
+    chat_unref(c);
 }
 
 /* The lookup is over (query NULL: late or failed): the request goes on. */

@@ -57,12 +57,17 @@ static void upstream_check_done(struct upstream *up);
 
 /* ---- the hiperfifo glue: curl asks, libevent waits ---- */
 
+/* With no transfer left running curl has nothing to time, but it does not always say so: a
+ * transfer that finishes inside upstream_kick() leaves armed the 0 ms timer curl asked for
+ * when it was added, which would cost a loop turn and a needless call into curl. */
 static void upstream_action(struct upstream *up, curl_socket_t fd, int flags)
 {
     int running = 0;
     up->in_curl++;
     curl_multi_socket_action(up->multi, fd, flags, &running);
     up->in_curl--;
+    if (running == 0)
+        evtimer_del(up->timer);
     upstream_check_done(up);
 }
 
