@@ -144,11 +144,16 @@ struct store_op {
 };
 
 /* Completions waiting for an attached base's loop: the writer appends and writes efd after
- * unlocking; the base's event on efd takes the whole list. */
+ * unlocking; the base's event on efd takes the whole list. Where the backend has edge
+ * triggering (epoll) the event is edge-triggered and efd is read only every 65536th wake-up
+ * (so its counter stays far from full): each write is one wake-up, and the read level
+ * triggering needs each time (a system call, on the response's path) is saved. */
 struct store_inbox {
     struct event_base *base;
     struct event *ev;
     int efd;
+    int edge;       /* ev is edge-triggered: efd is read only now and then */
+    unsigned wakes; /* on the base's thread */
     pthread_mutex_t mu;
     struct store_batch *head, *tail;
     struct store_inbox *next;
@@ -1326,11 +1331,12 @@ static void store_inbox_run(struct store_inbox *in)
 
 static void store_inbox_cb(evutil_socket_t fd, short what, void *arg)
 {
+    struct store_inbox *in = arg;
     uint64_t n;
     (void)what;
-    if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+    if ((!in->edge || ++in->wakes % 65536 == 0) && read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
         log_warn("store: reading a completion eventfd: %s", strerror(errno));
-    store_inbox_run(arg);
+    store_inbox_run(in);
 }
 
 /* Hand the result to the submitter's thread: through its base's inbox when attached, else
@@ -1365,8 +1371,9 @@ int store_attach(struct store *st, struct event_base *base)
     struct store_inbox *in = xcalloc(1, sizeof(*in));
     in->base = base;
     in->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    in->ev =
-        in->efd >= 0 ? event_new(base, in->efd, EV_READ | EV_PERSIST, store_inbox_cb, in) : NULL;
+    in->edge = (event_base_get_features(base) & EV_FEATURE_ET) != 0;
+    short kind = (short)(EV_READ | EV_PERSIST | (in->edge ? EV_ET : 0));
+    in->ev = in->efd >= 0 ? event_new(base, in->efd, kind, store_inbox_cb, in) : NULL;
     if (in->ev == NULL || event_add(in->ev, NULL) != 0) {
         if (in->ev != NULL)
             event_free(in->ev);
