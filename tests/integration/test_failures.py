@@ -1,8 +1,10 @@
 """Upstream failures, client hang-ups, slow clients and shutdown."""
 import json
 import os
+import random
 import signal
 import socket
+import threading
 import time
 import unittest
 
@@ -197,6 +199,58 @@ class Pipelined(StackTest):
         delay = (st["last_close_ns"] - t0) / 1e6
         self.assertLess(delay, 100, "upstream saw the hang-up after %.1f ms" % delay)
         self.assertEqual(self.mock.stats()["chat_requests"], 1)
+
+
+class ConnectionChurn(StackTest):
+    """Clients that do everything at once, over two workers: keep-alive, hang-ups at random
+    moments (before the answer, mid-stream), pipelined requests, and an upstream that closes
+    idle connections. Afterwards memproxy is whole: no stream left open, nothing in flight,
+    and it still answers. (Under ASan in scripts/test, any memory error fails it too.)"""
+    MOCK_ARGS = ("--token-delay-ms", "2", "--idle-timeout-ms", "30")
+    CONFIG = "server:\n  workers: 2\n"
+
+    def one_client(self, seed):
+        rnd = random.Random(seed)
+        for i in range(25):
+            s = raw_connect(self.mp.port)
+            try:
+                for _ in range(rnd.randint(1, 3)):
+                    body = dict(STREAM if rnd.random() < 0.6 else USER_HI)
+                    body["messages"] = [{"role": "user", "content": "hi " * rnd.randint(1, 30)}]
+                    headers = {"X-Session-Id": "churn-%d-%d" % (seed, i % 5)}
+                    raw_request(s, "/v1/chat/completions", body, headers)
+                    r = rnd.random()
+                    if r < 0.15:
+                        raw_request(s, "/v1/chat/completions", STREAM)  # pipelined
+                    if r < 0.35:
+                        time.sleep(rnd.random() * 0.02)
+                        break  # hang up, answered or not
+                    f = s.makefile("rb")
+                    self.assertEqual(read_response(f)[0], 200)
+                    f.close()
+                    if rnd.random() < 0.2:
+                        time.sleep(0.05)  # the upstream closes its idle connections
+            finally:
+                s.close()
+
+    def client(self, seed, failures):
+        try:
+            self.one_client(seed)
+        except Exception as e:  # reported by the test's own thread
+            failures.append("client %d: %r" % (seed, e))
+
+    def test_memproxy_stays_whole(self):
+        failures = []
+        threads = [threading.Thread(target=self.client, args=(n, failures)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(failures, [])
+        metrics = lambda: self.mp.request("GET", "/metrics")[2].decode()
+        wait_for(lambda: "memproxy_active_streams 0" in metrics(), what="streams to end")
+        status, body = self.mp.json("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual((status, body["object"]), (200, "chat.completion"))
 
 
 class UpstreamClosesIdleConnections(StackTest):
