@@ -118,7 +118,8 @@ static const struct cfg_option cfg_options[] = {
 
     {S_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
     {S_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
-     "Base URL of an OpenAI-compatible API, up to /v1 (e.g. https://api.openai.com/v1)."},
+     "Base URL of an OpenAI-compatible API, up to /v1 (e.g. https://api.openai.com/v1); at "
+     "most 1024 characters."},
     {S_UPSTREAM, "api_key", T_STR, UPS(api_key), "", 0, 0,
      "Key sent upstream; empty sends none. Defaults to $MEMPROXY_UPSTREAM_API_KEY or "
      "$OPENAI_API_KEY for the first upstream."},
@@ -801,6 +802,9 @@ static int cfg_validate_upstreams(struct cfg *cfg, char **err)
                                "https://",
                                u->name, u->url);
         size_t n = strlen(u->url);
+        if (n > CFG_MAX_URL) /* a request's URL is this plus a path, in a bounded buffer */
+            return cfg_invalid(cfg, err, "upstreams[%s].url: longer than %d characters", u->name,
+                               CFG_MAX_URL);
         while (n > 0 && u->url[n - 1] == '/')
             u->url[--n] = '\0';
         for (size_t j = 0; j < i; j++) {

@@ -23,6 +23,9 @@
 
 #define CFG_MAX_FALLBACKS 8
 
+/* Longest upstream base URL accepted (upstream.c appends a path of its own). */
+#define CFG_MAX_URL 1024
+
 struct cfg_upstream {
     char *name;
     char *url;     /* base URL up to and including /v1, no trailing slash */

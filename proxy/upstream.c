@@ -378,7 +378,7 @@ static void upstream_setup_target(struct upstream_xfer *x, const struct upstream
     const struct cfg_upstream *t = rq->target;
     size_t idx = (size_t)(t - x->up->cfg->upstreams);
     CURL *e = x->easy;
-    char url[2048];
+    char url[CFG_MAX_URL + 64]; /* the base URL is capped by config; the paths are ours */
 
     snprintf(url, sizeof(url), "%s%s", t->url, rq->path);
     curl_easy_setopt(e, CURLOPT_URL, url);

@@ -153,6 +153,9 @@ static void test_errors_name_file_line_and_option(void **state)
 static void test_validation(void **state)
 {
     expect_error("upstreams:\n  - {name: a, url: 'ftp://a'}\n", "must start with http");
+    char long_url[1200];
+    snprintf(long_url, sizeof(long_url), "upstreams:\n  - {name: a, url: 'http://%01030d'}\n", 0);
+    expect_error(long_url, "upstreams[a].url: longer than 1024 characters");
     expect_error("upstreams:\n  - {name: a, url: 'http://a'}\n  - {name: a, url: 'http://b'}\n",
                  "name 'a' is used twice");
     expect_error("upstreams:\n  - {name: a, url: 'http://a'}\nprofiles:\n  - {name: default, "
