@@ -170,36 +170,6 @@ static void conn_event_cb(evutil_socket_t fd, short what, void *arg)
     conn_set_mode(c, closed ? CONN_OFF : CONN_CLOSED);
 }
 
-void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
-                conn_close_cb on_close, void *arg)
-{
-    struct conn *c = conn_get(t, evcon);
-    if (c == NULL) {
-        evhttp_connection_set_closecb(evcon, on_close, arg);
-        return;
-    }
-    c->on_hup = on_hup;
-    c->hup_arg = arg;
-    c->on_close = on_close;
-    c->close_arg = arg;
-    c->fresh = 1;
-    conn_set_mode(c, CONN_KEEP);
-}
-
-void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)
-{
-    struct conn *c = conn_find(t, evcon);
-    if (c == NULL) {
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
-        return;
-    }
-    c->on_hup = NULL;
-    c->hup_arg = NULL;
-    c->on_close = NULL;
-    c->close_arg = NULL;
-    c->fresh = 0;
-}
-
 void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
                       void *arg)
 {
@@ -210,4 +180,28 @@ void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, con
     }
     c->on_close = cb;
     c->close_arg = arg;
+}
+
+void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
+                conn_close_cb on_close, void *arg)
+{
+    struct conn *c = conn_get(t, evcon);
+    conn_set_closecb(t, evcon, on_close, arg); /* after conn_get: the conn's, if any */
+    if (c == NULL)
+        return;
+    c->on_hup = on_hup;
+    c->hup_arg = arg;
+    c->fresh = 1;
+    conn_set_mode(c, CONN_KEEP);
+}
+
+void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c != NULL) {
+        c->on_hup = NULL;
+        c->hup_arg = NULL;
+        c->fresh = 0;
+    }
+    conn_set_closecb(t, evcon, NULL, NULL);
 }
