@@ -141,15 +141,16 @@ static void relay_watch(struct relay *r)
 
 /* ---- answers ---- */
 
-/* The last event of a stream (already in r->out), then the chunked end. */
+/* The last event of a stream (already in r->out), then the chunked end. Counted first, like
+ * every answer (respond.h): a client that has its end may scrape /metrics at once. */
 static void relay_end_stream(struct relay *r, int status)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(r->req);
+    metrics_request(r->w->metrics, r->p.route, status);
     evhttp_send_reply_chunk(r->req, r->out);
     server_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
     evhttp_send_reply_end(r->req);
     server_write_now(evcon); /* r->req may be gone */
-    metrics_request(r->w->metrics, r->p.route, status);
 }
 
 static void relay_fail(struct relay *r, const struct apierr *e)
@@ -179,6 +180,7 @@ static void relay_record_added(struct relay *r)
 void relay_finish(struct relay *r)
 {
     relay_unwatch(r);
+    relay_record_added(r); /* before the end goes out, as the request's count (respond.h) */
     if (r->sse != NULL) {
         evbuffer_add(r->out, "data: [DONE]\n\n", 14);
         relay_end_stream(r, (int)r->status);
@@ -186,7 +188,6 @@ void relay_finish(struct relay *r)
         respond_send_buffer(r->w, r->p.route, r->req, (int)r->status, r->ctype[0] ? r->ctype : NULL,
                             r->out);
     }
-    relay_record_added(r);
     r->req = NULL;
     relay_destroy(r);
 }

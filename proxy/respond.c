@@ -14,10 +14,10 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
     if (w->draining) /* let the client reconnect to a process that is not going away */
         evhttp_add_header(h, "Connection", "close");
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    metrics_request(w->metrics, route, status); /* first: see respond.h */
     server_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
     server_write_now(evcon); /* req may be gone */
-    metrics_request(w->metrics, route, status);
 }
 
 void respond_send(struct worker *w, enum metrics_route route, struct evhttp_request *req,

@@ -1,6 +1,10 @@
 /*
  * respond: sending whole responses (JSON bodies and API errors) and counting them in the
  * worker's metrics. Error bodies come from apierr, so every route answers errors alike.
+ *
+ * An answer is counted before its bytes are written: a response is written in the callback
+ * that completes it, so a client that has it may scrape /metrics, on another worker, before
+ * this one would otherwise have counted it.
  */
 #ifndef MEMPROXY_RESPOND_H
 #define MEMPROXY_RESPOND_H
