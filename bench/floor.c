@@ -17,6 +17,9 @@
  *   what entering and leaving the kernel costs before any work, paid by each of memproxy's
  *   system calls (not part of the floor's sum; a virtual machine can charge ten times bare
  *   metal's).
+ * - group commit: the CPU time (not the wait) of committing four requests' rows in one
+ *   transaction, per request: recording's share of a request's CPU under load, which the
+ *   throughput floor (mpbench --commit-us) adds to the two ends' costs.
  *
  * A recorded response's end waits for wake + commit + notify (DESIGN §3, the durability
  * promise), on top of the loopback round trip every proxied request costs: the printed
@@ -260,48 +263,126 @@ static void step(sqlite3_stmt *s)
     sqlite3_reset(s);
 }
 
+/* A WAL database as memproxy's store runs one (synchronous=NORMAL, a reader connection
+ * open beside the writer), with BEGIN IMMEDIATE and COMMIT prepared. */
+struct floor_db {
+    char path[4096];
+    sqlite3 *db, *rd;
+    sqlite3_stmt *begin, *commit;
+};
+
+static void floor_db_open(struct floor_db *f, const char *dir, const char *name, const char *schema,
+                          const char *read)
+{
+    snprintf(f->path, sizeof(f->path), "%s/floor-%s-%ld.db", dir, name, (long)getpid());
+    if (sqlite3_open(f->path, &f->db) != SQLITE_OK)
+        die(f->path);
+    sql(f->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    sql(f->db, schema);
+    if (sqlite3_open_v2(f->path, &f->rd, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        die(f->path);
+    sql(f->rd, read);
+    sqlite3_prepare_v2(f->db, "BEGIN IMMEDIATE", -1, &f->begin, NULL);
+    sqlite3_prepare_v2(f->db, "COMMIT", -1, &f->commit, NULL);
+}
+
+/* Close both connections and remove the database and its WAL files. */
+static void floor_db_close(struct floor_db *f)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    sqlite3_finalize(f->begin);
+    sqlite3_finalize(f->commit);
+    sqlite3_close(f->rd);
+    sqlite3_close(f->db);
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        char p[4200];
+        snprintf(p, sizeof(p), "%s%s", f->path, suffixes[i]);
+        unlink(p);
+    }
+}
+
 static double floor_commit(uint64_t *s, const char *dir)
 {
-    char path[4096], row[301];
-    sqlite3 *db, *rd;
-    sqlite3_stmt *b, *u, *c;
-    snprintf(path, sizeof(path), "%s/floor-%ld.db", dir, (long)getpid());
-    if (sqlite3_open(path, &db) != SQLITE_OK)
-        die(path);
-    sql(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-            "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT); INSERT INTO t VALUES(1, '')");
-    if (sqlite3_open_v2(path, &rd, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-        die(path);
-    sql(rd, "SELECT * FROM t");
-    sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &b, NULL);
-    sqlite3_prepare_v2(db, "UPDATE t SET body = ?1 WHERE id = 1", -1, &u, NULL);
-    sqlite3_prepare_v2(db, "COMMIT", -1, &c, NULL);
+    char row[301];
+    struct floor_db f;
+    sqlite3_stmt *u;
+    floor_db_open(&f, dir, "commit",
+                  "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT); INSERT INTO t VALUES(1, '')",
+                  "SELECT * FROM t");
+    sqlite3_prepare_v2(f.db, "UPDATE t SET body = ?1 WHERE id = 1", -1, &u, NULL);
     memset(row, 'a', sizeof(row) - 1);
     row[sizeof(row) - 1] = '\0';
     for (size_t i = 0; i < rounds; i++) {
         row[i % (sizeof(row) - 1)] = (char)('a' + i % 26); /* a changed page every time */
         uint64_t t0 = now_ns();
-        step(b);
+        step(f.begin);
         sqlite3_bind_text(u, 1, row, -1, SQLITE_STATIC);
         step(u);
-        step(c);
+        step(f.commit);
         s[i] = now_ns() - t0;
     }
-    sqlite3_finalize(b);
     sqlite3_finalize(u);
-    sqlite3_finalize(c);
-    sqlite3_close(rd);
-    sqlite3_close(db);
-    static const char *const suffixes[] = {"", "-wal", "-shm"};
-    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-        char p[4200];
-        snprintf(p, sizeof(p), "%s%s", path, suffixes[i]);
-        unlink(p);
-    }
+    floor_db_close(&f);
     double p50;
     report("SQLite WAL commit (one row)", s, rounds, 1, &p50,
            "the reply's commit the response's end waits for");
     return p50;
+}
+
+/* ---- group commit (CPU) ---- */
+
+/* CPU time of this thread, ns. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What recording costs under load, in CPU rather than in waiting: memproxy's writer commits
+ * the turns of several requests in one transaction (about four at 16 connections, from its
+ * memproxy_store_transactions_total). Each round: BEGIN IMMEDIATE, FLOOR_GROUP requests'
+ * two rows (a question and a reply, 120 bytes each) into a table keyed like memproxy's
+ * messages, COMMIT; the sample is the CPU time divided by FLOOR_GROUP. */
+#define FLOOR_GROUP 4
+
+static void floor_group_commit(uint64_t *s, const char *dir)
+{
+    char text[121], what[160];
+    struct floor_db f;
+    sqlite3_stmt *ins;
+    floor_db_open(&f, dir, "group",
+                  "CREATE TABLE m(sid INTEGER, seq INTEGER, turn_id INTEGER, role TEXT,"
+                  "  content TEXT, PRIMARY KEY (sid, seq), UNIQUE (sid, turn_id, role))"
+                  "  WITHOUT ROWID",
+                  "SELECT * FROM m");
+    sqlite3_prepare_v2(f.db, "INSERT INTO m VALUES (1, ?1, ?2, ?3, ?4)", -1, &ins, NULL);
+    memset(text, 'a', sizeof(text) - 1);
+    text[sizeof(text) - 1] = '\0';
+    int64_t seq = 0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < rounds; i++) {
+        uint64_t t0 = cpu_ns();
+        step(f.begin);
+        for (int k = 0; k < 2 * FLOOR_GROUP; k++, seq++) {
+            sqlite3_bind_int64(ins, 1, seq);
+            sqlite3_bind_int64(ins, 2, seq / 2);
+            sqlite3_bind_text(ins, 3, seq % 2 ? "assistant" : "user", -1, SQLITE_STATIC);
+            sqlite3_bind_text(ins, 4, text, -1, SQLITE_STATIC);
+            step(ins);
+        }
+        step(f.commit);
+        s[i] = (cpu_ns() - t0) / FLOOR_GROUP;
+        sum += s[i];
+    }
+    sqlite3_finalize(ins);
+    floor_db_close(&f);
+    snprintf(what, sizeof(what),
+             "recording under load, %d requests' rows per transaction: mean %.1f us (the "
+             "throughput floor's share, not in the sum)",
+             FLOOR_GROUP, (double)sum / (double)rounds / 1000.0);
+    double p50;
+    report("SQLite WAL group commit, CPU per request", s, rounds, 1, &p50, what);
 }
 
 int main(int argc, char **argv)
@@ -332,6 +413,7 @@ int main(int argc, char **argv)
            "wake-up (medians) |\n",
            hop + wake + commit + notify);
     floor_syscall(s);
+    floor_group_commit(s, dir);
     free(s);
     return 0;
 }

@@ -2,7 +2,7 @@
  * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
- *           [--session ID]
+ *           [--session ID] [--upstream-pid PID [--commit-us US]]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
@@ -16,6 +16,12 @@
  *    direct and proxied; with --pid also memproxy's CPU seconds, giving requests per
  *    CPU-second ("per core").
  * 4. With --pid: memproxy's RSS before and after, and its peak.
+ * 5. With --upstream-pid (the mock's): what the two ends cost in the direct runs, in CPU per
+ *    request — the mock upstream (a bare evhttp server that parses the JSON body and answers
+ *    JSON) and this client — next to memproxy's. A proxy is at least both: a server to its
+ *    client and a client to its upstream. With --commit-us (bench/floor's group commit, CPU
+ *    per request) that sum plus the commit is printed as the throughput floor with recording
+ *    on, in requests per CPU-second.
  *
  * Output: a Markdown table on stdout.
  */
@@ -221,8 +227,18 @@ static long rss_kb(int pid, const char *field)
     return v;
 }
 
+/* This process's CPU time in seconds (mpbench is one thread). */
+static double self_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Requests per second; with pid, *cpu = that process's CPU seconds over the run; *self = this
+ * client's. */
 static double throughput(int port, int nconn, double seconds, const char *req, size_t reqlen,
-                         int pid, double *cpu)
+                         int pid, double *cpu, double *self)
 {
     int ep = epoll_create1(0);
     struct conn *cs = calloc((size_t)nconn, sizeof(*cs));
@@ -235,7 +251,7 @@ static double throughput(int port, int nconn, double seconds, const char *req, s
             die("write");
     }
     long done = 0;
-    double cpu0 = pid ? cpu_seconds(pid) : 0;
+    double cpu0 = pid ? cpu_seconds(pid) : 0, self0 = self_cpu_seconds();
     uint64_t t0 = now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
     struct epoll_event evs[128];
     while (now_ns() < end) {
@@ -262,6 +278,7 @@ static double throughput(int port, int nconn, double seconds, const char *req, s
     double elapsed = (double)(now_ns() - t0) / 1e9;
     if (pid)
         *cpu = cpu_seconds(pid) - cpu0;
+    *self = self_cpu_seconds() - self0;
     for (int i = 0; i < nconn; i++) {
         close(cs[i].fd);
         free(cs[i].buf);
@@ -286,15 +303,17 @@ static char *read_file(const char *path)
 
 int main(int argc, char **argv)
 {
-    int dport = 0, pport = 0, pid = 0, n = 5000, c;
+    int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c;
+    double commit_us = 0;
     const char *session = NULL;
     double seconds = 5;
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
-    static const struct option opts[] = {{"direct", 1, NULL, 'd'},  {"proxy", 1, NULL, 'p'},
-                                         {"pid", 1, NULL, 'P'},     {"requests", 1, NULL, 'n'},
-                                         {"seconds", 1, NULL, 's'}, {"body", 1, NULL, 'b'},
-                                         {"session", 1, NULL, 'S'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
+        {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
+        {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
+        {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -315,6 +334,12 @@ int main(int argc, char **argv)
         case 'S':
             session = optarg;
             break;
+        case 'U':
+            upid = atoi(optarg);
+            break;
+        case 'C':
+            commit_us = atof(optarg);
+            break;
         case 'b':
             free(body);
             body = read_file(optarg);
@@ -325,7 +350,8 @@ int main(int argc, char **argv)
     }
     if (!dport || !pport) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
-                        "[--seconds S] [--body FILE] [--session ID]\n");
+                        "[--seconds S] [--body FILE] [--session ID] "
+                        "[--upstream-pid PID [--commit-us US]]\n");
         return 2;
     }
     size_t plain_len, stream_len;
@@ -350,16 +376,30 @@ int main(int argc, char **argv)
     printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
            ttft.direct_p99, ttft.proxy_p99, ttft.added_p99);
     int conns[] = {16, 64};
+    double up_us[2] = {0, 0}, client_us[2] = {0, 0}, mp_us[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
-        double cpu = 0;
-        double d = throughput(dport, conns[i], seconds, plain, plain_len, 0, NULL);
-        double p = throughput(pport, conns[i], seconds, plain, plain_len, pid, &cpu);
+        double cpu = 0, ucpu = 0, dself = 0, pself = 0;
+        double d = throughput(dport, conns[i], seconds, plain, plain_len, upid, &ucpu, &dself);
+        double p = throughput(pport, conns[i], seconds, plain, plain_len, pid, &cpu, &pself);
         printf("| throughput, %d connections | %.0f req/s | %.0f req/s |", conns[i], d, p);
         if (pid && cpu > 0)
             printf(" memproxy used %.2f CPU-s in %.0f s: **%.0f req per CPU-second** |\n", cpu,
                    seconds, p * seconds / cpu);
         else
             printf(" |\n");
+        up_us[i] = ucpu * 1e6 / (d * seconds);
+        client_us[i] = dself * 1e6 / (d * seconds);
+        mp_us[i] = cpu * 1e6 / (p * seconds);
+    }
+    for (int i = 0; upid && pid && i < 2; i++)
+        printf("| CPU per request, %d connections | mock upstream %.1f us, client %.1f us | "
+               "memproxy %.1f us | |\n",
+               conns[i], up_us[i], client_us[i], mp_us[i]);
+    for (int i = 0; upid && commit_us > 0 && i < 2; i++) {
+        double f = up_us[i] + client_us[i] + commit_us;
+        printf("| throughput floor, recording on, %d connections | | | mock upstream + client + "
+               "group commit = %.1f us of CPU per request: **%.0f req per CPU-second** |\n",
+               conns[i], f, 1e6 / f);
     }
     if (pid)
         printf("| memproxy RSS | | %ld KiB before, %ld KiB after, peak %ld KiB | |\n", rss0,
