@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define JALLOC_SANITIZED 1
@@ -59,7 +60,7 @@ static void *jalloc_block(uint32_t cls, size_t size)
     return (char *)h + JALLOC_HEADER;
 }
 
-static void *jalloc_malloc(size_t size)
+void *jalloc_malloc(size_t size)
 {
     if (size > JALLOC_CLASSES * JALLOC_STEP)
         return size > SIZE_MAX - JALLOC_HEADER ? NULL : jalloc_block(JALLOC_LARGE, size);
@@ -73,7 +74,7 @@ static void *jalloc_malloc(size_t size)
     return p;
 }
 
-static void jalloc_free(void *p)
+void jalloc_free(void *p)
 {
     if (p == NULL)
         return;
@@ -90,6 +91,49 @@ static void jalloc_free(void *p)
     *(void **)p = t->head[c];
     t->head[c] = p;
     t->n[c]++;
+}
+
+void *jalloc_calloc(size_t n, size_t size)
+{
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL;
+    void *p = jalloc_malloc(n * size);
+    if (p != NULL)
+        memset(p, 0, n * size);
+    return p;
+}
+
+/* A small block that still fits its class stays where it is; one that outgrows it moves; a
+ * large block is realloc()ed with its header (it stays large even when it shrinks). */
+void *jalloc_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return jalloc_malloc(size);
+    uint32_t c = *(uint32_t *)((char *)p - JALLOC_HEADER);
+    if (c == JALLOC_LARGE) {
+        if (size > SIZE_MAX - JALLOC_HEADER)
+            return NULL;
+        char *h = realloc((char *)p - JALLOC_HEADER, JALLOC_HEADER + size);
+        return h == NULL ? NULL : h + JALLOC_HEADER;
+    }
+    size_t have = (size_t)(c + 1) * JALLOC_STEP;
+    if (size <= have)
+        return p;
+    void *q = jalloc_malloc(size);
+    if (q != NULL) {
+        memcpy(q, p, have);
+        jalloc_free(p);
+    }
+    return q;
+}
+
+char *jalloc_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = jalloc_malloc(n);
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
 }
 
 void jalloc_install(void)

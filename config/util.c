@@ -120,6 +120,36 @@ int util_id_valid(const char *s, size_t len)
     return 1;
 }
 
+static int util_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+char *util_uridecode(const char *s, size_t len, size_t *out_len)
+{
+    char *out = xmalloc(len + 1);
+    size_t j = 0;
+    for (size_t i = 0; i < len; i++) {
+        int hi = i + 2 < len && s[i] == '%' ? util_hexval(s[i + 1]) : -1;
+        int lo = hi >= 0 ? util_hexval(s[i + 2]) : -1;
+        if (lo >= 0) {
+            out[j++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            out[j++] = s[i];
+        }
+    }
+    out[j] = '\0';
+    *out_len = j;
+    return out;
+}
+
 int util_parse_ll(const char *s, long long *out)
 {
     char *end = NULL;

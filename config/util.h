@@ -42,6 +42,11 @@ int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 #define UTIL_MAX_ID 256
 int util_id_valid(const char *s, size_t len);
 
+/* The percent-decoding of [s, s + len) as a URL path segment: each %XX (two hex digits)
+ * becomes its byte, anything else (a '+', a lone '%') stays. Malloc'd, NUL-terminated;
+ * *out_len is its length (a %00 makes it longer than strlen). */
+char *util_uridecode(const char *s, size_t len, size_t *out_len);
+
 /* Parse a decimal integer that must fill the whole string; 0 on success, -1 otherwise. */
 int util_parse_ll(const char *s, long long *out);
 

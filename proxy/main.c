@@ -11,6 +11,7 @@
 #include "upstream.h"
 #include "util.h"
 
+#include <event2/event.h>
 #include <event2/thread.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -171,7 +172,9 @@ static void main_tune_malloc(void)
 
 int main(int argc, char **argv)
 {
-    jalloc_install(); /* before the first jansson object (config/jalloc.h) */
+    jalloc_install();    /* before the first jansson object (config/jalloc.h) */
+    if (jalloc_active()) /* and libevent's first block; libcurl's: upstream_global_init() */
+        event_set_mem_functions(jalloc_malloc, jalloc_realloc, jalloc_free);
     struct main_args a = {0};
     int rc = main_parse(argc, argv, &a);
     if (rc >= 0)

@@ -120,11 +120,9 @@ void rest_method(struct worker *w, struct evhttp_request *req, const char *allow
 
 char *rest_id(const char *s, size_t len)
 {
-    char *raw = xstrndup(s, len);
     size_t n = 0;
-    char *id = evhttp_uridecode(raw, 0, &n);
-    free(raw);
-    if (id != NULL && !util_id_valid(id, n)) {
+    char *id = util_uridecode(s, len, &n);
+    if (!util_id_valid(id, n)) {
         free(id);
         id = NULL;
     }

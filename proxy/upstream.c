@@ -1,5 +1,6 @@
 #include "upstream.h"
 
+#include "jalloc.h"
 #include "log.h"
 #include "util.h"
 
@@ -45,7 +46,11 @@ struct upstream_xfer {
 
 int upstream_global_init(void)
 {
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+    CURLcode rc = jalloc_active()
+                      ? curl_global_init_mem(CURL_GLOBAL_DEFAULT, jalloc_malloc, jalloc_free,
+                                             jalloc_realloc, jalloc_strdup, jalloc_calloc)
+                      : curl_global_init(CURL_GLOBAL_DEFAULT);
+    return rc == CURLE_OK ? 0 : -1;
 }
 
 void upstream_global_cleanup(void)

@@ -75,7 +75,8 @@ void upstream_cancel(struct upstream_xfer *x);
 void upstream_resume(struct upstream_xfer *x);
 int upstream_paused(const struct upstream_xfer *x);
 
-/* Call once before any thread starts / after all have stopped. */
+/* Call once before any thread starts / after all have stopped. With jalloc active, libcurl
+ * allocates through it (config/jalloc.h). */
 int upstream_global_init(void);
 void upstream_global_cleanup(void);
 

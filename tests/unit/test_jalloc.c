@@ -102,16 +102,50 @@ static void test_trees_across_threads(void **state)
     }
 }
 
+/* The hooks libcurl and libevent get: calloc zeroes and refuses an overflowing count; realloc
+ * keeps a block that still fits its class, moves one that outgrows it (contents kept), and
+ * resizes a large one in place or not, contents kept; strdup copies. */
+static void test_library_hooks(void **state)
+{
+    if (!jalloc_active())
+        skip();
+    unsigned char *z = jalloc_calloc(10, 7);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(z[i], 0);
+    assert_null(jalloc_calloc(SIZE_MAX / 2, 3));
+    memset(z, 'z', 70);
+    assert_ptr_equal(jalloc_realloc(z, 80), z); /* 70 and 80 are both in the 80-byte class */
+    unsigned char *moved = jalloc_realloc(z, 200);
+    assert_ptr_not_equal(moved, z);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(moved[i], 'z');
+    unsigned char *large = jalloc_realloc(moved, 5000);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(large[i], 'z');
+    memset(large, 'L', 5000);
+    large = jalloc_realloc(large, 100000);
+    assert_int_equal(large[4999], 'L');
+    large = jalloc_realloc(large, 10); /* a large block stays large, and still usable */
+    assert_int_equal(large[9], 'L');
+    jalloc_free(large);
+    char *d = jalloc_strdup("Authorization: Bearer x");
+    assert_string_equal(d, "Authorization: Bearer x");
+    jalloc_free(d);
+    void *fresh = jalloc_realloc(NULL, 24);
+    assert_non_null(fresh);
+    jalloc_free(fresh);
+    jalloc_free(NULL);
+}
+
 int main(void)
 {
     jalloc_install();
     jalloc_install(); /* a second call changes nothing */
     json_get_alloc_funcs(&jmalloc, &jfree);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_reuse),
-        cmocka_unit_test(test_cap),
-        cmocka_unit_test(test_trees_across_threads),
+        cmocka_unit_test(test_sizes),         cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_cap),           cmocka_unit_test(test_trees_across_threads),
+        cmocka_unit_test(test_library_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

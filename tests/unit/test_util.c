@@ -7,6 +7,7 @@
 
 #include "util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* xgrow: an index past the end grows the array (doubling from 64) and zeroes what is new;
@@ -48,11 +49,46 @@ static void test_id_valid(void **state)
     assert_false(util_id_valid(big, UTIL_MAX_ID + 1));
 }
 
+/* util_uridecode: a REST path's id as the client percent-encoded it. */
+static void check_decode(const char *in, const char *want, size_t want_len)
+{
+    size_t n = 99;
+    char *got = util_uridecode(in, strlen(in), &n);
+    assert_int_equal(n, want_len);
+    assert_memory_equal(got, want, want_len + 1);
+    free(got);
+}
+
+static void test_uridecode(void **state)
+{
+    (void)state;
+    check_decode("session-42", "session-42", 10);
+    check_decode("caller%20one%2Fb", "caller one/b", 12);
+    check_decode("a%2fb%FFc",
+                 "a/b\xff"
+                 "c",
+                 5);
+    check_decode("caf%C3%A9", "caf\xc3\xa9", 5);
+    check_decode("a+b", "a+b", 3);       /* a path, not a form: '+' stays */
+    check_decode("100%", "100%", 4);     /* a lone '%' at the end */
+    check_decode("a%4", "a%4", 3);       /* one digit short */
+    check_decode("%zz%4g", "%zz%4g", 6); /* not hex */
+    check_decode("%%41", "%A", 2);       /* decoded once, left to right */
+    check_decode("x%00y", "x\0y", 3);    /* longer than strlen: util_id_valid refuses it */
+    check_decode("", "", 0);
+    size_t n = 0;
+    char *part = util_uridecode("ab%41cd", 5, &n); /* only the length given is read */
+    assert_string_equal(part, "abA");
+    assert_int_equal(n, 3);
+    free(part);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xgrow),
         cmocka_unit_test(test_id_valid),
+        cmocka_unit_test(test_uridecode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,35 @@
+/*
+ * Fuzz the percent-decoding of ids in REST paths (config/util.c util_uridecode, used by
+ * proxy/rest.c rest_id): it must decode exactly as libevent's evhttp_uridecode (which
+ * memproxy used before, and whose result it can no longer free once libevent allocates
+ * through jalloc), never write past what it returns, and never grow the input.
+ */
+#include "fuzz.h"
+#include "util.h"
+
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t n = 0, ref_n = 0;
+    char *got = util_uridecode((const char *)data, size, &n);
+    if (n > size || got[n] != '\0')
+        abort();
+    /* the oracle reads a C string: compare on the input up to its first NUL */
+    size_t len = strnlen((const char *)data, size);
+    char *in = xmalloc(len + 1);
+    memcpy(in, data, len);
+    in[len] = '\0';
+    char *prefix = util_uridecode(in, len, &n);
+    char *ref = evhttp_uridecode(in, 0, &ref_n);
+    if (ref == NULL || ref_n != n || memcmp(ref, prefix, n + 1) != 0)
+        abort();
+    (void)util_id_valid(got, n);
+    free(ref);
+    free(prefix);
+    free(in);
+    free(got);
+    return 0;
+}
