@@ -6,8 +6,9 @@
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
- * retry to memproxy: its messages reconciled (nothing new) and its reply stored over the
- * previous one — two commits per request, each awaited before the response ends.
+ * retry to memproxy: its messages reconciled (nothing new to insert) and its reply stored
+ * over the previous one — one row and one commit per request (several requests share a
+ * transaction under load), awaited before the response ends.
  *
  * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
  *    and each pair's difference is one sample (so drift in the machine cancels out).
