@@ -224,9 +224,6 @@ enum store_stmt {
     ST_EMBED_RETRY,
     ST_BEGIN,
     ST_COMMIT,
-    ST_SAVEPOINT,
-    ST_RELEASE,
-    ST_ROLLBACK_TO,
     ST_ROLLBACK,
     ST__COUNT
 };
@@ -339,9 +336,6 @@ static const char *const store_sql[ST__COUNT] = {
                        "WHERE sid = ?1 AND seq = ?2",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
-    [ST_SAVEPOINT] = "SAVEPOINT batch",
-    [ST_RELEASE] = "RELEASE batch",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO batch",
     [ST_ROLLBACK] = "ROLLBACK",
 };
 
@@ -1222,22 +1216,17 @@ static int store_sql_exec(sqlite3 *db, const char *sql)
     return -1;
 }
 
-/* One batch inside the group's transaction; a savepoint keeps a failed batch's writes out
- * when others share the transaction. */
-static void store_apply(struct store *st, struct store_batch *b, int alone)
+/* One batch inside the group's transaction. No savepoint around it: a batch that fails
+ * makes the whole transaction roll back (store_commit_group then runs each batch alone). A
+ * savepoint per batch cost two more statements and, in SQLite, a copy of every page the
+ * batch touches into the statement journal, on every batch, for a failure that is rare. */
+static void store_apply(struct store *st, struct store_batch *b)
 {
-    if (!alone)
-        store_run(st, ST_SAVEPOINT);
+    b->reopened = b->running = 0; /* a batch run again starts afresh */
     int64_t sid = b->session_id ? store_sid(st, b) : 0;
     b->ok = sid >= 0;
     for (size_t i = 0; b->ok && i < b->n; i++)
         b->ok = store_exec_op(st, b, sid, &b->ops[i]) == 0;
-    if (!b->ok)
-        json_object_clear(st->sids);
-    if (!b->ok && !alone)
-        store_run(st, ST_ROLLBACK_TO);
-    if (!alone)
-        store_run(st, ST_RELEASE);
 }
 
 /* ---- retention ---- */
@@ -1412,22 +1401,49 @@ void store_detach(struct store *st, struct event_base *base)
     free(in);
 }
 
-/* Commit a group of batches in one transaction, then report each. */
+/* Run the batches of list in one transaction: 0 when it committed; -1 when a batch or the
+ * commit failed and it was rolled back (the writer's session cache is then forgotten, as it
+ * may name rows that are gone). */
+static int store_transaction(struct store *st, struct store_batch *list)
+{
+    int ok = store_run(st, ST_BEGIN) == 0;
+    for (struct store_batch *b = list; ok && b != NULL; b = b->next) {
+        store_apply(st, b);
+        ok = b->ok;
+    }
+    if (ok && store_run(st, ST_COMMIT) == 0) {
+        atomic_fetch_add_explicit(&st->n_tx, 1, memory_order_relaxed);
+        return 0;
+    }
+    store_run(st, ST_ROLLBACK);
+    json_object_clear(st->sids);
+    return -1;
+}
+
+/* After a group's transaction failed: each batch in a transaction of its own. */
+static void store_one_by_one(struct store *st, struct store_batch *list)
+{
+    for (struct store_batch *b = list; b != NULL;) {
+        struct store_batch *next = b->next;
+        b->next = NULL;
+        b->ok = store_transaction(st, b) == 0;
+        b->next = next;
+        b = next;
+    }
+}
+
+/* Commit a group of batches in one transaction, then report each. When it fails, each batch
+ * runs again alone: the one that failed fails alone and the others still land. */
 static void store_commit_group(struct store *st, struct store_batch *list)
 {
-    int began = store_run(st, ST_BEGIN) == 0;
-    int alone = list->next == NULL; /* no savepoint: a failure rolls the whole back */
-    for (struct store_batch *b = list; b != NULL; b = b->next)
-        store_apply(st, b, alone);
-    if (!began || (alone && !list->ok) || store_run(st, ST_COMMIT) != 0) {
-        store_run(st, ST_ROLLBACK);
-        json_object_clear(st->sids);
-        for (struct store_batch *b = list; b != NULL; b = b->next)
-            b->ok = 0;
+    if (store_transaction(st, list) != 0) {
+        if (list->next == NULL)
+            list->ok = 0; /* alone: it may have failed only at the commit */
+        else
+            store_one_by_one(st, list);
     }
     for (struct store_batch *b = list; b != NULL; b = b->next)
         atomic_fetch_add_explicit(b->ok ? &st->n_ok : &st->n_failed, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->n_tx, 1, memory_order_relaxed);
     while (list != NULL) {
         struct store_batch *next = list->next;
         store_complete(list);

@@ -211,17 +211,51 @@ static void on_outcome(void *arg, int ok)
     *slot = ok;
 }
 
-/* A batch that fails (here: a turn without a role) leaves nothing behind, alone or grouped
- * with others, and the others are committed. */
+/* Holds the writer (a batch's on_writer callback runs on it) until the test opens the gate,
+ * so that the batches submitted meanwhile are committed as one group. */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+};
+
+static void gate_wait(void *arg, int ok)
+{
+    struct gate *g = arg;
+    (void)ok;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(struct gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* A batch that fails (here: a turn without a role) leaves nothing behind, grouped with others
+ * (the first three share one transaction: the writer is held until all are queued) or alone,
+ * and the others are committed. */
 static void test_failed_batch(void **state)
 {
     char *path = tmp_db(), *err = NULL;
     struct store *st = open_ok(path);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     int ok[4] = {-1, -1, -1, -1};
     const char *ids[] = {"good1", "bad", "good2", "bad-alone"};
+    struct store_batch *hold = store_batch_new("t", "gate");
+    store_batch_session(hold, NULL, NULL);
+    store_batch_on_writer(hold, gate_wait, &g);
+    store_submit(st, hold, NULL, NULL, NULL);
     for (int i = 0; i < 4; i++) {
-        if (i == 3)
+        if (i == 3) {
+            gate_open(&g);
             store_drain(st); /* the last one is surely alone in its transaction */
+        }
         struct store_batch *b = store_batch_new("t", ids[i]);
         json_t *t = turn("user", "hi", 1, 0, 1);
         if (strncmp(ids[i], "bad", 3) == 0)
@@ -240,7 +274,14 @@ static void test_failed_batch(void **state)
         json_t *sess = store_session_get(r, "t", ids[i]);
         assert_true((sess != NULL) == (ok[i] == 1));
         json_decref(sess);
+        json_t *turns = store_turns(r, "t", ids[i], INT64_MIN, 0);
+        assert_int_equal(json_array_size(turns), ok[i] == 1 ? 1 : 0);
+        json_decref(turns);
     }
+    uint64_t tx, n_ok, n_failed;
+    store_counts(st, &tx, &n_ok, &n_failed);
+    assert_int_equal(n_ok, 3); /* the gate, good1, good2 */
+    assert_int_equal(n_failed, 2);
     store_reader_close(r);
     store_close(st);
     unlink(path);
