@@ -170,10 +170,11 @@ static void conn_event_cb(evutil_socket_t fd, short what, void *arg)
     conn_set_mode(c, closed ? CONN_OFF : CONN_CLOSED);
 }
 
-void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
-                      void *arg)
+/* The close callback of evcon, whose conn (found already) is c or NULL: the conn passes it
+ * on once it owns evhttp's, else it goes to evhttp directly. */
+static void conn_closecb(struct conn *c, struct evhttp_connection *evcon, conn_close_cb cb,
+                         void *arg)
 {
-    struct conn *c = conn_find(t, evcon);
     if (c == NULL) {
         evhttp_connection_set_closecb(evcon, cb, arg);
         return;
@@ -182,11 +183,17 @@ void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, con
     c->close_arg = arg;
 }
 
+void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
+                      void *arg)
+{
+    conn_closecb(conn_find(t, evcon), evcon, cb, arg);
+}
+
 void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
                 conn_close_cb on_close, void *arg)
 {
     struct conn *c = conn_get(t, evcon);
-    conn_set_closecb(t, evcon, on_close, arg); /* after conn_get: the conn's, if any */
+    conn_closecb(c, evcon, on_close, arg);
     if (c == NULL)
         return;
     c->on_hup = on_hup;
@@ -203,5 +210,5 @@ void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)
         c->hup_arg = NULL;
         c->fresh = 0;
     }
-    conn_set_closecb(t, evcon, NULL, NULL);
+    conn_closecb(c, evcon, NULL, NULL);
 }
