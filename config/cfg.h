@@ -109,6 +109,7 @@ struct cfg {
 
     char *db_path;
     long busy_timeout_ms;
+    long commit_delay_us;
     int sessions_require;
     struct cfg_strlist session_id_fields;
     long ws_session_turns;

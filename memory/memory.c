@@ -613,6 +613,7 @@ void memory_rec_request(struct memory_rec *rec)
     if (rec->requested)
         return;
     rec->requested = 1;
+    store_expect(m->st, 1);
     struct ws_entry *e = memory_rec_lock(rec);
     struct store_batch *b = memory_rec_batch(rec);
     if (!e->exists || memory_changes(e->user, rec->user) ||
@@ -680,6 +681,7 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
         return;
     memory_rec_request(rec);
     rec->replied = 1;
+    store_expect(rec->rd->m->st, -1);
     struct ws_entry *e = rec->e;
     struct memory *m = rec->rd->m;
     pthread_mutex_lock(&e->mu);
@@ -1002,6 +1004,8 @@ void memory_rec_free(struct memory_rec *rec)
 {
     if (rec == NULL)
         return;
+    if (rec->requested && !rec->replied)
+        store_expect(rec->rd->m->st, -1);
     if (rec->e != NULL)
         ws_release(rec->rd->m, rec->e);
     json_decref(rec->messages);
@@ -1017,7 +1021,8 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
 {
     struct store_opts so = {.busy_timeout_ms = o->busy_timeout_ms,
                             .retention_ms = (int64_t)o->retention_days * 86400000LL,
-                            .touch_ms = o->touch_ms};
+                            .touch_ms = o->touch_ms,
+                            .commit_delay_us = o->commit_delay_us};
     struct store *st = store_open(o->path, &so, err);
     if (st == NULL)
         return NULL;
@@ -1034,7 +1039,13 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
 
 void memory_stats(struct memory *m, struct memory_stats *out)
 {
-    store_counts(m->st, &out->transactions, &out->batches_ok, &out->batches_failed);
+    struct store_counts c;
+    store_counts(m->st, &c);
+    out->transactions = c.transactions;
+    out->batches_ok = c.ok;
+    out->batches_failed = c.failed;
+    out->commit_delays = c.delayed;
+    out->replies_pending = c.expected;
     pthread_mutex_lock(&m->mu);
     out->sessions = m->nentries;
     out->turns = m->total;

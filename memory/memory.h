@@ -43,13 +43,14 @@ struct memory_rec;
 struct recall_pick;
 
 struct memory_opts {
-    const char *path;     /* the SQLite file */
-    long busy_timeout_ms; /* a connection waits this long for a lock */
-    long retention_days;  /* > 0: sessions idle longer are deleted in the background */
-    size_t session_turns; /* recent turns kept per session */
-    size_t max_turns;     /* kept over all sessions */
-    int64_t touch_ms;     /* a session's updated time may lag its last request by this much
-                             (at most a minute; idle stops want it finer) */
+    const char *path;        /* the SQLite file */
+    long busy_timeout_ms;    /* a connection waits this long for a lock */
+    long retention_days;     /* > 0: sessions idle longer are deleted in the background */
+    size_t session_turns;    /* recent turns kept per session */
+    size_t max_turns;        /* kept over all sessions */
+    int64_t touch_ms;        /* a session's updated time may lag its last request by this much
+                                (at most a minute; idle stops want it finer) */
+    int64_t commit_delay_us; /* group commit under load (store.h, store_opts) */
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
@@ -59,6 +60,8 @@ struct memory_stats {
     uint64_t transactions;   /* committed by the writer */
     uint64_t batches_ok;     /* requests' and replies' writes committed */
     uint64_t batches_failed; /* writes that could not be committed (logged) */
+    uint64_t commit_delays;  /* transactions held for storage.commit_delay_us */
+    int64_t replies_pending; /* recorded requests under way whose reply is not written yet */
     uint64_t sessions;       /* sessions in the working set */
     uint64_t turns;          /* turns in the working set */
 };

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -361,6 +362,10 @@ struct store {
      * writer one more futex call at its next unlock, with nobody to wake. */
     sem_t wake;
     int sleeping;
+    /* For store_gather, about the batches someone waits for (with a completion callback):
+     * when the queue's first such batch arrived (0: it holds none), the gap between it and
+     * the one before it, and when the last one arrived (CLOCK_MONOTONIC ns). */
+    uint64_t wait_ns, wait_gap_ns, last_wait_ns;
     pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
     int busy;                    /* the writer holds a group not yet completed */
@@ -368,8 +373,10 @@ struct store {
     int embedded;                /* the embeddings table may hold a row */
     struct store_inbox *inboxes; /* attached bases (store_attach) */
     pthread_rwlock_t inboxes_lock;
-    atomic_uint_fast64_t n_tx, n_ok, n_failed; /* written by the writer, read by /metrics */
-    struct store_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
+    /* written by the writer, read by /metrics */
+    atomic_uint_fast64_t n_tx, n_ok, n_failed, n_delayed;
+    atomic_int_fast64_t expected; /* store_expect */
+    struct store_reader *wr;      /* reads inside the writer's transaction (the stop-time dump) */
     int stopping;
     int64_t next_purge_ms;
 };
@@ -1471,6 +1478,37 @@ static void store_wait(struct store *st)
     st->sleeping = 0;
 }
 
+/* Under st->mu, with a group queued: hold it until commit_delay_us after the first batch in
+ * it that someone waits for (a reply whose response ends at the commit), when other replies
+ * are on their way (store_expect) and that batch came less than commit_delay_us after the one
+ * before it: replies arriving that close together, more will share the commit. One client
+ * at a time is never held, however fast it goes: nothing else is on its way. Nor are many
+ * slow streams (a real model's replies, seconds long), which end far apart. What the wait
+ * buys: a transaction costs the writer its
+ * locks, its WAL writes and a wake-up of every worker it reports to, however many batches it
+ * holds, and while the writer sleeps the workers submit without waking it. Only awaited
+ * batches count, as a request's own turns are submitted tens of microseconds before its
+ * reply when the upstream is quick: one client at a time would look like load. PostgreSQL's
+ * commit_delay does the same; the gap stands in for its commit_siblings, without a count of
+ * open requests shared between threads. */
+static void store_gather(struct store *st)
+{
+    uint64_t delay_ns = (uint64_t)st->opts.commit_delay_us * 1000u;
+    if (delay_ns == 0 || st->stopping || st->wait_ns == 0 || st->wait_gap_ns >= delay_ns ||
+        atomic_load_explicit(&st->expected, memory_order_relaxed) <= 0)
+        return;
+    uint64_t until = st->wait_ns + delay_ns;
+    if (until <= util_now_ns())
+        return;
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+                          .tv_nsec = (long)(until % 1000000000u)};
+    atomic_fetch_add_explicit(&st->n_delayed, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&st->mu);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+    pthread_mutex_lock(&st->mu);
+}
+
 /* Under st->mu: whether the caller must post st->wake (after unlocking). */
 static int store_wake_needed(struct store *st)
 {
@@ -1495,8 +1533,11 @@ static void *store_writer(void *arg)
         while (st->head == NULL && !st->stopping &&
                (st->opts.retention_ms <= 0 || util_wall_ms() < st->next_purge_ms))
             store_wait(st);
+        if (st->head != NULL)
+            store_gather(st);
         struct store_batch *list = st->head;
         st->head = st->tail = NULL;
+        st->wait_ns = 0;
         st->busy = list != NULL;
         int stop = st->stopping;
         pthread_mutex_unlock(&st->mu);
@@ -1511,11 +1552,13 @@ static void *store_writer(void *arg)
     }
 }
 
-void store_counts(struct store *st, uint64_t *transactions, uint64_t *ok, uint64_t *failed)
+void store_counts(struct store *st, struct store_counts *out)
 {
-    *transactions = atomic_load_explicit(&st->n_tx, memory_order_relaxed);
-    *ok = atomic_load_explicit(&st->n_ok, memory_order_relaxed);
-    *failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
+    out->transactions = atomic_load_explicit(&st->n_tx, memory_order_relaxed);
+    out->ok = atomic_load_explicit(&st->n_ok, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
+    out->delayed = atomic_load_explicit(&st->n_delayed, memory_order_relaxed);
+    out->expected = atomic_load_explicit(&st->expected, memory_order_relaxed);
 }
 
 void store_drain(struct store *st)
@@ -1526,6 +1569,11 @@ void store_drain(struct store *st)
     pthread_mutex_unlock(&st->mu);
 }
 
+void store_expect(struct store *st, int delta)
+{
+    atomic_fetch_add_explicit(&st->expected, delta, memory_order_relaxed);
+}
+
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg)
 {
@@ -1533,12 +1581,20 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     b->cb = cb;
     b->arg = arg;
     b->inbox = base != NULL && cb != NULL ? store_inbox_of(st, base) : NULL;
+    uint64_t now = st->opts.commit_delay_us > 0 && b->inbox != NULL ? util_now_ns() : 0;
     pthread_mutex_lock(&st->mu);
     if (st->tail)
         st->tail->next = b;
     else
         st->head = b;
     st->tail = b;
+    if (now != 0) {
+        if (st->wait_ns == 0) {
+            st->wait_ns = now;
+            st->wait_gap_ns = now - st->last_wait_ns;
+        }
+        st->last_wait_ns = now;
+    }
     st->busy = 1;
     int wake = store_wake_needed(st);
     pthread_mutex_unlock(&st->mu);

@@ -133,7 +133,8 @@ static int main_serve(const struct cfg *cfg)
                              .retention_days = cfg->retention_days,
                              .session_turns = (size_t)cfg->ws_session_turns,
                              .max_turns = (size_t)cfg->ws_max_turns,
-                             .touch_ms = lifecycle_touch_ms(cfg)};
+                             .touch_ms = lifecycle_touch_ms(cfg),
+                             .commit_delay_us = cfg->commit_delay_us};
     struct memory *mem = memory_open(&mo, &err);
     int rc = 1;
     if (mem == NULL)

@@ -71,6 +71,9 @@ static void exchange(struct env *v, const char *sid, json_t *messages, const cha
         event_base_loop(v->base, EVLOOP_ONCE);
     assert_int_equal(v->ok, 1);
     memory_rec_free(rec);
+    struct memory_stats st;
+    memory_stats(v->m, &st);
+    assert_int_equal(st.replies_pending, 0);
 }
 
 /* "role|content" of the session's rows in seq order, joined by newlines. */
@@ -193,6 +196,42 @@ static void test_retry_replaces_reply(void **state)
     env_close(&v);
 }
 
+static int64_t pending(struct env *v)
+{
+    struct memory_stats st;
+    memory_stats(v->m, &st);
+    return st.replies_pending;
+}
+
+/* The store's count of replies on their way (what its group commit waits for) follows each
+ * recorded request: up when its transfer starts, down when its reply is written or when it
+ * ends without one (an upstream that failed). */
+static void test_replies_pending(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 64, 1000);
+    json_t *msgs = json_array();
+    add(msgs, "user", "hello", 1);
+    struct memory_rec_params p = {
+        .tenant = "t", .session_id = "p", .profile = "default", .messages = msgs};
+    struct memory_rec *a = memory_rec_new(v.rd, &p), *b = memory_rec_new(v.rd, &p);
+    assert_int_equal(pending(&v), 0);
+    memory_rec_request(a);
+    memory_rec_request(a); /* once per request */
+    memory_rec_request(b);
+    assert_int_equal(pending(&v), 2);
+    struct memory_reply r = {.content = "hi", .finish_reason = "stop"};
+    memory_rec_reply(a, &r, NULL, NULL, NULL);
+    assert_int_equal(pending(&v), 1);
+    memory_rec_free(b); /* no reply */
+    assert_int_equal(pending(&v), 0);
+    memory_rec_free(a);
+    assert_int_equal(pending(&v), 0);
+    memory_drain(v.m);
+    json_decref(msgs);
+    env_close(&v);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -200,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_evicted_session_reloads),
         cmocka_unit_test(test_window_older_than_working_set),
         cmocka_unit_test(test_retry_replaces_reply),
+        cmocka_unit_test(test_replies_pending),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,10 +278,10 @@ static void test_failed_batch(void **state)
         assert_int_equal(json_array_size(turns), ok[i] == 1 ? 1 : 0);
         json_decref(turns);
     }
-    uint64_t tx, n_ok, n_failed;
-    store_counts(st, &tx, &n_ok, &n_failed);
-    assert_int_equal(n_ok, 3); /* the gate, good1, good2 */
-    assert_int_equal(n_failed, 2);
+    struct store_counts n;
+    store_counts(st, &n);
+    assert_int_equal(n.ok, 3); /* the gate, good1, good2 */
+    assert_int_equal(n.failed, 2);
     store_reader_close(r);
     store_close(st);
     unlink(path);
@@ -749,6 +749,64 @@ static void test_attached_base(void **state)
     free(path);
 }
 
+/* An awaited batch (one with a completion on a base) that comes soon after the previous one,
+ * while a reply is on its way, is held for commit_delay_us, and what arrives meanwhile shares
+ * its transaction; with nothing on its way the commit is not held. */
+static void submit_reply(struct store *st, struct event_base *base, int i)
+{
+    struct store_batch *b = store_batch_new("t", "busy");
+    json_t *t = turn("assistant", "ok", i, 0, i);
+    store_batch_insert(b, t);
+    json_decref(t);
+    store_submit(st, b, base, on_ordered, (void *)(intptr_t)i);
+}
+
+static struct store_counts counts_of(struct store *st)
+{
+    struct store_counts c;
+    store_counts(st, &c);
+    return c;
+}
+
+static void test_commit_delay(void **state)
+{
+    (void)state;
+    char *path = tmp_db(), *err = NULL;
+    struct store_opts o = {.busy_timeout_ms = 5000, .commit_delay_us = 100000};
+    struct store *st = store_open(path, &o, &err);
+    struct event_base *base = event_base_new();
+    assert_non_null(st);
+    assert_int_equal(store_attach(st, base), 0);
+    norder = 0;
+    submit_reply(st, base, 1); /* the first: no batch came just before it */
+    store_drain(st);
+    assert_int_equal(counts_of(st).transactions, 1);
+    assert_int_equal(counts_of(st).delayed, 0);
+
+    store_expect(st, 1); /* another reply on its way */
+    submit_reply(st, base, 2);
+    for (int i = 0; i < 2000 && counts_of(st).delayed == 0; i++)
+        usleep(1000);
+    assert_int_equal(counts_of(st).delayed, 1); /* the writer holds 2 for 100 ms */
+    store_expect(st, -1);
+    submit_reply(st, base, 3);
+    store_drain(st);
+    assert_int_equal(counts_of(st).transactions, 2); /* 2 and 3 together */
+
+    submit_reply(st, base, 4); /* nothing on its way: committed at once */
+    store_drain(st);
+    struct store_counts c = counts_of(st);
+    assert_int_equal(c.transactions, 3);
+    assert_int_equal(c.delayed, 1);
+    assert_int_equal(c.ok, 4);
+    store_detach(st, base);
+    assert_int_equal(norder, 4);
+    event_base_free(base);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -766,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_turn_after_stop_reopens),
         cmocka_unit_test(test_changed_turn_loses_embedding_after_restart),
         cmocka_unit_test(test_attached_base),
+        cmocka_unit_test(test_commit_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
