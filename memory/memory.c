@@ -662,10 +662,11 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
                                util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
-    /* copies: the turn goes to the writer thread, and the reply's own objects are its to
-     * change (store.h, Ownership) */
+    /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):
+     * a reply replaces its usage object whole and never changes one (reply.h), so a reference
+     * will do; its tool calls grow chunk by chunk, so they are copied */
     if (rp->usage != NULL)
-        json_object_set_new(t, "usage", json_deep_copy(rp->usage));
+        json_object_set(t, "usage", rp->usage);
     if (rp->tool_calls != NULL)
         json_object_set_new(t, "tool_calls", json_deep_copy(rp->tool_calls));
     if (rp->ttft_us >= 0)

@@ -10,6 +10,7 @@ struct chunkscan_in {
     const char *p, *end;
     struct chunkscan_buf *buf;
     size_t kept; /* bytes of buf->keep in use */
+    int body;    /* chunkscan_message: "message" instead of "delta", usage an object */
 };
 
 static void cs_ws(struct chunkscan_in *in)
@@ -134,7 +135,7 @@ static int cs_members(struct chunkscan_in *in, struct chunkscan *out, unsigned *
     return cs_take(in, '}');
 }
 
-enum { CS_MODEL = 1, CS_CHOICES = 2, CS_DELTA = 4, CS_CONTENT = 8, CS_FINISH = 16 };
+enum { CS_MODEL = 1, CS_CHOICES = 2, CS_DELTA = 4, CS_CONTENT = 8, CS_FINISH = 16, CS_USAGE = 32 };
 
 /* Once: a second one would replace the first in the general parse. */
 static int cs_once(unsigned *seen, unsigned bit)
@@ -154,21 +155,54 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
         struct chunkscan_span ignored;
         return cs_string_or_null(in, &ignored, 0);
     }
+    if (in->body && cs_key_is(k, "annotations"))
+        return cs_take(in, '[') && cs_take(in, ']');
     return 0; /* tool_calls, function_call, audio…: the general parse */
+}
+
+/* A usage member: an integer or null, or, at depth 0 (*depth, in cs_members' seen slot),
+ * an object of those. */
+static int cs_usage_member(struct chunkscan_in *in, const struct chunkscan_span *k,
+                           struct chunkscan *out, unsigned *depth)
+{
+    (void)k;
+    cs_ws(in);
+    if (in->p < in->end && *in->p == 'n')
+        return cs_word(in, "null");
+    if (in->p < in->end && *in->p == '{' && *depth == 0) {
+        unsigned inner = 1;
+        in->p++;
+        return cs_members(in, out, &inner, cs_usage_member);
+    }
+    return cs_integer(in);
+}
+
+/* The usage object, whose text goes to out->usage. */
+static int cs_usage(struct chunkscan_in *in, struct chunkscan *out)
+{
+    unsigned depth = 0;
+    if (!cs_take(in, '{'))
+        return 0;
+    const char *start = in->p - 1;
+    if (!cs_members(in, out, &depth, cs_usage_member))
+        return 0;
+    out->usage.s = start;
+    out->usage.len = (size_t)(in->p - start);
+    return 1;
 }
 
 static int cs_choice_member(struct chunkscan_in *in, const struct chunkscan_span *k,
                             struct chunkscan *out, unsigned *seen)
 {
-    if (cs_key_is(k, "delta"))
+    if (cs_key_is(k, in->body ? "message" : "delta"))
         return cs_once(seen, CS_DELTA) && cs_take(in, '{') &&
                cs_members(in, out, seen, cs_delta_member);
     if (cs_key_is(k, "finish_reason"))
         return cs_once(seen, CS_FINISH) && cs_string_or_null(in, &out->finish_reason, 1);
     if (cs_key_is(k, "logprobs"))
         return cs_word(in, "null");
-    if (cs_key_is(k, "message"))
-        return 0; /* not a delta */
+    if (cs_key_is(k, in->body ? "delta" : "message"))
+        return 0; /* the other kind */
     return cs_scalar(in, NULL);
 }
 
@@ -180,8 +214,14 @@ static int cs_top_member(struct chunkscan_in *in, const struct chunkscan_span *k
     if (cs_key_is(k, "choices"))
         return cs_once(seen, CS_CHOICES) && cs_take(in, '[') && cs_take(in, '{') &&
                cs_members(in, out, seen, cs_choice_member) && cs_take(in, ']');
-    if (cs_key_is(k, "usage"))
-        return cs_word(in, "null");
+    if (cs_key_is(k, "usage")) {
+        if (!in->body)
+            return cs_word(in, "null");
+        cs_ws(in); /* once: a later null would undo an object in the general parse */
+        if (!cs_once(seen, CS_USAGE))
+            return 0;
+        return in->p < in->end && *in->p == 'n' ? cs_word(in, "null") : cs_usage(in, out);
+    }
     if (cs_key_is(k, "error"))
         return 0;
     return cs_scalar(in, NULL);
@@ -195,9 +235,10 @@ void chunkscan_buf_free(struct chunkscan_buf *buf)
     buf->tmp_cap = buf->keep_cap = 0;
 }
 
-int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, struct chunkscan *out)
+static int chunkscan_read(const char *data, size_t len, struct chunkscan_buf *buf,
+                          struct chunkscan *out, int body)
 {
-    struct chunkscan_in in = {data, data + len, buf, 0};
+    struct chunkscan_in in = {data, data + len, buf, 0, body};
     if (buf->keep_cap < len + 1) { /* decoded text is never longer than its escaped form */
         buf->keep_cap = len + 1;
         buf->keep = xrealloc(buf->keep, buf->keep_cap);
@@ -208,4 +249,15 @@ int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, str
         return 0;
     cs_ws(&in);
     return in.p == in.end;
+}
+
+int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, struct chunkscan *out)
+{
+    return chunkscan_read(data, len, buf, out, 0);
+}
+
+int chunkscan_message(const char *data, size_t len, struct chunkscan_buf *buf,
+                      struct chunkscan *out)
+{
+    return chunkscan_read(data, len, buf, out, 1);
 }

@@ -1,5 +1,5 @@
 /*
- * chunkscan: the common stream chunk, read without building a JSON tree.
+ * chunkscan: the common stream chunk and response body, read without building a JSON tree.
  *
  * Every token of a streamed answer arrives as one chat.completion.chunk; memproxy reads each
  * to record what the model said, and building a jansson tree for it (~10 objects and strings)
@@ -21,6 +21,12 @@
  * true, false or null; "model", "choices", "delta", "content" and "finish_reason" appear at
  * most once. Anything else (tool calls, usage, reals, nested values) is declined.
  *
+ * chunkscan_message() reads the common non-streaming body (chat.completion) the same way: its
+ * one choice holds "message" where a chunk holds "delta", and may also hold "annotations" as
+ * an empty array; "usage" may be an object of integers and nulls, or of objects of those (the
+ * token details); its span is the object's text, for the caller to parse (a few numbers).
+ * A recorded reply read this way cost ~3,000 instructions instead of ~14,000.
+ *
  * Ownership: the spans point into the caller's data, or into buf when a string held escapes
  * (valid until the next call with buf). buf belongs to the caller: zeroed to start, reused
  * from chunk to chunk, released with chunkscan_buf_free().
@@ -37,6 +43,7 @@ struct chunkscan_span {
 
 struct chunkscan {
     struct chunkscan_span model, content, finish_reason;
+    struct chunkscan_span usage; /* chunkscan_message: the usage object's text, or NULL */
 };
 
 struct chunkscan_buf {
@@ -46,6 +53,9 @@ struct chunkscan_buf {
 
 /* 1 with *out filled when data is a chunk of the common shape, else 0. */
 int chunkscan_delta(const char *data, size_t len, struct chunkscan_buf *buf, struct chunkscan *out);
+/* 1 with *out filled when data is a response body of the common shape, else 0. */
+int chunkscan_message(const char *data, size_t len, struct chunkscan_buf *buf,
+                      struct chunkscan *out);
 void chunkscan_buf_free(struct chunkscan_buf *buf);
 
 #endif

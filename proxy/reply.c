@@ -149,14 +149,20 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     reply_set_str(&r->finish_reason, json_object_get(choice, "finish_reason"));
 }
 
-static void reply_take_common(struct reply *r, json_t *root)
+/* Takes a reference to usage when it is an object (the one it replaces is left unchanged:
+ * reply_usage()'s promise). */
+static void reply_take_usage(struct reply *r, json_t *usage)
 {
-    json_t *usage = json_object_get(root, "usage");
-    reply_set_str(&r->model, json_object_get(root, "model"));
     if (json_is_object(usage)) {
         json_decref(r->usage);
         r->usage = json_incref(usage);
     }
+}
+
+static void reply_take_common(struct reply *r, json_t *root)
+{
+    reply_set_str(&r->model, json_object_get(root, "model"));
+    reply_take_usage(r, json_object_get(root, "usage"));
 }
 
 /* A chunk chunkscan read: what reply_take_common and reply_take_choice take from its tree. */
@@ -206,6 +212,21 @@ enum reply_chunk reply_add_chunk_tree(struct reply *r, const char *data, size_t 
 }
 
 int reply_set_body(struct reply *r, const char *body, size_t len)
+{
+    struct chunkscan c;
+    if (chunkscan_message(body, len, &r->scan, &c)) {
+        reply_take_scanned(r, &c);
+        if (c.usage.s != NULL) {
+            json_t *usage = jtext_load(c.usage.s, c.usage.len, 0, NULL);
+            reply_take_usage(r, usage);
+            json_decref(usage);
+        }
+        return 0;
+    }
+    return reply_set_body_tree(r, body, len);
+}
+
+int reply_set_body_tree(struct reply *r, const char *body, size_t len)
 {
     json_t *root = jtext_load(body, len, 0, NULL);
     if (!json_is_object(root)) {

@@ -49,15 +49,20 @@ enum reply_chunk reply_add_chunk_tree(struct reply *r, const char *data, size_t 
 int reply_is_usage_only(const char *data, size_t len);
 void reply_queue_chunk(struct reply *r, const char *data, size_t len);
 void reply_flush(struct reply *r);
-/* A whole chat.completion body; 0, or -1 when it is not a JSON object. */
+/* A whole chat.completion body; 0, or -1 when it is not a JSON object. The common body's shape
+ * is read without a tree (chunkscan_message); reply_set_body_tree() is the full parse, held
+ * to the same result by the fuzz target. */
 int reply_set_body(struct reply *r, const char *body, size_t len);
+int reply_set_body_tree(struct reply *r, const char *body, size_t len);
 
 const char *reply_content(const struct reply *r, size_t *len);
 const char *reply_finish_reason(const struct reply *r); /* NULL until one arrives */
 const char *reply_model(const struct reply *r);         /* NULL until one arrives */
-json_t *reply_usage(const struct reply *r);             /* borrowed; NULL when absent */
-json_t *reply_tool_calls(const struct reply *r);        /* borrowed array; NULL when none */
-size_t reply_chunks(const struct reply *r);             /* content-bearing chunks seen */
+/* borrowed; NULL when absent. Never changed once returned (a later usage replaces it whole),
+ * so a caller may keep a reference past the reply's life. */
+json_t *reply_usage(const struct reply *r);
+json_t *reply_tool_calls(const struct reply *r); /* borrowed array; NULL when none */
+size_t reply_chunks(const struct reply *r);      /* content-bearing chunks seen */
 int reply_truncated(const struct reply *r);
 
 /*

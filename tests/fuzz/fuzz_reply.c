@@ -3,7 +3,8 @@
  * split at newlines into chunks (parsed at once or queued), then read once more as a whole
  * body. Each chunk also goes to a second reply through the full parse only
  * (reply_add_chunk_tree): the common chunk's shortcut (proxy/chunkscan.h) must leave both
- * replies the same and classify the chunk the same.
+ * replies the same and classify the chunk the same. The whole input, read as a body, goes the
+ * same two ways (reply_set_body, reply_set_body_tree).
  */
 #include "fuzz.h"
 #include "reply.h"
@@ -56,6 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (strlen(text) > len) /* content is NUL-terminated at its length */
         __builtin_trap();
     reply_set_body(r, (const char *)data, size);
+    struct reply *body = reply_create(), *body_tree = reply_create();
+    if (reply_set_body(body, (const char *)data, size) !=
+        reply_set_body_tree(body_tree, (const char *)data, size))
+        abort();
+    same_replies(body, body_tree);
+    reply_destroy(body);
+    reply_destroy(body_tree);
     reply_destroy(r);
     reply_destroy(whole);
     reply_destroy(tree);

@@ -202,6 +202,51 @@ static void test_chunkscan(void **state)
     chunkscan_buf_free(&buf);
 }
 
+/* A whole body as OpenAI sends it is read without a tree, usage and its token details
+ * included; the same things as in a chunk, and tool calls, are declined. */
+static void test_chunkscan_message(void **state)
+{
+    struct chunkscan c;
+    struct chunkscan_buf buf = {0};
+    const char *ok =
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1741569952,"
+        "\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+        "\"content\":\"Hello!\",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
+        "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":19,\"completion_tokens\":10,"
+        "\"total_tokens\":29,\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":null}},"
+        "\"service_tier\":\"default\"}";
+    assert_true(chunkscan_message(ok, strlen(ok), &buf, &c));
+    assert_memory_equal(c.content.s, "Hello!", 6);
+    assert_memory_equal(c.model.s, "gpt-4.1", 7);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    const char *usage = strstr(ok, "{\"prompt_tokens\"");
+    assert_ptr_equal(c.usage.s, usage);
+    assert_int_equal(c.usage.len, strlen(usage) - strlen(",\"service_tier\":\"default\"}"));
+    assert_false(chunkscan_delta(ok, strlen(ok), &buf, &c)); /* a body is no chunk */
+
+    struct reply *r = reply_create();
+    assert_int_equal(reply_set_body(r, ok, strlen(ok)), 0);
+    json_t *details = json_object_get(reply_usage(r), "prompt_tokens_details");
+    assert_int_equal(json_integer_value(json_object_get(details, "cached_tokens")), 0);
+    assert_int_equal(json_integer_value(json_object_get(reply_usage(r), "total_tokens")), 29);
+    assert_int_equal(reply_chunks(r), 1);
+    reply_destroy(r);
+
+    static const char *const declined[] = {
+        "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}", /* a chunk */
+        "{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"c\"}]}}]}",
+        "{\"choices\":[{\"message\":{\"annotations\":[{\"type\":\"url\"}]}}]}",
+        "{\"choices\":[],\"usage\":{\"a\":{\"b\":{\"c\":1}}}}", /* too deep */
+        "{\"choices\":[],\"usage\":{\"cost\":0.5}}",            /* a real */
+        "{\"choices\":[],\"usage\":{\"a\":1},\"usage\":null}",  /* twice */
+        "{\"choices\":[],\"usage\":[1]}",
+    };
+    for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++)
+        assert_false(chunkscan_message(declined[i], strlen(declined[i]), &buf, &c));
+    chunkscan_buf_free(&buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
         cmocka_unit_test(test_chunkscan),
+        cmocka_unit_test(test_chunkscan_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
