@@ -1480,17 +1480,17 @@ static void store_wait(struct store *st)
 
 /* Under st->mu, with a group queued: hold it until commit_delay_us after the first batch in
  * it that someone waits for (a reply whose response ends at the commit), when other replies
- * are on their way (store_expect) and that batch came less than commit_delay_us after the one
- * before it: replies arriving that close together, more will share the commit. One client
- * at a time is never held, however fast it goes: nothing else is on its way. Nor are many
- * slow streams (a real model's replies, seconds long), which end far apart. What the wait
- * buys: a transaction costs the writer its
- * locks, its WAL writes and a wake-up of every worker it reports to, however many batches it
- * holds, and while the writer sleeps the workers submit without waking it. Only awaited
- * batches count, as a request's own turns are submitted tens of microseconds before its
- * reply when the upstream is quick: one client at a time would look like load. PostgreSQL's
- * commit_delay does the same; the gap stands in for its commit_siblings, without a count of
- * open requests shared between threads. */
+ * are on their way (store_expect) and that batch came less than commit_delay_us after the
+ * awaited one before it: replies ending that close together, more will share the commit.
+ * PostgreSQL's commit_delay, with commit_siblings.
+ *
+ * What the wait buys: a transaction costs the writer the same (its locks, its WAL writes, a
+ * sleep and a wake-up, a report to each worker) however many batches it holds, and while the
+ * writer sleeps here the workers submit without waking it. Who is never held: one client at
+ * a time, however fast (nothing else is on its way), and slow streams (a real model's
+ * replies, seconds long), which end far apart. Only awaited batches count as arrivals: a
+ * request's own turns are submitted tens of microseconds before its reply when the upstream
+ * is quick, and would make one client look like load. */
 static void store_gather(struct store *st)
 {
     uint64_t delay_ns = (uint64_t)st->opts.commit_delay_us * 1000u;
