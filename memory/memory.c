@@ -682,9 +682,9 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
         return;
     memory_rec_request(rec);
     rec->replied = 1;
-    store_expect(rec->rd->m->st, -1);
     struct ws_entry *e = rec->e;
     struct memory *m = rec->rd->m;
+    store_expect(m->st, -1);
     pthread_mutex_lock(&e->mu);
     struct store_batch *b = memory_rec_batch(rec);
     size_t n = json_array_size(e->turns);

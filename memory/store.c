@@ -1581,8 +1581,10 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     b->cb = cb;
     b->arg = arg;
     b->inbox = base != NULL && cb != NULL ? store_inbox_of(st, base) : NULL;
-    uint64_t now = st->opts.commit_delay_us > 0 && b->inbox != NULL ? util_now_ns() : 0;
+    int awaited = st->opts.commit_delay_us > 0 && b->inbox != NULL;
     pthread_mutex_lock(&st->mu);
+    /* read under the lock, so that arrival times follow the queue's order */
+    uint64_t now = awaited ? util_now_ns() : 0;
     if (st->tail)
         st->tail->next = b;
     else

@@ -49,11 +49,12 @@ struct store_opts {
     int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
     int64_t touch_ms;     /* a session's updated_ms lags its last write by at most this
                              (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
-    /* Group commit under load: when batches arrive less than this far apart, the writer
-     * holds a group's transaction until this long after its first batch arrived, so that the
-     * batches arriving meanwhile share the commit; 0 commits each group at once. Batches
-     * arriving further apart (one request at a time, a voice platform's normal pace) are
-     * never held. See store_gather() in store.c. */
+    /* Group commit under load: when awaited batches (with a completion) arrive less than
+     * this far apart while other replies are on their way (store_expect), the writer holds
+     * a group's transaction until this long after its first awaited batch arrived, so that
+     * the batches arriving meanwhile share the commit; 0 commits each group at once. One
+     * request at a time and replies ending far apart are never held. See store_gather() in
+     * store.c. */
     int64_t commit_delay_us;
 };
 
@@ -172,12 +173,12 @@ void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg);
  * under load). With base NULL, cb runs on the writer thread itself, so it must be short and
  * thread-safe, and the writer frees b. cb may be NULL. Takes b.
  */
+void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
+                  store_done_cb cb, void *arg);
 /* Replies on their way, for the group commit's wait (store_opts.commit_delay_us): +1 when a
  * recorded request's upstream transfer has started, -1 when its reply is submitted (before
  * the submit) or when it ends without one. Any thread. */
 void store_expect(struct store *st, int delta);
-void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
-                  store_done_cb cb, void *arg);
 /* A base that submits often (a worker's) can be attached: its completions then go through
  * an inbox of its own (a list and an eventfd watched by the base, written after the list's
  * lock is released) instead of event_base_once, which writes the base's wake-up while holding

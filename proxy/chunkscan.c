@@ -160,31 +160,34 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
     return 0; /* tool_calls, function_call, audio…: the general parse */
 }
 
-/* A usage member: an integer or null, or, at depth 0 (*depth, in cs_members' seen slot),
- * an object of those. */
-static int cs_usage_member(struct chunkscan_in *in, const struct chunkscan_span *k,
-                           struct chunkscan *out, unsigned *depth)
+/* A member of usage's token details: an integer or null. */
+static int cs_usage_detail(struct chunkscan_in *in, const struct chunkscan_span *k,
+                           struct chunkscan *out, unsigned *seen)
 {
     (void)k;
+    (void)out;
+    (void)seen;
     cs_ws(in);
-    if (in->p < in->end && *in->p == 'n')
-        return cs_word(in, "null");
-    if (in->p < in->end && *in->p == '{' && *depth == 0) {
-        unsigned inner = 1;
-        in->p++;
-        return cs_members(in, out, &inner, cs_usage_member);
-    }
-    return cs_integer(in);
+    return in->p < in->end && *in->p == 'n' ? cs_word(in, "null") : cs_integer(in);
+}
+
+/* A member of usage: as a detail, or an object of details (prompt_tokens_details…). */
+static int cs_usage_member(struct chunkscan_in *in, const struct chunkscan_span *k,
+                           struct chunkscan *out, unsigned *seen)
+{
+    if (cs_take(in, '{'))
+        return cs_members(in, out, seen, cs_usage_detail);
+    return cs_usage_detail(in, k, out, seen);
 }
 
 /* The usage object, whose text goes to out->usage. */
 static int cs_usage(struct chunkscan_in *in, struct chunkscan *out)
 {
-    unsigned depth = 0;
+    unsigned seen = 0;
     if (!cs_take(in, '{'))
         return 0;
     const char *start = in->p - 1;
-    if (!cs_members(in, out, &depth, cs_usage_member))
+    if (!cs_members(in, out, &seen, cs_usage_member))
         return 0;
     out->usage.s = start;
     out->usage.len = (size_t)(in->p - start);
