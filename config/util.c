@@ -98,6 +98,73 @@ int64_t util_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+char *xjoin(const char *a, char sep, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = xmalloc(na + nb + 2);
+    memcpy(s, a, na);
+    s[na] = sep;
+    memcpy(s + na + 1, b, nb + 1);
+    return s;
+}
+
+void util_copy(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+char *util_put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* v's last n decimal digits, zero-padded. */
+static char *util_put_digits(char *p, int v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + n;
+}
+
+void util_http_date(int64_t t, char out[UTIL_HTTP_DATE])
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (t < 0 || gmtime_r(&tt, &tm) == NULL || tm.tm_year + 1900 > 9999) { /* see util.h */
+        tt = 0;
+        gmtime_r(&tt, &tm);
+    }
+    char *p = out;
+    memcpy(p, days[tm.tm_wday % 7], 3);
+    memcpy(p + 3, ", ", 2);
+    p = util_put_digits(p + 5, tm.tm_mday, 2);
+    *p++ = ' ';
+    memcpy(p, months[tm.tm_mon % 12], 3);
+    p[3] = ' ';
+    p = util_put_digits(p + 4, tm.tm_year + 1900, 4);
+    *p++ = ' ';
+    p = util_put_digits(p, tm.tm_hour, 2);
+    *p++ = ':';
+    p = util_put_digits(p, tm.tm_min, 2);
+    *p++ = ':';
+    p = util_put_digits(p, tm.tm_sec, 2);
+    memcpy(p, " GMT", 5); /* with its NUL: 29 + 1 bytes */
+}
+
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
     const unsigned char *x = a, *y = b;

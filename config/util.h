@@ -27,6 +27,8 @@ void *xrealloc(void *p, size_t n);
 void *xgrow(void *p, size_t *n, size_t i, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* a, the byte sep, b: a fresh string (the keys of maps by tenant and id; no printf). */
+char *xjoin(const char *a, char sep, const char *b);
 /* printf into a fresh string. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
@@ -46,6 +48,17 @@ int util_id_valid(const char *s, size_t len);
  * becomes its byte, anything else (a '+', a lone '%') stays. Malloc'd, NUL-terminated;
  * *out_len is its length (a %00 makes it longer than strlen). */
 char *util_uridecode(const char *s, size_t len, size_t *out_len);
+
+/* Copy len bytes of src (or what fits) into dst of cap > 0 bytes, NUL-terminated. */
+void util_copy(char *dst, size_t cap, const char *src, size_t len);
+/* Write v in decimal at p (up to 20 bytes, no NUL); returns the end. */
+char *util_put_u64(char *p, uint64_t v);
+
+/* The HTTP date (RFC 9110 IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT") of t, seconds since the
+ * epoch, in out (UTIL_HTTP_DATE bytes with its NUL), whatever the locale. A time before 1970
+ * or past year 9999 gives the epoch's date (a clock that wrong is not worth a wrong format). */
+#define UTIL_HTTP_DATE 30
+void util_http_date(int64_t t, char out[UTIL_HTTP_DATE]);
 
 /* Parse a decimal integer that must fill the whole string; 0 on success, -1 otherwise. */
 int util_parse_ll(const char *s, long long *out);

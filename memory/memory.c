@@ -150,7 +150,7 @@ static void ws_lru_front(struct memory *m, struct ws_entry *e)
 /* The working set's key of a session: tenant, 0x1f, id. */
 static char *memory_key(const char *tenant, const char *id)
 {
-    return xasprintf("%s\x1f%s", tenant, id);
+    return xjoin(tenant, '\x1f', id);
 }
 
 static void ws_free(struct ws_entry *e)

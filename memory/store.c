@@ -707,7 +707,7 @@ static int64_t store_sid_lookup(struct store *st, struct store_batch *b, int64_t
 /* The batch's session's key in the writer's session cache. Malloc'd. */
 static char *store_sid_key(const struct store_batch *b)
 {
-    return xasprintf("%s\x1f%s", b->tenant, b->session_id);
+    return xjoin(b->tenant, '\x1f', b->session_id);
 }
 
 static int64_t store_sid(struct store *st, struct store_batch *b)

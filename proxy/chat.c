@@ -280,7 +280,6 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
     return out;
 }
 
-/* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
 /* The retrieved turns' system message, put last among the injected ones; *n gets how many
  * turns it holds. */
 static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_context *mc,
@@ -305,6 +304,23 @@ static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_co
     json_array_append_new(mc->inject, m);
 }
 
+/* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N]", the
+ * first n of counts (written by hand: it is on every request, and printf is slow). */
+static void chat_context_header(struct evhttp_request *req, const size_t *counts, size_t n)
+{
+    static const char *const names[] = {
+        "messages=", "; history=", "; trimmed=", "; injected=", "; recalled="};
+    char v[160], *p = v;
+    for (size_t i = 0; i < n && i < UTIL_ARRAY_LEN(names); i++) {
+        size_t k = strlen(names[i]);
+        memcpy(p, names[i], k);
+        p = util_put_u64(p + k, counts[i]);
+    }
+    *p = '\0';
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
+}
+
+/* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
 static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size_t *len)
 {
     const struct cfg_profile *prof = c->prof;
@@ -325,12 +341,8 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
     if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
         c->cache_key[0] = '\0'; /* it depends on earlier context */
     if (prof->context_header) {
-        char v[160];
-        int k = snprintf(v, sizeof(v), "messages=%zu; history=%zu; trimmed=%zu; injected=%zu",
-                         json_array_size(msgs), history_n, tx.trimmed, tx.injected);
-        if (prof->retrieval)
-            snprintf(v + k, sizeof(v) - (size_t)k, "; recalled=%zu", recalled);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
+        size_t counts[] = {json_array_size(msgs), history_n, tx.trimmed, tx.injected, recalled};
+        chat_context_header(req, counts, prof->retrieval ? 5 : 4);
     }
     char *body = chatreq_dump(up, len);
     json_decref(up);

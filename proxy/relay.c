@@ -222,6 +222,7 @@ static void relay_start_stream(struct relay *r)
     evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
     evhttp_add_header(h, "Cache-Control", "no-cache");
     evhttp_add_header(h, "X-Accel-Buffering", "no");
+    respond_date(r->w, h);
     evhttp_send_reply_start(r->req, (int)r->status, NULL);
     r->sse = sse_parser_create(RELAY_MAX_EVENT);
     r->state = RELAY_STREAMING;
@@ -238,7 +239,7 @@ static int relay_on_head(void *arg, long status, const char *ctype)
         return -1;
     }
     r->status = status;
-    snprintf(r->ctype, sizeof(r->ctype), "%s", ctype);
+    util_copy(r->ctype, sizeof(r->ctype), ctype, strlen(ctype));
     if (r->p.stream && status >= 200 && status < 300 &&
         strncmp(ctype, "text/event-stream", 17) == 0)
         relay_start_stream(r);

@@ -1,16 +1,28 @@
 #include "respond.h"
 
 #include "server.h"
+#include "util.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <stdlib.h>
+
+void respond_date(struct worker *w, struct evkeyvalq *h)
+{
+    int64_t now = util_wall_ms() / 1000;
+    if (now != w->date_sec || w->date[0] == '\0') {
+        util_http_date(now, w->date);
+        w->date_sec = now;
+    }
+    evhttp_add_header(h, "Date", w->date);
+}
 
 void respond_send_buffer(struct worker *w, enum metrics_route route, struct evhttp_request *req,
                          int status, const char *content_type, struct evbuffer *body)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", content_type ? content_type : "application/json");
+    respond_date(w, h);
     if (w->draining) /* let the client reconnect to a process that is not going away */
         evhttp_add_header(h, "Connection", "close");
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);

@@ -23,6 +23,9 @@ void respond_send(struct worker *w, enum metrics_route route, struct evhttp_requ
 /* The same with a body already in an evbuffer (drained). */
 void respond_send_buffer(struct worker *w, enum metrics_route route, struct evhttp_request *req,
                          int status, const char *content_type, struct evbuffer *body);
+/* Add the Date header to h: evhttp would format the date for each response (time, gmtime
+ * and a printf); the worker formats it once a second. */
+void respond_date(struct worker *w, struct evkeyvalq *h);
 void respond_error(struct worker *w, enum metrics_route route, struct evhttp_request *req,
                    const struct apierr *e);
 

@@ -18,6 +18,7 @@
 #define MEMPROXY_SERVER_H
 
 #include "cfg.h"
+#include "util.h"
 
 #include <event2/event.h>
 #include <event2/http.h>
@@ -55,6 +56,8 @@ struct worker {
     size_t sending;               /* responses handed to evhttp, not yet fully written */
     size_t held;                  /* other work the loop must finish first (server_hold) */
     int draining;
+    int64_t date_sec;          /* the second date was made for (respond_date) */
+    char date[UTIL_HTTP_DATE]; /* the Date header's value, made once a second */
     struct event *force_timer;
     pthread_t thread;
 };

@@ -76,7 +76,8 @@ void upstream_resume(struct upstream_xfer *x);
 int upstream_paused(const struct upstream_xfer *x);
 
 /* Call once before any thread starts / after all have stopped. With jalloc active, libcurl
- * allocates through it (config/jalloc.h). */
+ * allocates through it (config/jalloc.h). It reads the proxy environment (http_proxy,
+ * https_proxy, all_proxy, no_proxy, as curl does): later changes to it are not seen. */
 int upstream_global_init(void);
 void upstream_global_cleanup(void);
 

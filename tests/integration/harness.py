@@ -101,8 +101,9 @@ class Memproxy:
             cmd += ["--upstream", upstream]
         e = dict(os.environ)
         for k in ("MEMPROXY_UPSTREAM_URL", "MEMPROXY_UPSTREAM_API_KEY", "OPENAI_API_KEY",
-                  "MEMPROXY_CLIENT_KEY"):
-            e.pop(k, None)
+                  "MEMPROXY_CLIENT_KEY", "http_proxy", "https_proxy", "HTTPS_PROXY",
+                  "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+            e.pop(k, None)  # the machine's own settings must not steer a test's traffic
         e.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e)
         self.port = int(wait_for(self._port, what="memproxy to listen"))

@@ -189,6 +189,37 @@ profiles:
         self.assertEqual(body["error"]["param"], "X-Memproxy-Profile")
 
 
+class OutgoingProxy(unittest.TestCase):
+    """An HTTP proxy named in the environment (http_proxy, no_proxy) is used as curl uses it;
+    memproxy reads the environment once, at start."""
+
+    def setUp(self):
+        self.proxy, self.direct = Mock("--reply", "via proxy"), Mock("--reply", "direct")
+        self.addCleanup(self.proxy.stop)
+        self.addCleanup(self.direct.stop)
+
+    def start(self, upstream, **env):
+        mp = Memproxy(upstream=upstream, env=env)
+        self.addCleanup(mp.stop)
+        status, body = mp.json("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual(status, 200, body)
+        return body["choices"][0]["message"]["content"]
+
+    def test_http_proxy_from_environment(self):
+        proxy = "http://127.0.0.1:%d" % self.proxy.port
+        # a host that exists nowhere: only the proxy can answer for it
+        self.assertEqual(self.start("http://upstream.invalid/v1", http_proxy=proxy), "via proxy")
+        self.assertEqual(self.proxy.stats()["last_target"],
+                         "http://upstream.invalid/v1/chat/completions")
+
+    def test_no_proxy_bypasses_it(self):
+        proxy = "http://127.0.0.1:%d" % self.proxy.port
+        self.assertEqual(self.start(self.direct.url, http_proxy=proxy, no_proxy="127.0.0.1"),
+                         "direct")
+        self.assertEqual(self.proxy.stats()["requests"], 0)
+        self.assertEqual(self.direct.stats()["last_target"], "/v1/chat/completions")
+
+
 class Connections(StackTest):
     """Responses are written as soon as they are ready and evhttp's bookkeeping of the
     connection completes at once: keep-alive, Connection: close, HTTP/1.0 and pipelined

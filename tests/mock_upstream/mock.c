@@ -24,8 +24,12 @@
  *
  * Stats: requests, chat_requests, streams_completed, streams_closed_early (the client hung up
  * before the end), last_close_ns (CLOCK_MONOTONIC of that hang-up, for latency checks),
- * last_body and last_authorization (of any request), embedding_requests, embedding_inputs,
- * embeddings_dropped (the client left before a delayed answer).
+ * last_body, last_authorization and last_target (the request line's target: a path, or a
+ * whole URL when the mock is used as an HTTP proxy) of any request, embedding_requests,
+ * embedding_inputs, embeddings_dropped (the client left before a delayed answer).
+ *
+ * As an HTTP proxy (a request for "http://host/path") it answers for that host itself, by the
+ * path: tests that memproxy honours the proxy environment point http_proxy at it.
  */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -57,7 +61,7 @@ struct mock_stats {
     long requests, chat_requests, streams_completed, streams_closed_early;
     long embedding_requests, embedding_inputs, embeddings_dropped;
     uint64_t last_close_ns;
-    char *last_body, *last_authorization;
+    char *last_body, *last_authorization, *last_target;
 };
 
 static struct mock_config mock_cfg = {.drop_after = -1};
@@ -444,6 +448,8 @@ static json_t *mock_stats_json(void)
         (int)mock_stats.streams_completed, "streams_closed_early",
         (int)mock_stats.streams_closed_early, "last_close_ns", (json_int_t)mock_stats.last_close_ns,
         "last_body", mock_stats.last_body, "last_authorization", mock_stats.last_authorization);
+    if (mock_stats.last_target != NULL)
+        json_object_set_new(st, "last_target", json_string(mock_stats.last_target));
     json_object_set_new(st, "embedding_requests", json_integer(mock_stats.embedding_requests));
     json_object_set_new(st, "embedding_inputs", json_integer(mock_stats.embedding_inputs));
     json_object_set_new(st, "embeddings_dropped", json_integer(mock_stats.embeddings_dropped));
@@ -456,6 +462,8 @@ static void mock_record(struct evhttp_request *req, struct evbuffer *in)
     free(mock_stats.last_authorization);
     mock_stats.last_authorization = auth ? strdup(auth) : NULL;
     free(mock_stats.last_body);
+    free(mock_stats.last_target);
+    mock_stats.last_target = strdup(evhttp_request_get_uri(req));
     size_t len = evbuffer_get_length(in);
     mock_stats.last_body = malloc(len + 1);
     evbuffer_copyout(in, mock_stats.last_body, len);
@@ -465,6 +473,8 @@ static void mock_record(struct evhttp_request *req, struct evbuffer *in)
 static void mock_handle(struct evhttp_request *req, void *arg)
 {
     const char *uri = evhttp_request_get_uri(req);
+    if (strncmp(uri, "http://", 7) == 0) /* asked as a proxy: the path decides */
+        uri = strchr(uri + 7, '/') ? strchr(uri + 7, '/') : "/";
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     json_t *body =
         json_loadb((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), 0, NULL);

@@ -83,12 +83,67 @@ static void test_uridecode(void **state)
     free(part);
 }
 
+/* The Date header's format, RFC 9110's own example and the ends of the ranges. */
+static void test_http_date(void **state)
+{
+    (void)state;
+    char d[UTIL_HTTP_DATE];
+    util_http_date(784111777, d);
+    assert_string_equal(d, "Sun, 06 Nov 1994 08:49:37 GMT");
+    util_http_date(0, d);
+    assert_string_equal(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+    util_http_date(1798761599, d); /* the last second of 2026 */
+    assert_string_equal(d, "Thu, 31 Dec 2026 23:59:59 GMT");
+    util_http_date(951782400, d); /* a leap day */
+    assert_string_equal(d, "Tue, 29 Feb 2000 00:00:00 GMT");
+    util_http_date(253402300799, d); /* the last second a four-digit year holds */
+    assert_string_equal(d, "Fri, 31 Dec 9999 23:59:59 GMT");
+    util_http_date(253402300800, d); /* past it, and before 1970: the epoch's date */
+    assert_string_equal(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+    util_http_date(-1, d);
+    assert_string_equal(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+    util_http_date(INT64_MAX, d);
+    assert_string_equal(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+}
+
+static void test_join_copy_number(void **state)
+{
+    (void)state;
+    char *k = xjoin("acme", '\x1f', "call-1");
+    assert_memory_equal(k,
+                        "acme\x1f"
+                        "call-1",
+                        12);
+    free(k);
+    k = xjoin("", ':', "");
+    assert_string_equal(k, ":");
+    free(k);
+
+    char small[8];
+    util_copy(small, sizeof(small), "application/json", 16); /* cut to what fits */
+    assert_string_equal(small, "applica");
+    util_copy(small, sizeof(small), "text/x; more", 6); /* only len bytes are read */
+    assert_string_equal(small, "text/x");
+    util_copy(small, sizeof(small), "", 0);
+    assert_string_equal(small, "");
+
+    char num[24];
+    *util_put_u64(num, 0) = '\0';
+    assert_string_equal(num, "0");
+    *util_put_u64(num, 1234567890) = '\0';
+    assert_string_equal(num, "1234567890");
+    *util_put_u64(num, UINT64_MAX) = '\0';
+    assert_string_equal(num, "18446744073709551615");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xgrow),
         cmocka_unit_test(test_id_valid),
         cmocka_unit_test(test_uridecode),
+        cmocka_unit_test(test_http_date),
+        cmocka_unit_test(test_join_copy_number),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
