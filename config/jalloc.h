@@ -9,11 +9,16 @@
  * 32-message request, malloc and free were a quarter of memproxy's instructions.
  *
  * How: each block carries a 16-byte header with its size class (16-byte steps up to 256
- * bytes; larger blocks go straight to malloc). A freed small block goes on the freeing
- * thread's list for its class, up to JALLOC_CLASS_BYTES per class (so at most 512 KiB per
- * thread), and the next allocation of that class on that thread takes it back. A block may be
+ * bytes) or, for a larger block, the size it was made for. A freed small block goes on the
+ * freeing thread's list for its class, up to JALLOC_CLASS_BYTES per class (so at most 512 KiB
+ * per thread), and the next allocation of that class on that thread takes it back. A freed
+ * large block of up to JALLOC_BIG_MAX is kept in one of JALLOC_BIG_SLOTS slots (the oldest
+ * goes back to malloc when all are taken), and an allocation of its size or up to a quarter
+ * less takes it back: per request libcurl makes a 16 KiB receive buffer and 1.5 KiB of
+ * transfer state, libevent three 1 KiB buffer chains, which with the header are past glibc's
+ * per-thread cache (1,032 bytes) and went through its bins, consolidation included. A block may be
  * freed on another thread than the one that allocated it (the storage writer drops turns the
- * workers built). A thread's lists are returned to malloc when it exits.
+ * workers built). A thread's lists and slots are returned to malloc when it exits.
  *
  * libcurl and libevent made the same pattern cost as much again: per proxied request about 60
  * allocations in libcurl (the request's headers, the response's, the transfer's state) and
@@ -36,6 +41,9 @@
 #include <stddef.h>
 
 #define JALLOC_CLASS_BYTES 32768
+/* Larger blocks: up to JALLOC_BIG_SLOTS freed ones of up to JALLOC_BIG_MAX bytes per thread. */
+#define JALLOC_BIG_SLOTS 8
+#define JALLOC_BIG_MAX   (64 * 1024)
 
 void jalloc_install(void);
 /* malloc, free, calloc, realloc and strdup over the cache, for the libraries' hooks; only
@@ -45,6 +53,8 @@ void jalloc_free(void *p);
 void *jalloc_calloc(size_t n, size_t size);
 void *jalloc_realloc(void *p, size_t size);
 char *jalloc_strdup(const char *s);
+/* How many freed large blocks the calling thread keeps (for tests: at most JALLOC_BIG_SLOTS). */
+unsigned jalloc_big_kept(void);
 /* Whether jalloc_install() installed the cache (0 under AddressSanitizer). */
 int jalloc_active(void);
 

@@ -35,8 +35,7 @@ static void test_sizes(void **state)
     jfree(NULL);
 }
 
-/* A freed small block is what the next allocation of its class on that thread gets; a large
- * one goes back to malloc. */
+/* A freed small block is what the next allocation of its class on that thread gets. */
 static void test_reuse(void **state)
 {
     if (!jalloc_active())
@@ -137,6 +136,73 @@ static void test_library_hooks(void **state)
     jalloc_free(NULL);
 }
 
+/* Sizes 40% apart, so that no kept block is taken for another's size. */
+static size_t big_size(size_t i)
+{
+    size_t n = 1000;
+    while (i-- > 0)
+        n = n * 14 / 10;
+    return n;
+}
+
+/* JALLOC_BIG_SLOTS + 1 blocks freed: all slots are taken, no more (the oldest went back to
+ * malloc), and the last one freed comes back first. Run on a fresh thread, whose slots are
+ * empty; cmocka asserts only on the test's thread, so the counts are handed back. */
+static void *big_slots(void *arg)
+{
+    unsigned *out = arg;
+    void *p[JALLOC_BIG_SLOTS + 1];
+    out[0] = jalloc_big_kept();
+    for (size_t i = 0; i <= JALLOC_BIG_SLOTS; i++)
+        p[i] = jalloc_malloc(big_size(i));
+    for (size_t i = 0; i <= JALLOC_BIG_SLOTS; i++)
+        jalloc_free(p[i]);
+    out[1] = jalloc_big_kept();
+    out[2] = jalloc_malloc(big_size(JALLOC_BIG_SLOTS)) == p[JALLOC_BIG_SLOTS];
+    out[3] = jalloc_big_kept();
+    return NULL;
+}
+
+/* A freed large block comes back for its size or up to a quarter less, not for much less
+ * (a 300-byte request must not hold 16 KiB) nor more; past JALLOC_BIG_MAX blocks are not
+ * kept; with every slot taken the oldest kept block makes room. */
+static void test_big(void **state)
+{
+    if (!jalloc_active())
+        skip();
+    void *a = jalloc_malloc(16385), *b = jalloc_malloc(1024);
+    memset(a, 'a', 16385);
+    jalloc_free(a);
+    jalloc_free(b);
+    assert_ptr_not_equal(jalloc_malloc(300), b); /* 1024 is more than a quarter over 300 */
+    assert_ptr_equal(jalloc_malloc(1000), b);
+    assert_ptr_not_equal(jalloc_malloc(16386), a); /* larger than the block */
+    void *again = jalloc_malloc(16000);
+    assert_ptr_equal(again, a);
+    jalloc_free(again);
+
+    void *huge = jalloc_malloc(JALLOC_BIG_MAX + 1);
+    jalloc_free(huge);
+    void *h2 = jalloc_malloc(JALLOC_BIG_MAX + 1); /* malloc may give the same address back: */
+    memset(h2, 'h', JALLOC_BIG_MAX + 1);          /* only check it is whole and usable */
+    jalloc_free(h2);
+
+    /* a realloc'd large block is kept for its new size */
+    char *r = jalloc_realloc(jalloc_malloc(2000), 4000);
+    r[3999] = 'r';
+    jalloc_free(r);
+    assert_ptr_equal(jalloc_malloc(4000), r);
+
+    pthread_t t; /* the slots on a thread of their own, empty to begin with */
+    unsigned kept[4];
+    assert_int_equal(pthread_create(&t, NULL, big_slots, kept), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(kept[0], 0);
+    assert_int_equal(kept[1], JALLOC_BIG_SLOTS);
+    assert_int_equal(kept[2], 1);
+    assert_int_equal(kept[3], JALLOC_BIG_SLOTS - 1);
+}
+
 int main(void)
 {
     jalloc_install();
@@ -145,7 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes),         cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_cap),           cmocka_unit_test(test_trees_across_threads),
-        cmocka_unit_test(test_library_hooks),
+        cmocka_unit_test(test_library_hooks), cmocka_unit_test(test_big),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
