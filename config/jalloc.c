@@ -17,151 +17,124 @@
 #define JALLOC_SANITIZED 0
 #endif
 
-#define JALLOC_HEADER  16 /* keeps the block 16-byte aligned, as malloc's */
-#define JALLOC_STEP    16
-#define JALLOC_CLASSES 16 /* blocks up to 256 bytes */
-#define JALLOC_LARGE   UINT32_MAX
+#define JALLOC_HEADER 16 /* keeps the block 16-byte aligned, as malloc's */
+#define JALLOC_STEP   16
+#define JALLOC_SMALL  16 /* classes of 16, 32, ... 256 bytes */
+#define JALLOC_BIG    32 /* classes of 320, 384, 448, 512, 640, ... 65536 bytes */
+#define JALLOC_LARGE  UINT32_MAX
 
-/* A large block's header: its class (JALLOC_LARGE) and the size it was made for. */
-struct jalloc_big {
-    uint32_t cls;
-    uint32_t pad;
-    size_t size;
+/* A small class keeps JALLOC_CLASS_BYTES of blocks (with their headers). */
+#define JALLOC_SMALL_CAP(c) (JALLOC_CLASS_BYTES / (JALLOC_HEADER + ((c) + 1) * JALLOC_STEP))
+static const uint16_t jalloc_small_cap[JALLOC_SMALL] = {
+    JALLOC_SMALL_CAP(0),  JALLOC_SMALL_CAP(1),  JALLOC_SMALL_CAP(2),  JALLOC_SMALL_CAP(3),
+    JALLOC_SMALL_CAP(4),  JALLOC_SMALL_CAP(5),  JALLOC_SMALL_CAP(6),  JALLOC_SMALL_CAP(7),
+    JALLOC_SMALL_CAP(8),  JALLOC_SMALL_CAP(9),  JALLOC_SMALL_CAP(10), JALLOC_SMALL_CAP(11),
+    JALLOC_SMALL_CAP(12), JALLOC_SMALL_CAP(13), JALLOC_SMALL_CAP(14), JALLOC_SMALL_CAP(15),
 };
 
-_Static_assert(sizeof(struct jalloc_big) == JALLOC_HEADER, "a large block's header");
-
 struct jalloc_cache {
-    void *head[JALLOC_CLASSES]; /* freed blocks; the link is in the block's first bytes */
-    uint32_t n[JALLOC_CLASSES];
-    void *big[JALLOC_BIG_SLOTS]; /* freed large blocks, any size up to JALLOC_BIG_MAX */
-    unsigned big_next;           /* the slot a free replaces when all are taken */
-    int registered;              /* its thread's exit returns the lists to malloc */
+    void *head[JALLOC_SMALL + JALLOC_BIG]; /* freed blocks; the link is in their first bytes */
+    uint32_t n[JALLOC_SMALL + JALLOC_BIG];
+    size_t big_bytes; /* kept in the big classes, at most JALLOC_BIG_BYTES */
+    int registered;   /* its thread's exit returns the lists to malloc */
 };
 
 static _Thread_local struct jalloc_cache jalloc_tls;
 static pthread_key_t jalloc_key;
 static int jalloc_on;
 
-static uint32_t jalloc_cap(uint32_t c)
+/* The class of a block for size bytes, 0 < size <= JALLOC_BIG_MAX (0 is served as 1): 16-byte
+ * steps to 256, then four steps per doubling (so a big block is at most a quarter larger
+ * than asked for; 1024 and 65536 are classes of their own). */
+static uint32_t jalloc_class(size_t size)
 {
-    return JALLOC_CLASS_BYTES / (JALLOC_HEADER + (c + 1) * JALLOC_STEP);
+    if (size <= JALLOC_SMALL * JALLOC_STEP)
+        return size == 0 ? 0 : (uint32_t)((size - 1) / JALLOC_STEP);
+    size_t x = size - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)x); /* 8..15 */
+    return JALLOC_SMALL + (b - 8) * 4 + (uint32_t)(x >> (b - 2)) - 4;
 }
 
-static struct jalloc_big *jalloc_big_header(void *p)
+static size_t jalloc_class_size(uint32_t c)
 {
-    return (struct jalloc_big *)((char *)p - JALLOC_HEADER);
+    if (c < JALLOC_SMALL)
+        return (size_t)(c + 1) * JALLOC_STEP;
+    uint32_t k = c - JALLOC_SMALL;
+    return (size_t)(5 + k % 4) << (6 + k / 4);
+}
+
+static void *jalloc_header(void *p)
+{
+    return (char *)p - JALLOC_HEADER;
 }
 
 static void jalloc_flush(void *arg)
 {
     struct jalloc_cache *t = arg;
-    for (unsigned i = 0; i < JALLOC_BIG_SLOTS; i++) {
-        if (t->big[i] != NULL)
-            free(jalloc_big_header(t->big[i]));
-        t->big[i] = NULL;
-    }
-    for (uint32_t c = 0; c < JALLOC_CLASSES; c++) {
+    for (uint32_t c = 0; c < JALLOC_SMALL + JALLOC_BIG; c++) {
         while (t->head[c] != NULL) {
             void *p = t->head[c];
             t->head[c] = *(void **)p;
-            free((char *)p - JALLOC_HEADER);
+            free(jalloc_header(p));
         }
         t->n[c] = 0;
     }
+    t->big_bytes = 0;
     t->registered = 0;
 }
 
 static void *jalloc_block(uint32_t cls, size_t size)
 {
-    struct jalloc_big *h = malloc(JALLOC_HEADER + size);
+    uint32_t *h = malloc(JALLOC_HEADER + size);
     if (h == NULL)
         return NULL;
-    h->cls = cls;
-    h->size = size;
+    *h = cls;
     return (char *)h + JALLOC_HEADER;
-}
-
-/* A kept large block for size: one made for size up to a quarter more (so a small request
- * never holds a much larger block), or NULL. */
-static void *jalloc_big_take(struct jalloc_cache *t, size_t size)
-{
-    for (unsigned i = 0; i < JALLOC_BIG_SLOTS; i++) {
-        void *p = t->big[i];
-        if (p == NULL)
-            continue;
-        size_t have = jalloc_big_header(p)->size;
-        if (have >= size && have - size <= have / 4) {
-            t->big[i] = NULL;
-            return p;
-        }
-    }
-    return NULL;
-}
-
-static void jalloc_register(struct jalloc_cache *t)
-{
-    if (!t->registered) {
-        pthread_setspecific(jalloc_key, t);
-        t->registered = 1;
-    }
-}
-
-/* Keep a freed large block in a free slot, or in place of the oldest kept one. */
-static void jalloc_big_keep(struct jalloc_cache *t, void *p)
-{
-    if (jalloc_big_header(p)->size > JALLOC_BIG_MAX) {
-        free(jalloc_big_header(p));
-        return;
-    }
-    jalloc_register(t);
-    for (unsigned i = 0; i < JALLOC_BIG_SLOTS; i++) {
-        if (t->big[i] == NULL) {
-            t->big[i] = p;
-            return;
-        }
-    }
-    unsigned i = t->big_next++ % JALLOC_BIG_SLOTS;
-    free(jalloc_big_header(t->big[i]));
-    t->big[i] = p;
 }
 
 void *jalloc_malloc(size_t size)
 {
-    if (size > JALLOC_CLASSES * JALLOC_STEP) {
-        if (size > SIZE_MAX - JALLOC_HEADER)
-            return NULL;
-        void *p = size <= JALLOC_BIG_MAX ? jalloc_big_take(&jalloc_tls, size) : NULL;
-        return p != NULL ? p : jalloc_block(JALLOC_LARGE, size);
-    }
-    uint32_t c = size == 0 ? 0 : (uint32_t)((size - 1) / JALLOC_STEP);
+    if (size > JALLOC_BIG_MAX)
+        return size > SIZE_MAX - JALLOC_HEADER ? NULL : jalloc_block(JALLOC_LARGE, size);
+    uint32_t c = jalloc_class(size);
     struct jalloc_cache *t = &jalloc_tls;
     void *p = t->head[c];
     if (p == NULL)
-        return jalloc_block(c, (c + 1) * JALLOC_STEP);
+        return jalloc_block(c, jalloc_class_size(c));
     t->head[c] = *(void **)p;
     t->n[c]--;
+    if (c >= JALLOC_SMALL)
+        t->big_bytes -= jalloc_class_size(c);
     return p;
+}
+
+/* Whether t has room to keep a freed block of class c. */
+static int jalloc_room(const struct jalloc_cache *t, uint32_t c)
+{
+    if (c < JALLOC_SMALL)
+        return t->n[c] < jalloc_small_cap[c];
+    return t->big_bytes + jalloc_class_size(c) <= JALLOC_BIG_BYTES;
 }
 
 void jalloc_free(void *p)
 {
     if (p == NULL)
         return;
-    uint32_t c = *(uint32_t *)((char *)p - JALLOC_HEADER);
+    uint32_t c = *(uint32_t *)jalloc_header(p);
     struct jalloc_cache *t = &jalloc_tls;
-    if (c == JALLOC_LARGE) {
-        jalloc_big_keep(t, p);
+    if (c == JALLOC_LARGE || !jalloc_room(t, c)) {
+        free(jalloc_header(p));
         return;
     }
-    if (t->n[c] >= jalloc_cap(c)) {
-        free((char *)p - JALLOC_HEADER);
-        return;
+    if (!t->registered) {
+        pthread_setspecific(jalloc_key, t);
+        t->registered = 1;
     }
-    jalloc_register(t);
     *(void **)p = t->head[c];
     t->head[c] = p;
     t->n[c]++;
+    if (c >= JALLOC_SMALL)
+        t->big_bytes += jalloc_class_size(c);
 }
 
 void *jalloc_calloc(size_t n, size_t size)
@@ -174,23 +147,20 @@ void *jalloc_calloc(size_t n, size_t size)
     return p;
 }
 
-/* A small block that still fits its class stays where it is; one that outgrows it moves; a
- * large block is realloc()ed with its header (it stays large even when it shrinks). */
+/* A block that still fits its class stays where it is; one that outgrows it moves; a block
+ * past the classes is realloc()ed with its header (it stays so even when it shrinks). */
 void *jalloc_realloc(void *p, size_t size)
 {
     if (p == NULL)
         return jalloc_malloc(size);
-    uint32_t c = *(uint32_t *)((char *)p - JALLOC_HEADER);
+    uint32_t c = *(uint32_t *)jalloc_header(p);
     if (c == JALLOC_LARGE) {
         if (size > SIZE_MAX - JALLOC_HEADER)
             return NULL;
-        struct jalloc_big *h = realloc(jalloc_big_header(p), JALLOC_HEADER + size);
-        if (h == NULL)
-            return NULL;
-        h->size = size;
-        return (char *)h + JALLOC_HEADER;
+        char *h = realloc(jalloc_header(p), JALLOC_HEADER + size);
+        return h == NULL ? NULL : h + JALLOC_HEADER;
     }
-    size_t have = (size_t)(c + 1) * JALLOC_STEP;
+    size_t have = jalloc_class_size(c);
     if (size <= have)
         return p;
     void *q = jalloc_malloc(size);
@@ -218,12 +188,9 @@ void jalloc_install(void)
     jalloc_on = 1;
 }
 
-unsigned jalloc_big_kept(void)
+size_t jalloc_big_kept(void)
 {
-    unsigned n = 0;
-    for (unsigned i = 0; i < JALLOC_BIG_SLOTS; i++)
-        n += jalloc_tls.big[i] != NULL;
-    return n;
+    return jalloc_tls.big_bytes;
 }
 
 int jalloc_active(void)

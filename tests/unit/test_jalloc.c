@@ -136,71 +136,86 @@ static void test_library_hooks(void **state)
     jalloc_free(NULL);
 }
 
-/* Sizes 40% apart, so that no kept block is taken for another's size. */
-static size_t big_size(size_t i)
+/* The class a size falls in, as jalloc.h describes it: 16-byte steps to 256, then four steps
+ * per doubling. */
+static size_t class_size(size_t n)
 {
-    size_t n = 1000;
-    while (i-- > 0)
-        n = n * 14 / 10;
-    return n;
+    if (n <= 256)
+        return n == 0 ? 16 : (n + 15) / 16 * 16;
+    size_t pow = 256;
+    while (pow * 2 < n)
+        pow *= 2;
+    size_t step = pow / 4;
+    return (n + step - 1) / step * step;
 }
 
-/* JALLOC_BIG_SLOTS + 1 blocks freed: all slots are taken, no more (the oldest went back to
- * malloc), and the last one freed comes back first. Run on a fresh thread, whose slots are
- * empty; cmocka asserts only on the test's thread, so the counts are handed back. */
-static void *big_slots(void *arg)
+/* Every size is served from its class: a realloc up to the class's size keeps the block, one
+ * past it moves the block (contents kept); past 64 KiB blocks are plain. */
+static void test_classes(void **state)
 {
-    unsigned *out = arg;
-    void *p[JALLOC_BIG_SLOTS + 1];
+    if (!jalloc_active())
+        skip();
+    static const size_t sizes[] = {1,    16,   17,   256,  257,   320,   321,   512,   513,
+                                   1000, 1024, 1025, 1496, 16384, 16385, 20480, 65535, 65536};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i], cap = class_size(n);
+        unsigned char *p = jalloc_malloc(n);
+        memset(p, 0x5a, cap);
+        assert_ptr_equal(jalloc_realloc(p, cap), p);
+        unsigned char *q = jalloc_realloc(p, cap + 1);
+        assert_ptr_not_equal(q, p);
+        assert_int_equal(q[0], 0x5a);
+        assert_int_equal(q[cap - 1], 0x5a);
+        jalloc_free(q);
+    }
+    assert_int_equal(class_size(16385), 20480); /* the receive buffer: a quarter over at most */
+    assert_int_equal(class_size(1496), 1536);
+}
+
+/* On a fresh thread (empty lists): a freed large block is kept for the next allocation of its
+ * class, and only up to JALLOC_BIG_BYTES in all; what is over goes back to malloc. cmocka
+ * asserts only on the test's thread, so the figures are handed back. */
+static void *big_budget(void *arg)
+{
+    size_t *out = arg;
+    enum { N = JALLOC_BIG_BYTES / JALLOC_BIG_MAX + 4 };
+    void *p[N];
     out[0] = jalloc_big_kept();
-    for (size_t i = 0; i <= JALLOC_BIG_SLOTS; i++)
-        p[i] = jalloc_malloc(big_size(i));
-    for (size_t i = 0; i <= JALLOC_BIG_SLOTS; i++)
-        jalloc_free(p[i]);
+    void *a = jalloc_malloc(16385);
+    jalloc_free(a);
     out[1] = jalloc_big_kept();
-    out[2] = jalloc_malloc(big_size(JALLOC_BIG_SLOTS)) == p[JALLOC_BIG_SLOTS];
+    out[2] = jalloc_malloc(20000) == a; /* same class */
     out[3] = jalloc_big_kept();
+    for (size_t i = 0; i < N; i++)
+        p[i] = jalloc_malloc(JALLOC_BIG_MAX);
+    for (size_t i = 0; i < N; i++)
+        jalloc_free(p[i]);
+    out[4] = jalloc_big_kept();
+    void *huge = jalloc_malloc(JALLOC_BIG_MAX + 1); /* past the classes: never kept */
+    jalloc_free(huge);
+    out[5] = jalloc_big_kept();
     return NULL;
 }
 
-/* A freed large block comes back for its size or up to a quarter less, not for much less
- * (a 300-byte request must not hold 16 KiB) nor more; past JALLOC_BIG_MAX blocks are not
- * kept; with every slot taken the oldest kept block makes room. */
 static void test_big(void **state)
 {
     if (!jalloc_active())
         skip();
-    void *a = jalloc_malloc(16385), *b = jalloc_malloc(1024);
-    memset(a, 'a', 16385);
-    jalloc_free(a);
+    void *b = jalloc_malloc(1024);
     jalloc_free(b);
-    assert_ptr_not_equal(jalloc_malloc(300), b); /* 1024 is more than a quarter over 300 */
-    assert_ptr_equal(jalloc_malloc(1000), b);
-    assert_ptr_not_equal(jalloc_malloc(16386), a); /* larger than the block */
-    void *again = jalloc_malloc(16000);
-    assert_ptr_equal(again, a);
-    jalloc_free(again);
-
-    void *huge = jalloc_malloc(JALLOC_BIG_MAX + 1);
-    jalloc_free(huge);
-    void *h2 = jalloc_malloc(JALLOC_BIG_MAX + 1); /* malloc may give the same address back: */
-    memset(h2, 'h', JALLOC_BIG_MAX + 1);          /* only check it is whole and usable */
-    jalloc_free(h2);
-
-    /* a realloc'd large block is kept for its new size */
-    char *r = jalloc_realloc(jalloc_malloc(2000), 4000);
-    r[3999] = 'r';
-    jalloc_free(r);
-    assert_ptr_equal(jalloc_malloc(4000), r);
-
-    pthread_t t; /* the slots on a thread of their own, empty to begin with */
-    unsigned kept[4];
-    assert_int_equal(pthread_create(&t, NULL, big_slots, kept), 0);
+    assert_ptr_not_equal(jalloc_malloc(300), b); /* another class */
+    assert_ptr_equal(jalloc_malloc(1000), b);    /* 1000 and 1024 share the 1024 class */
+    jalloc_free(b);
+    pthread_t t;
+    size_t kept[6];
+    assert_int_equal(pthread_create(&t, NULL, big_budget, kept), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(kept[0], 0);
-    assert_int_equal(kept[1], JALLOC_BIG_SLOTS);
+    assert_int_equal(kept[1], 20480);
     assert_int_equal(kept[2], 1);
-    assert_int_equal(kept[3], JALLOC_BIG_SLOTS - 1);
+    assert_int_equal(kept[3], 0);
+    assert_int_equal(kept[4], JALLOC_BIG_BYTES); /* 16 of the 20 kept */
+    assert_int_equal(kept[5], JALLOC_BIG_BYTES);
 }
 
 int main(void)
@@ -211,7 +226,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes),         cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_cap),           cmocka_unit_test(test_trees_across_threads),
-        cmocka_unit_test(test_library_hooks), cmocka_unit_test(test_big),
+        cmocka_unit_test(test_library_hooks), cmocka_unit_test(test_classes),
+        cmocka_unit_test(test_big),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
