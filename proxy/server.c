@@ -256,6 +256,7 @@ static void server_exit_cb(evutil_socket_t fd, short what, void *arg)
     struct worker *w = arg;
     (void)fd;
     (void)what;
+    w->forced = 1;
     event_base_loopexit(w->base, NULL);
 }
 
@@ -305,7 +306,14 @@ static void *server_worker_main(void *arg)
 {
     struct worker *w = arg;
     log_set_thread_name(w->name);
-    event_base_dispatch(w->base);
+    /* event_base_loopexit() (server_worker_idle_check) ends the loop once the callbacks of
+     * its turn have run, and one of those may have taken a hold meanwhile (a webhook's
+     * outcome or a stop sent to the writer): its report would then run in server_destroy(),
+     * after its owner was freed. So the loop goes on until the worker is idle again, unless
+     * the drain deadline forced it out (server_exit_cb). */
+    do
+        event_base_dispatch(w->base);
+    while (w->draining && !w->forced && (w->active > 0 || w->sending > 0 || w->held > 0));
     atomic_fetch_sub(&w->srv->running, 1);
     return NULL;
 }

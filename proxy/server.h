@@ -56,6 +56,7 @@ struct worker {
     size_t sending;               /* responses handed to evhttp, not yet fully written */
     size_t held;                  /* other work the loop must finish first (server_hold) */
     int draining;
+    int forced;                /* the drain deadline passed: the loop ends whatever is held */
     int64_t date_sec;          /* the second date was made for (respond_date) */
     char date[UTIL_HTTP_DATE]; /* the Date header's value, made once a second */
     struct event *force_timer;
