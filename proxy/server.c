@@ -365,13 +365,33 @@ int server_run(struct server *srv)
     return 0;
 }
 
+/* Run the reports still owed to held work (a worker forced out by the drain deadline left
+ * them), while their owners exist: draining, nobody starts new work from them. A try that
+ * finishes meanwhile takes a hold of its own, hence the rounds (bounded: a writer that does
+ * not answer must not keep the process from exiting). */
+static void server_settle(struct server *srv)
+{
+    for (int round = 0; round < 100; round++) {
+        size_t held = 0;
+        for (size_t i = 0; i < srv->nworkers; i++)
+            held += srv->workers[i].base != NULL ? srv->workers[i].held : 0;
+        if (held == 0)
+            return;
+        memory_drain(srv->mem);
+        for (size_t i = 0; i < srv->nworkers; i++)
+            if (srv->workers[i].base != NULL)
+                event_base_loop(srv->workers[i].base, EVLOOP_NONBLOCK);
+    }
+}
+
 void server_destroy(struct server *srv)
 {
     if (srv == NULL)
         return;
-    /* First the background work, so that nothing below starts more: a webhook try still on
+    server_settle(srv);
+    /* Then the background work, so that nothing below starts more: a webhook try still on
      * the wire is dropped (its row stays pending for the next start); no stop or delivery
-     * outcome is waiting, as those hold their worker's loop open until reported. */
+     * outcome is waiting (server_settle). */
     hook_destroy(srv->hooks);
     srv->hooks = NULL;
     summarizer_destroy(srv->summarizer);
