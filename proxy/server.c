@@ -187,9 +187,15 @@ struct metrics *const *server_metrics(const struct server *srv, size_t *n)
 
 /* ---- draining (each runs on the worker's own thread) ---- */
 
+/* Nothing in flight, being written or held: a draining worker may end its loop. */
+static int server_worker_idle(const struct worker *w)
+{
+    return w->active == 0 && w->sending == 0 && w->held == 0;
+}
+
 void server_worker_idle_check(struct worker *w)
 {
-    if (w->draining && w->active == 0 && w->sending == 0 && w->held == 0)
+    if (w->draining && server_worker_idle(w))
         event_base_loopexit(w->base, NULL);
 }
 
@@ -313,7 +319,7 @@ static void *server_worker_main(void *arg)
      * the drain deadline forced it out (server_exit_cb). */
     do
         event_base_dispatch(w->base);
-    while (w->draining && !w->forced && (w->active > 0 || w->sending > 0 || w->held > 0));
+    while (w->draining && !w->forced && !server_worker_idle(w));
     atomic_fetch_sub(&w->srv->running, 1);
     return NULL;
 }

@@ -414,6 +414,14 @@ struct upstream_url {
 
 #define UPSTREAM_URLS_MAX 32
 
+#define UPSTREAM_URL_MAX (CFG_MAX_URL + 64) /* the base URL is capped by config; paths are ours */
+
+/* target's base URL with path appended, as text, in url (UPSTREAM_URL_MAX bytes). */
+static void upstream_target_url(char *url, const struct cfg_upstream *t, const char *path)
+{
+    snprintf(url, UPSTREAM_URL_MAX, "%s%s", t->url, path);
+}
+
 /* The parsed URL of target + path, or NULL: parse it as text (curl reports a bad one). */
 static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t, const char *path)
 {
@@ -423,8 +431,8 @@ static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t,
             return u->uh;
     if (up->nurls >= UPSTREAM_URLS_MAX)
         return NULL;
-    char url[CFG_MAX_URL + 64]; /* the base URL is capped by config; the paths are ours */
-    snprintf(url, sizeof(url), "%s%s", t->url, path);
+    char url[UPSTREAM_URL_MAX];
+    upstream_target_url(url, t, path);
     CURLU *uh = curl_url();
     if (uh == NULL)
         abort(); /* curl_url fails only when out of memory */
@@ -454,8 +462,8 @@ static void upstream_setup_target(struct upstream_xfer *x, const struct upstream
     if (uh != NULL) {
         curl_easy_setopt(e, CURLOPT_CURLU, uh);
     } else {
-        char url[CFG_MAX_URL + 64];
-        snprintf(url, sizeof(url), "%s%s", t->url, rq->path);
+        char url[UPSTREAM_URL_MAX];
+        upstream_target_url(url, t, rq->path);
         curl_easy_setopt(e, CURLOPT_URL, url);
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER,

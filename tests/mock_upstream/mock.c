@@ -473,8 +473,10 @@ static void mock_record(struct evhttp_request *req, struct evbuffer *in)
 static void mock_handle(struct evhttp_request *req, void *arg)
 {
     const char *uri = evhttp_request_get_uri(req);
-    if (strncmp(uri, "http://", 7) == 0) /* asked as a proxy: the path decides */
-        uri = strchr(uri + 7, '/') ? strchr(uri + 7, '/') : "/";
+    if (strncmp(uri, "http://", 7) == 0) { /* asked as a proxy: the path decides */
+        const char *path = strchr(uri + 7, '/');
+        uri = path != NULL ? path : "/";
+    }
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     json_t *body =
         json_loadb((const char *)evbuffer_pullup(in, -1), evbuffer_get_length(in), 0, NULL);
