@@ -236,20 +236,35 @@ static void ws_release(struct memory *m, struct ws_entry *e)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* e->mu held: keep the newest `keep` of the entry's turns. A turn or two over (each request
+ * once the session is long) the oldest are removed in place, each removal moving the rest
+ * down one slot; more than WS_TRIM_IN_PLACE over (a long window arriving at once) the newest
+ * are copied into a new array instead. */
+#define WS_TRIM_IN_PLACE 8
+static void ws_trim(struct ws_entry *e, size_t keep)
+{
+    size_t n = json_array_size(e->turns);
+    if (n <= keep)
+        return;
+    if (n - keep <= WS_TRIM_IN_PLACE) {
+        for (size_t k = n - keep; k > 0; k--)
+            json_array_remove(e->turns, 0);
+    } else {
+        json_t *tail = json_array();
+        for (size_t i = n - keep; i < n; i++)
+            json_array_append(tail, json_array_get(e->turns, i));
+        json_decref(e->turns);
+        e->turns = tail;
+    }
+    e->complete = 0;
+}
+
 /* e->mu held: bound the entry's turns and account for them (at least 1 per entry, so
  * sessions without turns count too). */
 static void ws_account(struct memory *m, struct ws_entry *e)
 {
+    ws_trim(e, m->session_turns);
     size_t n = json_array_size(e->turns);
-    if (n > m->session_turns) {
-        json_t *tail = json_array();
-        for (size_t i = n - m->session_turns; i < n; i++)
-            json_array_append(tail, json_array_get(e->turns, i));
-        json_decref(e->turns);
-        e->turns = tail;
-        e->complete = 0;
-        n = m->session_turns;
-    }
     pthread_mutex_lock(&m->mu);
     m->total = m->total - e->counted + (n ? n : 1);
     e->counted = n ? n : 1;
@@ -566,8 +581,10 @@ static struct ws_entry *memory_rec_lock(struct memory_rec *rec)
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out)
 {
     struct ws_entry *e = memory_rec_lock(rec);
-    out->inject = e->inject ? json_deep_copy(e->inject) : NULL;
-    out->history = want_history ? json_deep_copy(e->turns) : NULL;
+    /* new arrays over the entry's own turns and messages, which never change (see
+     * memory_context): a deep copy of a full entry was half a stored-mode request's work */
+    out->inject = e->inject ? json_copy(e->inject) : NULL;
+    out->history = want_history ? json_copy(e->turns) : NULL;
     out->params = e->params ? json_deep_copy(e->params) : NULL;
     pthread_mutex_unlock(&e->mu);
 }

@@ -100,9 +100,13 @@ void memory_rec_question(struct memory_rec *rec, const char *model, const char *
                          const float *vec, size_t dim);
 
 /* What the upstream request is built from, before it is forwarded (from the working set; a
- * cold session is read through the rec's reader). Both arrays are new and may be NULL. The
- * injected messages are read with the session's entry: a change made behind memproxy's back
- * (another process writing the database) shows once the entry is read again. */
+ * cold session is read through the rec's reader). Both arrays are new and may be NULL; the
+ * turns and messages in them are the working set's own, shared with other requests and
+ * threads, and never change once there (a turn that changes is replaced in the entry by a
+ * new object): replace one in the array, never change it in place (the transforms' rule,
+ * transforms/tx.h). params is the caller's own copy. The injected messages are read with
+ * the session's entry: a change made behind memproxy's back (another process writing the
+ * database) shows once the entry is read again. */
 struct memory_context {
     json_t *history; /* the session's recent turns, stored shape (want_history only) */
     json_t *inject;  /* system messages for inject_memory: the session's runtime system

@@ -232,6 +232,78 @@ static void test_replies_pending(void **state)
     env_close(&v);
 }
 
+/* The contents of the session's turns in the working set, joined by commas. */
+static char *working_set(struct env *v, const char *sid)
+{
+    struct memory_rec_params p = {.tenant = "t", .session_id = sid, .profile = "default"};
+    struct memory_rec *rec = memory_rec_new(v->rd, &p);
+    struct memory_context ctx = {0};
+    memory_rec_context(rec, 1, &ctx);
+    memory_rec_free(rec);
+    char *out = xstrdup("");
+    size_t i;
+    json_t *t;
+    json_array_foreach(ctx.history, i, t)
+    {
+        char *n = xasprintf("%s%s%s", out, i ? "," : "",
+                            json_string_value(json_object_get(t, "content")));
+        free(out);
+        out = n;
+    }
+    json_decref(ctx.history);
+    json_decref(ctx.inject);
+    json_decref(ctx.params);
+    return out;
+}
+
+/* A session's entry keeps its newest memory.session_turns turns, in order, both when a long
+ * window arrives at once (copied into a new array) and when each exchange adds one turn or
+ * two (the oldest removed in place); the database keeps them all, once. */
+static void test_working_set_keeps_newest(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 8, 1000);
+    json_t *msgs = json_array();
+    char text[64];
+    for (int t = 0; t < 10; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(msgs, "user", text, -1);
+        if (t < 9) {
+            snprintf(text, sizeof(text), "a%d", t);
+            add(msgs, "assistant", text, -1);
+        }
+    }
+    exchange(&v, "w", msgs, "a9"); /* 20 turns at once */
+    char *got = working_set(&v, "w");
+    assert_string_equal(got, "q6,a6,q7,a7,q8,a8,q9,a9");
+    free(got);
+    add(msgs, "assistant", "a9", -1);
+    for (int t = 10; t < 13; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(msgs, "user", text, -1);
+        snprintf(text, sizeof(text), "a%d", t);
+        exchange(&v, "w", msgs, text); /* one turn over at the request, one at the reply */
+        add(msgs, "assistant", text, -1);
+    }
+    got = working_set(&v, "w");
+    assert_string_equal(got, "q9,a9,q10,a10,q11,a11,q12,a12");
+    free(got);
+    struct memory_stats st;
+    memory_stats(v.m, &st);
+    assert_int_equal(st.turns, 8);
+    got = rows(&v, "w");
+    char want[1024] = "";
+    for (int t = 0; t < 13; t++) {
+        size_t n = strlen(want);
+        snprintf(want + n, sizeof(want) - n, "%d|user|q%d|0\n%d|assistant|a%d|0\n", t + 1, t, t + 1,
+                 t);
+    }
+    assert_string_equal(got, want);
+    free(got);
+    json_decref(msgs);
+    env_close(&v);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -240,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_window_older_than_working_set),
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_replies_pending),
+        cmocka_unit_test(test_working_set_keeps_newest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
