@@ -108,6 +108,30 @@ static void add(json_t *msgs, const char *role, const char *content, int turn_id
     json_array_append_new(msgs, m);
 }
 
+/* Exchanges from..to-1 of session sid, each asking "q<t>" with the window so far and
+ * answered "a<t>"; both are added to msgs. */
+static void converse(struct env *v, const char *sid, json_t *msgs, int from, int to)
+{
+    char text[64];
+    for (int t = from; t < to; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(msgs, "user", text, -1);
+        snprintf(text, sizeof(text), "a%d", t);
+        exchange(v, sid, msgs, text);
+        add(msgs, "assistant", text, -1);
+    }
+}
+
+/* What rows() gives for turns 0..n-1 of converse(). */
+static void converse_rows(char *want, size_t size, int n)
+{
+    want[0] = '\0';
+    for (int t = 0; t < n; t++) {
+        size_t k = strlen(want);
+        snprintf(want + k, size - k, "%d|user|q%d|0\n%d|assistant|a%d|0\n", t + 1, t, t + 1, t);
+    }
+}
+
 /* A session pushed out of the working set is read back from the database: its next window
  * (the whole history again) adds only what is new. */
 static void test_evicted_session_reloads(void **state)
@@ -115,14 +139,7 @@ static void test_evicted_session_reloads(void **state)
     struct env v = {0};
     env_open(&v, 8, 64);
     json_t *msgs = json_array();
-    char text[64];
-    for (int t = 0; t < 10; t++) {
-        snprintf(text, sizeof(text), "q%d", t);
-        add(msgs, "user", text, -1);
-        snprintf(text, sizeof(text), "a%d", t);
-        exchange(&v, "s0", msgs, text);
-        add(msgs, "assistant", text, -1);
-    }
+    converse(&v, "s0", msgs, 0, 10);
     for (int i = 1; i <= 40; i++) { /* 40 other sessions push s0 out */
         char sid[16];
         snprintf(sid, sizeof(sid), "s%d", i);
@@ -131,14 +148,9 @@ static void test_evicted_session_reloads(void **state)
         exchange(&v, sid, one, "hi");
         json_decref(one);
     }
-    add(msgs, "user", "q10", -1);
-    exchange(&v, "s0", msgs, "a10");
-    char *got = rows(&v, "s0"), want[1024] = "";
-    for (int t = 0; t <= 10; t++) {
-        size_t n = strlen(want);
-        snprintf(want + n, sizeof(want) - n, "%d|user|q%d|0\n%d|assistant|a%d|0\n", t + 1, t, t + 1,
-                 t);
-    }
+    converse(&v, "s0", msgs, 10, 11);
+    char *got = rows(&v, "s0"), want[1024];
+    converse_rows(want, sizeof(want), 11);
     assert_string_equal(got, want);
     free(got);
     json_decref(msgs);
@@ -278,13 +290,7 @@ static void test_working_set_keeps_newest(void **state)
     assert_string_equal(got, "q6,a6,q7,a7,q8,a8,q9,a9");
     free(got);
     add(msgs, "assistant", "a9", -1);
-    for (int t = 10; t < 13; t++) {
-        snprintf(text, sizeof(text), "q%d", t);
-        add(msgs, "user", text, -1);
-        snprintf(text, sizeof(text), "a%d", t);
-        exchange(&v, "w", msgs, text); /* one turn over at the request, one at the reply */
-        add(msgs, "assistant", text, -1);
-    }
+    converse(&v, "w", msgs, 10, 13); /* one turn over at each request and each reply */
     got = working_set(&v, "w");
     assert_string_equal(got, "q9,a9,q10,a10,q11,a11,q12,a12");
     free(got);
@@ -292,12 +298,8 @@ static void test_working_set_keeps_newest(void **state)
     memory_stats(v.m, &st);
     assert_int_equal(st.turns, 8);
     got = rows(&v, "w");
-    char want[1024] = "";
-    for (int t = 0; t < 13; t++) {
-        size_t n = strlen(want);
-        snprintf(want + n, sizeof(want) - n, "%d|user|q%d|0\n%d|assistant|a%d|0\n", t + 1, t, t + 1,
-                 t);
-    }
+    char want[1024];
+    converse_rows(want, sizeof(want), 13);
     assert_string_equal(got, want);
     free(got);
     json_decref(msgs);
