@@ -23,8 +23,10 @@
 #define JALLOC_BIG    32 /* classes of 320, 384, 448, 512, 640, ... 65536 bytes */
 #define JALLOC_LARGE  UINT32_MAX
 
-/* A small class keeps JALLOC_CLASS_BYTES of blocks (with their headers). */
+/* A small class keeps JALLOC_CLASS_BYTES of blocks (with their headers); the counts fit the
+ * table's 16 bits (the 16-byte class's is the largest). */
 #define JALLOC_SMALL_CAP(c) (JALLOC_CLASS_BYTES / (JALLOC_HEADER + ((c) + 1) * JALLOC_STEP))
+_Static_assert(JALLOC_SMALL_CAP(0) <= UINT16_MAX, "JALLOC_CLASS_BYTES too large for the caps");
 static const uint16_t jalloc_small_cap[JALLOC_SMALL] = {
     JALLOC_SMALL_CAP(0),  JALLOC_SMALL_CAP(1),  JALLOC_SMALL_CAP(2),  JALLOC_SMALL_CAP(3),
     JALLOC_SMALL_CAP(4),  JALLOC_SMALL_CAP(5),  JALLOC_SMALL_CAP(6),  JALLOC_SMALL_CAP(7),
