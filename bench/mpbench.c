@@ -2,7 +2,7 @@
  * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
- *           [--session ID] [--upstream-pid PID [--commit-us US]]
+ *           [--session ID] [--upstream-pid PID [--commit-us US]] [--only latency|throughput]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
@@ -23,6 +23,9 @@
  *    client and a client to its upstream. With --commit-us (bench/floor's group commit, CPU
  *    per request) that sum plus the commit is printed as the throughput floor with recording
  *    on, in requests per CPU-second.
+ *
+ * --only runs one part: the added latency (1.) or the throughput runs (3.), for a tool that
+ * watches memproxy during one kind of load (bench/syscalls).
  *
  * Output: a Markdown table on stdout.
  */
@@ -302,18 +305,77 @@ static char *read_file(const char *path)
     return s;
 }
 
+/* 1. and 2.: one request at a time, plain then (stream != NULL) streamed. */
+static void measure_latency(int dport, int pport, const char *plain, size_t plain_len,
+                            const char *stream, size_t stream_len, int n)
+{
+    struct pair_result lat = pairwise(dport, pport, plain, plain_len, n, 0);
+    printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
+           lat.direct_p50, lat.proxy_p50, lat.added_p50);
+    printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
+           lat.direct_p99, lat.proxy_p99, lat.added_p99, lat.added_p90);
+    printf("| latency p99.9 / max, 1 request at a time | | %.1f / %.1f us | |\n", lat.proxy_p999,
+           lat.proxy_max);
+    if (stream == NULL)
+        return;
+    struct pair_result ttft = pairwise(dport, pport, stream, stream_len, n, 1);
+    printf("| stream time to first token p50 | %.1f us | %.1f us | **%.1f us** |\n",
+           ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
+    printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
+           ttft.direct_p99, ttft.proxy_p99, ttft.added_p99);
+}
+
+struct tp_args {
+    int dport, pport, pid, upid;
+    double seconds, commit_us;
+};
+
+/* 3. and 5.: the throughput runs, what each end costs, the floor. */
+static void measure_throughput(const struct tp_args *a, const char *plain, size_t plain_len)
+{
+    int conns[] = {16, 64};
+    double up_us[2] = {0, 0}, client_us[2] = {0, 0}, mp_us[2] = {0, 0}, seconds = a->seconds;
+    for (int i = 0; i < 2; i++) {
+        double cpu = 0, ucpu = 0, dself = 0, pself = 0;
+        double d =
+            throughput(a->dport, conns[i], seconds, plain, plain_len, a->upid, &ucpu, &dself);
+        double p = throughput(a->pport, conns[i], seconds, plain, plain_len, a->pid, &cpu, &pself);
+        printf("| throughput, %d connections | %.0f req/s | %.0f req/s |", conns[i], d, p);
+        if (a->pid && cpu > 0)
+            printf(" memproxy used %.2f CPU-s in %.0f s: **%.0f req per CPU-second** |\n", cpu,
+                   seconds, p * seconds / cpu);
+        else
+            printf(" |\n");
+        up_us[i] = ucpu * 1e6 / (d * seconds);
+        client_us[i] = dself * 1e6 / (d * seconds);
+        mp_us[i] = cpu * 1e6 / (p * seconds);
+    }
+    for (int i = 0; a->upid && a->pid && i < 2; i++)
+        printf("| CPU per request, %d connections | mock upstream %.1f us, client %.1f us | "
+               "memproxy %.1f us | |\n",
+               conns[i], up_us[i], client_us[i], mp_us[i]);
+    for (int i = 0; a->upid && a->commit_us > 0 && i < 2; i++) {
+        double f = up_us[i] + client_us[i] + a->commit_us;
+        printf("| throughput floor, recording on, %d connections | | | mock upstream + client + "
+               "group commit = %.1f us of CPU per request: **%.0f req per CPU-second** |\n",
+               conns[i], f, 1e6 / f);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c;
     double commit_us = 0;
-    const char *session = NULL;
+    const char *session = NULL, *only = "";
     double seconds = 5;
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
     static const struct option opts[] = {
-        {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
-        {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
-        {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
+        {"direct", 1, NULL, 'd'},    {"proxy", 1, NULL, 'p'},
+        {"pid", 1, NULL, 'P'},       {"requests", 1, NULL, 'n'},
+        {"seconds", 1, NULL, 's'},   {"body", 1, NULL, 'b'},
+        {"session", 1, NULL, 'S'},   {"upstream-pid", 1, NULL, 'U'},
+        {"commit-us", 1, NULL, 'C'}, {"only", 1, NULL, 'O'},
         {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -341,6 +403,9 @@ int main(int argc, char **argv)
         case 'C':
             commit_us = atof(optarg);
             break;
+        case 'O':
+            only = optarg;
+            break;
         case 'b':
             free(body);
             body = read_file(optarg);
@@ -349,10 +414,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!dport || !pport) {
+    int lat_only = strcmp(only, "latency") == 0, tp_only = strcmp(only, "throughput") == 0;
+    if (!dport || !pport || (*only && !lat_only && !tp_only)) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
                         "[--seconds S] [--body FILE] [--session ID] "
-                        "[--upstream-pid PID [--commit-us US]]\n");
+                        "[--upstream-pid PID [--commit-us US]] [--only latency|throughput]\n");
         return 2;
     }
     size_t plain_len, stream_len;
@@ -363,45 +429,12 @@ int main(int argc, char **argv)
     char *stream = bench_request(sbody, session, &stream_len);
     long rss0 = pid ? rss_kb(pid, "VmRSS:") : 0;
 
-    struct pair_result lat = pairwise(dport, pport, plain, plain_len, n, 0);
-    struct pair_result ttft = pairwise(dport, pport, stream, stream_len, n, 1);
     printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
-    printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
-           lat.direct_p50, lat.proxy_p50, lat.added_p50);
-    printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
-           lat.direct_p99, lat.proxy_p99, lat.added_p99, lat.added_p90);
-    printf("| latency p99.9 / max, 1 request at a time | | %.1f / %.1f us | |\n", lat.proxy_p999,
-           lat.proxy_max);
-    printf("| stream time to first token p50 | %.1f us | %.1f us | **%.1f us** |\n",
-           ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
-    printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
-           ttft.direct_p99, ttft.proxy_p99, ttft.added_p99);
-    int conns[] = {16, 64};
-    double up_us[2] = {0, 0}, client_us[2] = {0, 0}, mp_us[2] = {0, 0};
-    for (int i = 0; i < 2; i++) {
-        double cpu = 0, ucpu = 0, dself = 0, pself = 0;
-        double d = throughput(dport, conns[i], seconds, plain, plain_len, upid, &ucpu, &dself);
-        double p = throughput(pport, conns[i], seconds, plain, plain_len, pid, &cpu, &pself);
-        printf("| throughput, %d connections | %.0f req/s | %.0f req/s |", conns[i], d, p);
-        if (pid && cpu > 0)
-            printf(" memproxy used %.2f CPU-s in %.0f s: **%.0f req per CPU-second** |\n", cpu,
-                   seconds, p * seconds / cpu);
-        else
-            printf(" |\n");
-        up_us[i] = ucpu * 1e6 / (d * seconds);
-        client_us[i] = dself * 1e6 / (d * seconds);
-        mp_us[i] = cpu * 1e6 / (p * seconds);
-    }
-    for (int i = 0; upid && pid && i < 2; i++)
-        printf("| CPU per request, %d connections | mock upstream %.1f us, client %.1f us | "
-               "memproxy %.1f us | |\n",
-               conns[i], up_us[i], client_us[i], mp_us[i]);
-    for (int i = 0; upid && commit_us > 0 && i < 2; i++) {
-        double f = up_us[i] + client_us[i] + commit_us;
-        printf("| throughput floor, recording on, %d connections | | | mock upstream + client + "
-               "group commit = %.1f us of CPU per request: **%.0f req per CPU-second** |\n",
-               conns[i], f, 1e6 / f);
-    }
+    if (!tp_only)
+        measure_latency(dport, pport, plain, plain_len, lat_only ? NULL : stream, stream_len, n);
+    if (!lat_only)
+        measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us}, plain,
+                           plain_len);
     if (pid)
         printf("| memproxy RSS | | %ld KiB before, %ld KiB after, peak %ld KiB | |\n", rss0,
                rss_kb(pid, "VmRSS:"), rss_kb(pid, "VmHWM:"));
