@@ -7,9 +7,9 @@
  *   LD_PRELOAD=build-bench/bench/libmpsyscalls.so MPSYSCALLS_DIR=DIR memproxy ...
  *
  * Control, through files in DIR (a thread of this module looks every 2 ms): "reset" zeroes
- * the counts (after start-up, between phases), "dump" writes the table to DIR/table
- * (tab-separated: thread, call, calls, wall p50/p90/mean, CPU p50/p90/mean, in ns) and the
- * file is removed when done. Both files are removed once acted on.
+ * the counts (after start-up, between phases); "dump" writes the table to DIR/table
+ * (tab-separated: thread, call, calls, wall p50/p90/mean, CPU p50/p90/mean, in ns). Each file
+ * is removed once acted on. A wrapper leaves errno as the real call set it.
  *
  * Why both clocks: a call that wakes a thread (an eventfd write, sem_post) may be preempted
  * by it on the same CPU, and its wall time then holds the woken thread's work; its CPU time
@@ -25,6 +25,7 @@
  * _FILE_OFFSET_BITS=64 would redirect onto the 64-bit ones */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -129,12 +130,15 @@ static struct sc_mark sc_begin(void)
     return m;
 }
 
+/* Record the call begun at m; errno is kept for the caller. */
 static void sc_end(enum sc_call c, struct sc_mark m)
 {
+    int saved = errno;
     uint64_t wall = sc_clock(CLOCK_MONOTONIC), cpu = sc_clock(CLOCK_THREAD_CPUTIME_ID);
     struct sc_slot *s = sc_slot();
     sc_add(&s->wall[c], wall - m.wall, sc_bias_wall);
     sc_add(&s->cpu[c], cpu - m.cpu, sc_bias_cpu);
+    errno = saved;
 }
 
 /* the next definition of fn (libc's); the void ** store is POSIX's way to take a function
