@@ -401,7 +401,8 @@ static void upstream_setup_plain(struct upstream_xfer *x, const struct upstream_
 /*
  * A configured upstream's URLs, parsed once. Given a URL string, curl parses it again for
  * every transfer (curl_url_set, then a dozen curl_url_get): ~6k instructions, 3% of a
- * proxied request. Given a parsed handle (CURLOPT_CURLU) it copies it instead. The handles
+ * proxied request. Given a parsed handle (CURLOPT_CURLU) it copies it instead (and still
+ * writes the URL's text from the copy, with its printf: ~7k more, callgrind). The handles
  * are the worker's (curl only reads them), one per target and path, a few in all; past
  * UPSTREAM_URLS_MAX pairs (not seen with memproxy's routes) a request passes its URL as text.
  */
