@@ -66,7 +66,7 @@ static const struct cfg_option cfg_options[] = {
      "SQLite database file (created with its directory's permissions; --db overrides)."},
     {S_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
-    {S_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "200", 0, 100000,
+    {S_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,
      "Under load (other recorded requests under way, replies ending less than this many "
      "microseconds apart) a reply's commit waits this long for the next ones to share it; "
      "0 = never. One request at a time never waits."},
