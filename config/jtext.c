@@ -52,7 +52,8 @@ static int jtext_digit(unsigned char c)
 struct jtext_reader {
     const unsigned char *start, *p, *end;
     size_t flags;
-    size_t depth;
+    size_t depth;          /* values, as jansson counts them */
+    size_t nest, max_nest; /* objects and arrays */
     json_error_t *err;
     int failed;
     char *scratch; /* the last escaped string, decoded */
@@ -81,6 +82,16 @@ static int jtext_err(struct jtext_reader *r, const unsigned char *at, const char
 static json_t *jtext_fail(struct jtext_reader *r, const unsigned char *at, const char *msg)
 {
     jtext_err(r, at, msg);
+    return NULL;
+}
+
+/* A value nested too deep: fail, with jansson's error code for it. */
+static json_t *jtext_too_deep(struct jtext_reader *r)
+{
+    int first = !r->failed;
+    jtext_err(r, r->p, "maximum parsing depth reached");
+    if (first && r->err != NULL)
+        r->err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_stack_overflow;
     return NULL;
 }
 
@@ -446,13 +457,15 @@ static json_t *jtext_value(struct jtext_reader *r)
     if (!jtext_ws(r))
         return jtext_fail(r, r->p, "premature end of input");
     if (++r->depth > JTEXT_MAX_DEPTH)
-        return jtext_fail(r, r->p, "maximum parsing depth reached");
+        return jtext_too_deep(r);
     switch (*r->p) {
     case '{':
-        v = jtext_object(r);
-        break;
     case '[':
-        v = jtext_array(r);
+        if (++r->nest > r->max_nest)
+            v = jtext_too_deep(r);
+        else
+            v = *r->p == '{' ? jtext_object(r) : jtext_array(r);
+        r->nest--;
         break;
     case '"':
         v = jtext_string_value(r);
@@ -476,10 +489,17 @@ static json_t *jtext_value(struct jtext_reader *r)
 
 json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err)
 {
+    return jtext_load_nested(buf, len, flags, JTEXT_MAX_DEPTH, err);
+}
+
+json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_nest,
+                          json_error_t *err)
+{
     if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) != 0)
         abort(); /* a flag jtext does not implement: a caller's bug */
     const unsigned char *b = (const unsigned char *)(buf ? buf : "");
-    struct jtext_reader r = {.start = b, .p = b, .end = b + (buf ? len : 0), .flags = flags};
+    struct jtext_reader r = {
+        .start = b, .p = b, .end = b + (buf ? len : 0), .flags = flags, .max_nest = max_nest};
     json_t *v = NULL;
     if (err != NULL) {
         memset(err, 0, sizeof(*err));

@@ -35,6 +35,13 @@
 #define JTEXT_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
 
 json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err);
+/* jtext_load(), and objects and arrays nested at most max_nest deep ("[[]]" is 2): deeper
+ * fails as a value past JTEXT_MAX_DEPTH does, with json_error_code(err) ==
+ * json_error_stack_overflow (the only code jtext sets; any other failure reads as
+ * json_error_unknown). For a caller's own cap on what it reads, checked while reading rather
+ * than by a scan of the text first. */
+json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_nest,
+                          json_error_t *err);
 char *jtext_dump(const json_t *j, size_t *len);
 
 /* The JSON string whose opening quote is at *p (before end), read by jtext_load()'s rules:

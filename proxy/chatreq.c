@@ -149,12 +149,12 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
 {
     json_error_t jerr;
     memset(out, 0, sizeof(*out));
-    if (chatreq_too_deep(buf, len, lim->max_depth)) {
+    out->body = jtext_load_nested(buf, len, JSON_REJECT_DUPLICATES, lim->max_depth, &jerr);
+    if (out->body == NULL && json_error_code(&jerr) == json_error_stack_overflow) {
         apierr_set(err, APIERR_INVALID_JSON, NULL, "the body is nested deeper than %zu levels",
                    lim->max_depth);
         return -1;
     }
-    out->body = jtext_load(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     if (out->body == NULL) {
         apierr_set(err, APIERR_INVALID_JSON, NULL,
                    "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);

@@ -22,7 +22,7 @@
 #include <stddef.h>
 
 struct chatreq_limits {
-    size_t max_depth;
+    size_t max_depth; /* objects and arrays nested at most this deep */
     size_t max_messages;
 };
 
@@ -38,7 +38,9 @@ struct chatreq {
 int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
                   struct chatreq *out, struct apierr *err);
 
-/* Is buf nested deeper than max_depth (objects and arrays)? Strings are skipped correctly. */
+/* Is buf nested deeper than max_depth (objects and arrays)? Strings are skipped correctly.
+ * For bodies forwarded without being read (forward.c); chatreq_parse() checks max_depth while
+ * it reads, with the same answer for every body it can read. */
 int chatreq_too_deep(const char *buf, size_t len, size_t max_depth);
 
 /*

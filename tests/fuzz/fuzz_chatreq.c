@@ -1,10 +1,13 @@
 /*
  * Fuzz chat request parsing and validation with client bodies. A body that passes must yield
- * an upstream body that is valid JSON with the same messages. The depth pre-scan must agree
- * with a byte-by-byte reference on every input.
+ * an upstream body that is valid JSON with the same messages. The depth pre-scan (for bodies
+ * forwarded unread) must agree with a byte-by-byte reference on every input, and the cap
+ * chatreq_parse() checks while reading (jtext_load_nested) with the pre-scan on every input
+ * the reader accepts.
  */
 #include "chatreq.h"
 #include "fuzz.h"
+#include "jtext.h"
 
 #include <stdlib.h>
 
@@ -39,6 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             reference_too_deep((const char *)data, size, d))
             abort();
     }
+    json_t *all = jtext_load((const char *)data, size, JSON_DECODE_ANY, NULL);
+    for (size_t d = 0; all != NULL && d < 6; d++) {
+        json_error_t err;
+        json_t *capped = jtext_load_nested((const char *)data, size, JSON_DECODE_ANY, d, &err);
+        int deep = reference_too_deep((const char *)data, size, d);
+        if ((capped == NULL) != deep ||
+            (capped == NULL && json_error_code(&err) != json_error_stack_overflow))
+            abort();
+        json_decref(capped);
+    }
+    json_decref(all);
     struct chatreq_limits lim = {.max_depth = 64, .max_messages = 4096};
     struct chatreq r;
     struct apierr e;

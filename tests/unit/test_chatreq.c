@@ -87,6 +87,40 @@ static void test_limits(void **state)
     expect_error(five, APIERR_INVALID_REQUEST, "messages");
 }
 
+/* A body of n nested arrays in "messages"' first message's content, closed properly. */
+static char *nested_body(int n)
+{
+    char *b = malloc(64 + 2 * (size_t)n + 64);
+    strcpy(b, "{\"messages\":[{\"role\":\"user\",\"content\":\"[[[[\",\"x\":");
+    size_t at = strlen(b);
+    for (int i = 0; i < n - 3; i++) /* the body object, messages and the message: 3 levels */
+        b[at++] = '[';
+    for (int i = 0; i < n - 3; i++)
+        b[at++] = ']';
+    strcpy(b + at, "}]}");
+    return b;
+}
+
+static void test_depth_is_checked_while_reading(void **state)
+{
+    struct chatreq r;
+    struct apierr e;
+    char *ok = nested_body(16), *deep = nested_body(17);
+    assert_int_equal(parse(ok, &r, &e), 0); /* lim.max_depth is 16; the string's [ count not */
+    chatreq_clear(&r);
+    assert_int_equal(parse(deep, &r, &e), -1);
+    assert_int_equal(e.kind, APIERR_INVALID_JSON);
+    assert_string_equal(e.message, "the body is nested deeper than 16 levels");
+    assert_null(r.body);
+    deep[strlen(deep) - 1] = ','; /* broken after the deep part: still the depth */
+    assert_int_equal(parse(deep, &r, &e), -1);
+    assert_string_equal(e.message, "the body is nested deeper than 16 levels");
+    assert_int_equal(parse("{\"messages\":[}", &r, &e), -1);
+    assert_string_equal(e.message, "the body is not valid JSON (line 1, column 14)");
+    free(ok);
+    free(deep);
+}
+
 static void test_depth_ignores_brackets_in_strings(void **state)
 {
     const char *s = "{\"a\":\"[[[[[[[[[[[[[[[[[[[[[[[[[\\\"[[[[[[\"}";
@@ -142,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_valid_request),
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_depth_is_checked_while_reading),
         cmocka_unit_test(test_depth_ignores_brackets_in_strings),
         cmocka_unit_test(test_upstream_body),
     };

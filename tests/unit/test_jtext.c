@@ -129,6 +129,23 @@ static void test_depth_is_capped(void **state)
     free(deep);
 }
 
+static void test_nesting_cap(void **state)
+{
+    json_error_t err;
+    json_t *j = jtext_load_nested("[[], {\"a\": [\"[[[\"]}]", 20, 0, 3, &err);
+    assert_non_null(j); /* three levels; brackets in strings are text */
+    json_decref(j);
+    assert_null(jtext_load_nested("[[], {\"a\": [[1]]}]", 18, 0, 3, &err));
+    assert_string_equal(err.text, "maximum parsing depth reached");
+    assert_int_equal(json_error_code(&err), json_error_stack_overflow);
+    assert_int_equal(err.position, 12);                   /* at the fourth level's bracket */
+    assert_null(jtext_load_nested("[[]", 3, 0, 3, &err)); /* any other failure: no code */
+    assert_int_equal(json_error_code(&err), json_error_unknown);
+    j = jtext_load_nested("7", 1, JSON_DECODE_ANY, 0, &err); /* a scalar nests nothing */
+    assert_int_equal(json_integer_value(j), 7);
+    json_decref(j);
+}
+
 static void test_writes_what_jansson_writes(void **state)
 {
     expect_round_trip("{ \"b\" : [ 1 , -2 , true , false , null ] , \"a\" : { } , \"c\" : [ ] }",
@@ -156,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_refusals_say_where),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_depth_is_capped),
+        cmocka_unit_test(test_nesting_cap),
         cmocka_unit_test(test_writes_what_jansson_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
