@@ -11,17 +11,19 @@
 # Why: DESIGN's throughput target is per core, and in production memproxy does not share its
 # cores with the model and the voice platform. Mixed on two CPUs, the client and the mock
 # preempted memproxy's worker 0.34-0.65 times per request (its involuntary context switches,
-# 0.25 pinned: the writer's) and memproxy spent ~12% more CPU per request (bench/README).
+# 0.25 pinned: the writer's) and memproxy spent ~10% more CPU per request (bench/README).
 bench_cpus() {
-    local n w=$1
+    local n w=$1 mine load
     n=$(nproc)
     pin_mp=()
     pin_load=()
     pin_note="not pinned: memproxy, the mock upstream and the client share all $n CPU(s)"
     if [ "${PIN:-1}" != 0 ] && [ "$n" -gt "$w" ] && command -v taskset >/dev/null; then
-        pin_mp=(taskset -c "$(bench_range 0 $((w - 1)))")
-        pin_load=(taskset -c "$(bench_range "$w" $((n - 1)))")
-        pin_note="memproxy on CPU ${pin_mp[2]}, the mock upstream and the client on CPU ${pin_load[2]}"
+        mine=$(bench_range 0 $((w - 1)))
+        load=$(bench_range "$w" $((n - 1)))
+        pin_mp=(taskset -c "$mine")
+        pin_load=(taskset -c "$load")
+        pin_note="memproxy on CPU $mine, the mock upstream and the client on CPU $load"
     fi
 }
 
@@ -32,7 +34,8 @@ bench_range() { [ "$1" = "$2" ] && echo "$1" || echo "$1-$2"; }
 # mock_pid and mock_port, and writes $tmp/memproxy.yaml, a config whose only upstream is the
 # mock (log level warn).
 bench_mock() {
-    ${pin_load[@]+"${pin_load[@]}"} ./build-bench/tests/mock_upstream --port-file "$tmp/mock.port" >/dev/null 2>&1 &
+    ${pin_load[@]+"${pin_load[@]}"} ./build-bench/tests/mock_upstream \
+        --port-file "$tmp/mock.port" >/dev/null 2>&1 &
     mock_pid=$!
     for _ in $(seq 100); do [ -s "$tmp/mock.port" ] && break; sleep 0.05; done
     mock_port=$(cat "$tmp/mock.port")
