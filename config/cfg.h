@@ -98,6 +98,7 @@ struct cfg {
     long max_header_size;
     long max_json_depth;
     long max_messages;
+    long parse_memo; /* bytes of memo per worker; 0 = none */
     long client_timeout_ms;
     long shutdown_timeout_ms;
     long max_client_buffer;

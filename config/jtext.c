@@ -1,5 +1,6 @@
 #include "jtext.h"
 
+#include "jmemo.h"
 #include "util.h"
 
 #include <errno.h>
@@ -42,9 +43,94 @@ static int jtext_plain(unsigned char c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+/* The first byte in [p, end) that is not plain (end when all are). Eight bytes a step while
+ * they are all plain (the usual case: voice transcripts are mostly ASCII), with the usual
+ * word tricks: a byte below 0x20, or equal to '"' or '\\', or with its top bit set. A match
+ * can only make a false one in a byte above it, so "none" is exact; the byte loop finds
+ * which. */
+static const unsigned char *jtext_plain_run(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101ULL, tops = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t x, q, b;
+        memcpy(&x, p, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & tops)
+            break;
+        p += 8;
+    }
+    while (p < end && jtext_plain(*p))
+        p++;
+    return p;
+}
+
 static int jtext_digit(unsigned char c)
 {
     return c >= '0' && c <= '9';
+}
+
+/* ---- scanning: brackets and strings only ---- */
+
+/* p is just past a string's opening quote: just past its closing one (end when there is
+ * none). A quote after an odd run of backslashes is escaped. memchr takes the string's bytes
+ * many at a time: a 32-message window is mostly strings. */
+static const char *jtext_string_end(const char *p, const char *end)
+{
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (q == NULL)
+            return end;
+        size_t run = 0;
+        while (q - run > p && q[-1 - (ptrdiff_t)run] == '\\')
+            run++;
+        if (run % 2 == 0)
+            return q + 1;
+        p = q + 1;
+    }
+}
+
+int jtext_too_deep(const char *buf, size_t len, size_t max_nest)
+{
+    size_t depth = 0;
+    const char *p = buf, *end = buf + len;
+    while (p < end) {
+        char c = *p++;
+        if (c == '"') {
+            p = jtext_string_end(p, end);
+        } else if (c == '{' || c == '[') {
+            if (++depth > max_nest)
+                return 1;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+/* p is at an object's or array's opening bracket: just past the bracket that closes it, or
+ * NULL when none does; *nest is the deepest nesting inside, the container itself counted.
+ * Nothing else is checked: for valid JSON this is where the value ends. */
+static const char *jtext_container_end(const char *p, const char *end, size_t *nest)
+{
+    static const unsigned char looked_at[256] = {
+        ['"'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1};
+    size_t depth = 0, deepest = 0;
+    while (p < end) {
+        char c = *p++;
+        if (!looked_at[(unsigned char)c]) /* most bytes between strings: whitespace, ':', ',' */
+            continue;
+        if (c == '"') {
+            p = jtext_string_end(p, end);
+        } else if (c == '{' || c == '[') {
+            if (++depth > deepest)
+                deepest = depth;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            *nest = deepest;
+            return p;
+        }
+    }
+    return NULL;
 }
 
 /* ---- reading ---- */
@@ -58,6 +144,8 @@ struct jtext_reader {
     int failed;
     char *scratch; /* the last escaped string, decoded */
     size_t scap;
+    struct jmemo *memo; /* or NULL */
+    uint64_t seed;
 };
 
 /* Record the first error: where (line, characters into it, bytes) and what. -1. */
@@ -86,7 +174,7 @@ static json_t *jtext_fail(struct jtext_reader *r, const unsigned char *at, const
 }
 
 /* A value nested too deep: fail, with jansson's error code for it. */
-static json_t *jtext_too_deep(struct jtext_reader *r)
+static json_t *jtext_fail_deep(struct jtext_reader *r)
 {
     int first = !r->failed;
     jtext_err(r, r->p, "maximum parsing depth reached");
@@ -236,8 +324,7 @@ static int jtext_string(struct jtext_reader *r, const char **s, size_t *n)
     const unsigned char *from = r->p + 1, *q = from;
     int escaped = 0;
     for (;;) {
-        while (q < r->end && jtext_plain(*q))
-            q++;
+        q = jtext_plain_run(q, r->end);
         if (q >= r->end)
             return jtext_err(r, q, "premature end of input");
         if (*q == '"')
@@ -451,20 +538,44 @@ fail:
     return NULL;
 }
 
+/* The object at r->p from r->memo when these bytes were read before (and would be read
+ * again: not nested past the caps here), else read and kept. */
+static json_t *jtext_memo_object(struct jtext_reader *r)
+{
+    const char *s = (const char *)r->p;
+    size_t nest = 0;
+    const char *e = jtext_container_end(s, (const char *)r->end, &nest);
+    int fits = e != NULL && r->nest - 1 + nest <= r->max_nest &&
+               r->depth + nest <= JTEXT_MAX_DEPTH; /* deeper: read, and fail, as ever */
+    json_t *v = fits ? jmemo_get(r->memo, r->seed, r->flags, s, (size_t)(e - s)) : NULL;
+    if (v != NULL) {
+        r->p = (const unsigned char *)e;
+        return json_incref(v);
+    }
+    v = jtext_object(r);
+    if (v != NULL && fits && r->p == (const unsigned char *)e)
+        jmemo_put(r->memo, r->seed, r->flags, s, (size_t)(e - s), v);
+    return v;
+}
+
 static json_t *jtext_value(struct jtext_reader *r)
 {
     json_t *v;
     if (!jtext_ws(r))
         return jtext_fail(r, r->p, "premature end of input");
     if (++r->depth > JTEXT_MAX_DEPTH)
-        return jtext_too_deep(r);
+        return jtext_fail_deep(r);
     switch (*r->p) {
     case '{':
     case '[':
         if (++r->nest > r->max_nest)
-            v = jtext_too_deep(r);
+            v = jtext_fail_deep(r);
+        else if (*r->p == '[')
+            v = jtext_array(r);
+        else if (r->memo != NULL && r->depth == JTEXT_MEMO_DEPTH)
+            v = jtext_memo_object(r);
         else
-            v = *r->p == '{' ? jtext_object(r) : jtext_array(r);
+            v = jtext_object(r);
         r->nest--;
         break;
     case '"':
@@ -495,11 +606,22 @@ json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err)
 json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_nest,
                           json_error_t *err)
 {
+    return jtext_load_memo(buf, len, flags, max_nest, NULL, 0, err);
+}
+
+json_t *jtext_load_memo(const char *buf, size_t len, size_t flags, size_t max_nest,
+                        struct jmemo *memo, uint64_t seed, json_error_t *err)
+{
     if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) != 0)
         abort(); /* a flag jtext does not implement: a caller's bug */
     const unsigned char *b = (const unsigned char *)(buf ? buf : "");
-    struct jtext_reader r = {
-        .start = b, .p = b, .end = b + (buf ? len : 0), .flags = flags, .max_nest = max_nest};
+    struct jtext_reader r = {.start = b,
+                             .p = b,
+                             .end = b + (buf ? len : 0),
+                             .flags = flags,
+                             .max_nest = max_nest,
+                             .memo = memo,
+                             .seed = seed};
     json_t *v = NULL;
     if (err != NULL) {
         memset(err, 0, sizeof(*err));
@@ -576,7 +698,7 @@ static int jtext_put_string(struct jtext_writer *w, const char *s, size_t n)
     jtext_putc(w, '"');
     while (p < end) {
         if (jtext_plain(*p)) {
-            p++;
+            p = jtext_plain_run(p, end);
         } else if (*p >= 0x80) {
             size_t k = jtext_utf8_len(p, end);
             if (k == 0)

@@ -31,6 +31,9 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
+
+struct jmemo;
 
 #define JTEXT_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
 
@@ -42,7 +45,21 @@ json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err)
  * than by a scan of the text first. */
 json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_nest,
                           json_error_t *err);
+/* The memo's depth: objects inside a container inside the root, as a chat request's messages
+ * and tool definitions are. */
+#define JTEXT_MEMO_DEPTH 3
+/* jtext_load_nested(), and every object at JTEXT_MEMO_DEPTH whose bytes memo (when not NULL)
+ * holds for seed and flags is that tree, not read again; every other one read there is kept
+ * in memo (see jmemo.h). The result is the same tree as without the memo, except that those
+ * objects are shared with the memo and other requests: the caller must not change them. */
+json_t *jtext_load_memo(const char *buf, size_t len, size_t flags, size_t max_nest,
+                        struct jmemo *memo, uint64_t seed, json_error_t *err);
 char *jtext_dump(const json_t *j, size_t *len);
+
+/* Is buf nested deeper than max_nest (objects and arrays)? Only brackets and strings are
+ * looked at: for bodies forwarded without being read; jtext_load_nested() gives the same
+ * answer for every text it reads. */
+int jtext_too_deep(const char *buf, size_t len, size_t max_nest);
 
 /* The JSON string whose opening quote is at *p (before end), read by jtext_load()'s rules:
  * its text in *s, *n — the input's own bytes when it holds no escape, else *scratch's

@@ -165,6 +165,30 @@ void util_http_date(int64_t t, char out[UTIL_HTTP_DATE])
     memcpy(p, " GMT", 5); /* with its NUL: 29 + 1 bytes */
 }
 
+/* splitmix64's finalizer: every input bit reaches every output bit. */
+static uint64_t util_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t util_hash64(uint64_t seed, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = seed ^ (0x9e3779b97f4a7c15ULL * (n + 1)), w;
+    for (; n >= 8; b += 8, n -= 8) {
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, b, n);
+    return util_mix64(h ^ w);
+}
+
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
     const unsigned char *x = a, *y = b;

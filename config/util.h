@@ -37,6 +37,14 @@ uint64_t util_now_us(void);
 uint64_t util_now_ns(void);
 int64_t util_wall_ms(void);
 
+/* A 64-bit hash of n bytes at p, from seed (chained calls hash a sequence: pass the last
+ * result as the next seed). Eight bytes a step: a byte-at-a-time hash (FNV-1a) costs four
+ * cycles a byte, ~20k cycles on a voice window's 5 KB of text. Not for adversaries: a client
+ * that finds a collision can only confuse its own session's shortcuts, which a full compare
+ * backs wherever a wrong answer would lose data. Little-endian machines and big-endian ones
+ * give different values. */
+uint64_t util_hash64(uint64_t seed, const void *p, size_t n);
+
 /* Compare two byte strings in time that depends only on the lengths, not the contents. */
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 

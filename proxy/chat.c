@@ -2,6 +2,7 @@
 
 #include "chatreq.h"
 #include "embedder.h"
+#include "jmemo.h"
 #include "log.h"
 #include "lookup.h"
 #include "memory.h"
@@ -470,11 +471,28 @@ static int chat_recall(struct chat *c, struct evhttp_request *req, const char *s
     return 1;
 }
 
+/* Whose messages the memo keeps: one tenant's are never another's. */
+static uint64_t chat_memo_seed(const char *tenant)
+{
+    return tenant != NULL ? util_hash64(0, tenant, strlen(tenant)) : 0;
+}
+
+static void chat_memo_report(struct worker *w)
+{
+    struct jmemo_stats st;
+    if (w->memo == NULL)
+        return;
+    jmemo_stats(w->memo, &st);
+    metrics_memo(w->metrics, st.hits, st.misses, st.bytes);
+}
+
 void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
 {
     struct apierr e;
-    struct chatreq_limits lim = {.max_depth = (size_t)w->cfg->max_json_depth,
-                                 .max_messages = (size_t)w->cfg->max_messages};
+    struct chatreq_opts opt = {.max_depth = (size_t)w->cfg->max_json_depth,
+                               .max_messages = (size_t)w->cfg->max_messages,
+                               .memo = w->memo,
+                               .memo_seed = chat_memo_seed(rc->tenant)};
     struct session_ids ids = {0};
     struct chat *c = xcalloc(1, sizeof(*c));
     c->w = w;
@@ -487,7 +505,9 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
         apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
         goto fail;
     }
-    if (chatreq_parse(rc->body, rc->body_len, &lim, &c->creq, &e) != 0)
+    int parsed = chatreq_parse(rc->body, rc->body_len, &opt, &c->creq, &e);
+    chat_memo_report(w);
+    if (parsed != 0)
         goto fail;
     const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
     if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)

@@ -12,42 +12,6 @@ static const char *const chatreq_own_fields[] = {"profile"};
 static const char *const chatreq_roles[] = {"system",    "developer", "user",
                                             "assistant", "tool",      "function"};
 
-/* p is just past a string's opening quote: just past its closing one (end when there is
- * none). A quote after an odd run of backslashes is escaped. memchr takes the string's bytes
- * many at a time: a 32-message window is mostly strings, and this scan runs on every body. */
-static const char *chatreq_string_end(const char *p, const char *end)
-{
-    for (;;) {
-        const char *q = memchr(p, '"', (size_t)(end - p));
-        if (q == NULL)
-            return end;
-        size_t run = 0;
-        while (q - run > p && q[-1 - (ptrdiff_t)run] == '\\')
-            run++;
-        if (run % 2 == 0)
-            return q + 1;
-        p = q + 1;
-    }
-}
-
-int chatreq_too_deep(const char *buf, size_t len, size_t max_depth)
-{
-    size_t depth = 0;
-    const char *p = buf, *end = buf + len;
-    while (p < end) {
-        char c = *p++;
-        if (c == '"') {
-            p = chatreq_string_end(p, end);
-        } else if (c == '{' || c == '[') {
-            if (++depth > max_depth)
-                return 1;
-        } else if ((c == '}' || c == ']') && depth > 0) {
-            depth--;
-        }
-    }
-    return 0;
-}
-
 static int chatreq_role_ok(const char *role)
 {
     for (size_t i = 0; i < UTIL_ARRAY_LEN(chatreq_roles); i++) {
@@ -120,7 +84,7 @@ static int chatreq_check_options(struct chatreq *r, struct apierr *err)
     return 0;
 }
 
-static int chatreq_check(struct chatreq *r, const struct chatreq_limits *lim, struct apierr *err)
+static int chatreq_check(struct chatreq *r, const struct chatreq_opts *opt, struct apierr *err)
 {
     if (!json_is_object(r->body)) {
         apierr_set(err, APIERR_INVALID_REQUEST, NULL, "the request body must be a JSON object");
@@ -132,9 +96,9 @@ static int chatreq_check(struct chatreq *r, const struct chatreq_limits *lim, st
         return -1;
     }
     size_t n = json_array_size(r->messages);
-    if (n == 0 || n > lim->max_messages) {
+    if (n == 0 || n > opt->max_messages) {
         apierr_set(err, APIERR_INVALID_REQUEST, "messages",
-                   "messages must hold between 1 and %zu messages", lim->max_messages);
+                   "messages must hold between 1 and %zu messages", opt->max_messages);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -144,15 +108,16 @@ static int chatreq_check(struct chatreq *r, const struct chatreq_limits *lim, st
     return chatreq_check_options(r, err);
 }
 
-int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
-                  struct chatreq *out, struct apierr *err)
+int chatreq_parse(const char *buf, size_t len, const struct chatreq_opts *opt, struct chatreq *out,
+                  struct apierr *err)
 {
     json_error_t jerr;
     memset(out, 0, sizeof(*out));
-    out->body = jtext_load_nested(buf, len, JSON_REJECT_DUPLICATES, lim->max_depth, &jerr);
+    out->body = jtext_load_memo(buf, len, JSON_REJECT_DUPLICATES, opt->max_depth, opt->memo,
+                                opt->memo_seed, &jerr);
     if (out->body == NULL && json_error_code(&jerr) == json_error_stack_overflow) {
         apierr_set(err, APIERR_INVALID_JSON, NULL, "the body is nested deeper than %zu levels",
-                   lim->max_depth);
+                   opt->max_depth);
         return -1;
     }
     if (out->body == NULL) {
@@ -160,7 +125,7 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
                    "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
         return -1;
     }
-    if (chatreq_check(out, lim, err) != 0) {
+    if (chatreq_check(out, opt, err) != 0) {
         chatreq_clear(out);
         return -1;
     }

@@ -6,8 +6,10 @@
  * (body shape, messages, roles, types) and lenient elsewhere: unknown fields pass through to
  * the upstream, which knows its own parameters best.
  *
- * Nesting depth is checked on the raw bytes before parsing, so a hostile body never builds a
- * deep tree.
+ * Nesting depth is checked while the body is read, so a hostile body never builds a deep
+ * tree. With a memo (jmemo.h), messages read before are not read again: the request's
+ * messages are then shared with the memo, and nothing may change them (transforms replace a
+ * message, they never change one).
  *
  * Ownership: chatreq_parse() fills a struct chatreq that owns its JSON; release it with
  * chatreq_clear(). chatreq_upstream() returns a new reference; the strings returned are the
@@ -20,10 +22,15 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct chatreq_limits {
+struct jmemo;
+
+struct chatreq_opts {
     size_t max_depth; /* objects and arrays nested at most this deep */
     size_t max_messages;
+    struct jmemo *memo; /* the worker's memo of messages read before, or NULL */
+    uint64_t memo_seed; /* whose messages (util_hash64 of the tenant): never shared across */
 };
 
 struct chatreq {
@@ -35,13 +42,8 @@ struct chatreq {
 };
 
 /* 0, or -1 with *err describing the problem (and *out left empty). */
-int chatreq_parse(const char *buf, size_t len, const struct chatreq_limits *lim,
-                  struct chatreq *out, struct apierr *err);
-
-/* Is buf nested deeper than max_depth (objects and arrays)? Strings are skipped correctly.
- * For bodies forwarded without being read (forward.c); chatreq_parse() checks max_depth while
- * it reads, with the same answer for every body it can read. */
-int chatreq_too_deep(const char *buf, size_t len, size_t max_depth);
+int chatreq_parse(const char *buf, size_t len, const struct chatreq_opts *opt, struct chatreq *out,
+                  struct apierr *err);
 
 /*
  * The upstream request: a new object sharing the client's values, with memproxy's own fields

@@ -1,6 +1,5 @@
 #include "forward.h"
 
-#include "chatreq.h"
 #include "jtext.h"
 #include "relay.h"
 #include "respond.h"
@@ -26,7 +25,7 @@ static int forward_check_body(const struct worker *w, const struct route_ctx *rc
         apierr_set(e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
         return -1;
     }
-    if (chatreq_too_deep(rc->body, rc->body_len, (size_t)w->cfg->max_json_depth)) {
+    if (jtext_too_deep(rc->body, rc->body_len, (size_t)w->cfg->max_json_depth)) {
         apierr_set(e, APIERR_INVALID_JSON, NULL, "the body is nested too deeply");
         return -1;
     }

@@ -40,6 +40,7 @@ struct metrics {
     _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
     struct metrics_hist recall_wait;
     _Atomic uint64_t embeds[METRICS_EMBED__COUNT];
+    _Atomic uint64_t memo_hits, memo_misses, memo_bytes;
 };
 
 /* Single writer per set: a relaxed load and store is enough and needs no locked instruction. */
@@ -106,6 +107,13 @@ void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind)
 void metrics_fallback(struct metrics *m)
 {
     metrics_add(&m->fallbacks, 1);
+}
+
+void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes)
+{
+    atomic_store_explicit(&m->memo_hits, hits, memory_order_relaxed);
+    atomic_store_explicit(&m->memo_misses, misses, memory_order_relaxed);
+    atomic_store_explicit(&m->memo_bytes, bytes, memory_order_relaxed);
 }
 
 void metrics_client_disconnect(struct metrics *m)
@@ -245,6 +253,18 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# TYPE memproxy_client_disconnects_total counter\n"
                    "memproxy_client_disconnects_total %llu\n",
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
+    metrics_printf(
+        o,
+        "# HELP memproxy_parse_memo_lookups_total Chat messages looked up in the workers' "
+        "parse memo (server.parse_memo): a hit is a message not read again.\n"
+        "# TYPE memproxy_parse_memo_lookups_total counter\n"
+        "memproxy_parse_memo_lookups_total{result=\"hit\"} %llu\n"
+        "memproxy_parse_memo_lookups_total{result=\"miss\"} %llu\n"
+        "# HELP memproxy_parse_memo_bytes What the parse memos hold (text and estimated trees).\n"
+        "# TYPE memproxy_parse_memo_bytes gauge\nmemproxy_parse_memo_bytes %llu\n",
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_hits)),
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_misses)),
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_bytes)));
     static const char *const hook_names[METRICS_HOOK__COUNT] = {"delivered", "retry", "failed"};
     static const char *const recall_names[METRICS_RECALL__COUNT] = {"ready", "late", "failed"};
     static const char *const embed_names[METRICS_EMBED__COUNT] = {"stored", "retry", "failed"};

@@ -85,6 +85,9 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
  * the writer's queue, the transaction, the report back). */
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us);
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n);
+/* The worker's parse memo (jmemo) now: its lookups so far and the bytes it holds. Set, not
+ * added: the memo counts, the worker copies its figures after each chat request. */
+void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes);
 
 /* The Prometheus text for the sum of sets[0..n) and the memory's counters; caller frees. */
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,

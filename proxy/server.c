@@ -4,6 +4,7 @@
 #include "hook.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "jmemo.h"
 #include "memory.h"
 #include "metrics.h"
 #include "relay.h"
@@ -119,6 +120,7 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     w->metrics = metrics_create();
     srv->metrics[id] = w->metrics;
     w->mem = srv->mem;
+    w->memo = jmemo_create((size_t)cfg->parse_memo);
     if (memory_attach(srv->mem, w->base) != 0) {
         *err = xasprintf("worker %d: cannot create its commit inbox: %s", id, strerror(errno));
         return -1;
@@ -425,6 +427,7 @@ void server_destroy(struct server *srv)
         event_base_free(w->base);
         metrics_destroy(w->metrics);
         memory_reader_close(w->reader);
+        jmemo_destroy(w->memo);
     }
     if (srv->fd >= 0)
         close(srv->fd);

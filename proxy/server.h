@@ -50,6 +50,7 @@ struct worker {
     struct metrics *metrics;
     struct memory *mem;           /* shared by all workers */
     struct memory_reader *reader; /* this worker's read connection */
+    struct jmemo *memo;           /* messages read before (server.parse_memo), or NULL */
     struct lifecycle *lifecycle;  /* the idle sweeper (the first worker's, when configured) */
     struct relay *relays;         /* in flight; owned by relay.c */
     size_t active;                /* relays in flight */

@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-/* The obvious scan, one byte at a time: what chatreq_too_deep() must answer. */
+/* The obvious scan, one byte at a time: what jtext_too_deep() must answer. */
 static int reference_too_deep(const char *buf, size_t len, size_t max_depth)
 {
     size_t depth = 0;
@@ -38,7 +38,7 @@ static int reference_too_deep(const char *buf, size_t len, size_t max_depth)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     for (size_t d = 0; d < 6; d++) {
-        if (chatreq_too_deep((const char *)data, size, d) !=
+        if (jtext_too_deep((const char *)data, size, d) !=
             reference_too_deep((const char *)data, size, d))
             abort();
     }
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_decref(capped);
     }
     json_decref(all);
-    struct chatreq_limits lim = {.max_depth = 64, .max_messages = 4096};
+    struct chatreq_opts lim = {.max_depth = 64, .max_messages = 4096};
     struct chatreq r;
     struct apierr e;
     if (chatreq_parse((const char *)data, size, &lim, &r, &e) != 0)

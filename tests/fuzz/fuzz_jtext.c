@@ -6,8 +6,13 @@
  * One known difference: jansson loses a NUL byte that directly follows a number or a word
  * (its lexer reads one byte ahead and its unget cannot put a NUL back), so it reads "[1\0]"
  * as [1]. jtext refuses every NUL byte outside strings and within them, as RFC 8259 says.
+ *
+ * The memo (jtext_load_memo) must change nothing but speed: with a memo that lives across
+ * inputs (small, so that it evicts) every input reads, twice, to the tree and the verdict of
+ * jtext_load_nested() under the same caps, flags and depth code.
  */
 #include "fuzz.h"
+#include "jmemo.h"
 #include "jtext.h"
 
 #include <stdlib.h>
@@ -28,8 +33,31 @@ static void fuzz_jtext_dump(const json_t *j)
     free(theirs);
 }
 
+static void fuzz_jtext_memo(const char *data, size_t size, size_t flags, size_t nest)
+{
+    static struct jmemo *memo;
+    if (memo == NULL)
+        memo = jmemo_create(64 * 1024);
+    json_error_t e1, e2;
+    json_t *plain = jtext_load_nested(data, size, flags, nest, &e1);
+    for (int round = 0; round < 2; round++) {
+        json_t *m = jtext_load_memo(data, size, flags, nest, memo, nest % 2, &e2);
+        if ((m == NULL) != (plain == NULL) || (m != NULL && !json_equal(m, plain)))
+            abort();
+        if (m == NULL && json_error_code(&e1) != json_error_code(&e2))
+            abort();
+        json_decref(m);
+    }
+    json_decref(plain);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static const size_t caps[] = {2, 3, 4, 64};
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+        fuzz_jtext_memo((const char *)data, size, JSON_REJECT_DUPLICATES, caps[i]);
+        fuzz_jtext_memo((const char *)data, size, 0, caps[i]);
+    }
     static const size_t flag_sets[] = {0, JSON_REJECT_DUPLICATES, JSON_DECODE_ANY};
     for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
         json_error_t err;

@@ -1,5 +1,6 @@
 """The request path through memproxy to the mock upstream: what a client sees."""
 import json
+import re
 import time
 import unittest
 
@@ -187,6 +188,64 @@ profiles:
                                     {"X-Memproxy-Profile": "nope"})
         self.assertEqual(status, 400)
         self.assertEqual(body["error"]["param"], "X-Memproxy-Profile")
+
+
+class ParseMemo(unittest.TestCase):
+    """A voice platform resends its window each turn: messages read before are not read again
+    (server.parse_memo), never across tenants, and the upstream sees the same request."""
+    CONFIG = """
+upstreams: [{name: main, url: %s}]
+auth:
+  client_keys:
+    - {key: key-acme, tenant: acme}
+    - {key: key-globex, tenant: globex}
+"""
+
+    def start(self, extra=""):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(self.CONFIG % self.mock.url + extra, args=("--workers", "1"))
+        self.addCleanup(self.mp.stop)
+
+    @staticmethod
+    def window(turns):
+        msgs = [{"role": "system", "content": "You are a voice assistant."}]
+        for t in range(1, turns + 1):
+            msgs.append({"role": "user", "content": "question %d" % t, "turn_id": t,
+                         "metadata": {"source": "asr"}})
+            msgs.append({"role": "assistant", "content": "answer %d" % t, "turn_id": t,
+                         "metadata": {"source": "llm"}})
+        return {"model": "m", "messages": msgs}
+
+    def send(self, body, key, session):
+        status, reply = self.mp.json("POST", "/v1/chat/completions", body,
+                                     {"Authorization": "Bearer " + key, "X-Session-Id": session})
+        self.assertEqual(status, 200, reply)
+        return json.loads(self.mock.stats()["last_body"])["messages"]
+
+    def lookups(self):
+        text = self.mp.request("GET", "/metrics")[2].decode()
+        return [int(re.search(r'memproxy_parse_memo_lookups_total\{result="%s"\} (\d+)' % r,
+                              text).group(1)) for r in ("hit", "miss")]
+
+    def test_window_read_once_per_tenant(self):
+        self.start()
+        first = self.send(self.window(1), "key-acme", "s1")
+        self.assertEqual(self.lookups(), [0, 3])
+        grown = self.send(self.window(2), "key-acme", "s1")
+        self.assertEqual(self.lookups(), [3, 5])  # the first three were not read again
+        self.assertEqual(grown[:3], first)
+        self.assertEqual(grown[3], {"role": "user", "content": "question 2"})
+        other = self.send(self.window(2), "key-globex", "s1")
+        self.assertEqual(self.lookups(), [3, 10])  # another tenant's: read again
+        self.assertEqual(other, grown)
+
+    def test_off(self):
+        self.start("server: {parse_memo: 0}\n")
+        a = self.send(self.window(2), "key-acme", "s1")
+        b = self.send(self.window(2), "key-acme", "s1")
+        self.assertEqual(a, b)
+        self.assertEqual(self.lookups(), [0, 0])
 
 
 class OutgoingProxy(unittest.TestCase):

@@ -146,6 +146,19 @@ static void test_nesting_cap(void **state)
     json_decref(j);
 }
 
+static void test_depth_ignores_brackets_in_strings(void **state)
+{
+    const char *s = "{\"a\":\"[[[[[[[[[[[[[[[[[[[[[[[[[\\\"[[[[[[\"}";
+    assert_false(jtext_too_deep(s, strlen(s), 2));
+    assert_true(jtext_too_deep("[[[", 3, 2));
+    assert_false(jtext_too_deep("[[]]", 4, 2));
+    /* escaped backslashes before a quote: the string ends there */
+    const char *t = "[\"a\\\\\",[[\"x\\\\\\\"[[[\"]";
+    assert_true(jtext_too_deep(t, strlen(t), 2));
+    assert_false(jtext_too_deep(t, strlen(t), 3));
+    assert_false(jtext_too_deep("\"[[[", 4, 0)); /* an unterminated string */
+}
+
 static void test_writes_what_jansson_writes(void **state)
 {
     expect_round_trip("{ \"b\" : [ 1 , -2 , true , false , null ] , \"a\" : { } , \"c\" : [ ] }",
@@ -174,6 +187,7 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_depth_is_capped),
         cmocka_unit_test(test_nesting_cap),
+        cmocka_unit_test(test_depth_ignores_brackets_in_strings),
         cmocka_unit_test(test_writes_what_jansson_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
