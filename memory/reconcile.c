@@ -173,16 +173,83 @@ struct rec_msg {
     int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
 };
 
-static const char *rec_str(json_t *turn, const char *key)
+/* A stored turn as matching sees it, read once (rec_turn_read) on first use: a window is
+ * matched against up to memory.session_turns stored turns, and looking their fields up again
+ * for every comparison cost more than the rest of the request together. */
+struct rec_turn {
+    json_t *t;
+    int read;
+    const char *role, *content, *original; /* "" when absent; original NULL when not a string */
+    int64_t turn_id, turn_idx, seq;        /* -1 when absent */
+    int interrupted;
+    json_t *its; /* interrupt_timestamp */
+};
+
+static int64_t rec_int_of(json_t *v)
 {
-    const char *s = json_string_value(json_object_get(turn, key));
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+static const char *rec_str_of(json_t *v)
+{
+    const char *s = json_string_value(v);
     return s ? s : "";
 }
 
-static int64_t rec_int(json_t *turn, const char *key)
+/* One pass over the turn's fields, cheaper than a lookup each once two are wanted; a stored
+ * turn has a dozen, so each key is told apart by its first byte before it is compared. */
+static void rec_turn_field(struct rec_turn *s, const char *k, json_t *v)
 {
-    json_t *v = json_object_get(turn, key);
-    return json_is_integer(v) ? json_integer_value(v) : -1;
+    switch (k[0]) {
+    case 'r':
+        if (strcmp(k, "role") == 0)
+            s->role = rec_str_of(v);
+        break;
+    case 'c':
+        if (strcmp(k, "content") == 0)
+            s->content = rec_str_of(v);
+        break;
+    case 'o':
+        if (strcmp(k, "original") == 0)
+            s->original = json_string_value(v);
+        break;
+    case 't':
+        if (strcmp(k, "turn_id") == 0)
+            s->turn_id = rec_int_of(v);
+        else if (strcmp(k, "turn_idx") == 0)
+            s->turn_idx = rec_int_of(v);
+        break;
+    case 's':
+        if (strcmp(k, "seq") == 0)
+            s->seq = rec_int_of(v);
+        break;
+    case 'i':
+        if (strcmp(k, "interrupted") == 0)
+            s->interrupted = json_is_true(v);
+        else if (strcmp(k, "interrupt_timestamp") == 0)
+            s->its = v;
+        break;
+    default:
+        break;
+    }
+}
+
+/* (json_object_foreach makes four calls a field, the iterator three.) */
+static void rec_turn_fields(struct rec_turn *s)
+{
+    s->role = s->content = "";
+    s->turn_id = s->turn_idx = s->seq = -1;
+    for (void *it = json_object_iter(s->t); it != NULL; it = json_object_iter_next(s->t, it))
+        rec_turn_field(s, json_object_iter_key(it), json_object_iter_value(it));
+}
+
+static const struct rec_turn *rec_turn_read(struct rec_turn *s)
+{
+    if (!s->read) {
+        rec_turn_fields(s);
+        s->read = 1;
+    }
+    return s;
 }
 
 static const char *rec_content(const struct rec_msg *w)
@@ -191,51 +258,50 @@ static const char *rec_content(const struct rec_msg *w)
 }
 
 /* w is what was heard of s: an assistant reply cut short. */
-static int rec_heard_of(json_t *s, const struct rec_msg *w)
+static int rec_heard_of(const struct rec_turn *s, const struct rec_msg *w)
 {
-    const char *sc = rec_str(s, "content"), *wc = rec_content(w);
-    const char *orig = rec_str(s, "original");
+    const char *wc = rec_content(w), *orig = s->original ? s->original : "";
     size_t wl = strlen(wc);
-    if (strcmp(rec_str(s, "role"), "assistant") != 0 || wl == 0)
+    if (strcmp(s->role, "assistant") != 0 || wl == 0)
         return 0;
-    return (wl < strlen(sc) && strncmp(sc, wc, wl) == 0) ||
+    return (wl < strlen(s->content) && strncmp(s->content, wc, wl) == 0) ||
            (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
 }
 
-static int rec_matches(json_t *s, const struct rec_msg *w)
+static int rec_matches(struct rec_turn *st, const struct rec_msg *w)
 {
-    if (strcmp(rec_str(s, "role"), w->role) != 0)
+    const struct rec_turn *s = rec_turn_read(st);
+    if (strcmp(s->role, w->role) != 0)
         return 0;
-    return strcmp(rec_str(s, "content"), rec_content(w)) == 0 || rec_heard_of(s, w);
+    return strcmp(s->content, rec_content(w)) == 0 || rec_heard_of(s, w);
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
-static void rec_update(json_t *s, const struct rec_msg *w, int64_t now_ms, json_t *updates)
+static void rec_update(struct rec_turn *st, const struct rec_msg *w, int64_t now_ms,
+                       json_t *updates)
 {
-    int s_int = json_is_true(json_object_get(s, "interrupted"));
-    int same = strcmp(rec_str(s, "content"), rec_content(w)) == 0;
-    if (strcmp(rec_str(s, "role"), "assistant") != 0 || (same && (s_int || !w->interrupted)))
+    const struct rec_turn *s = rec_turn_read(st);
+    int same = strcmp(s->content, rec_content(w)) == 0;
+    if (strcmp(s->role, "assistant") != 0 || (same && (s->interrupted || !w->interrupted)))
         return;
     if (!same && !w->interrupted && !rec_heard_of(s, w))
         return;
     json_t *orig = w->original;
     if (orig == NULL)
-        orig = json_is_string(json_object_get(s, "original")) ? json_object_get(s, "original")
-                                                              : json_object_get(s, "content");
-    json_t *its = json_object_get(s, "interrupt_timestamp"); /* the first one is kept */
-    int64_t its_ms = json_is_integer(its)  ? json_integer_value(its)
-                     : w->interrupt_ms > 0 ? w->interrupt_ms
-                                           : now_ms;
-    json_array_append_new(updates, json_pack("{s:I, s:O, s:O, s:b, s:I}", "seq",
-                                             (json_int_t)rec_int(s, "seq"), "content", w->text,
-                                             "original", orig, "interrupted", 1,
+        orig = json_object_get(s->t, s->original ? "original" : "content");
+    int64_t its_ms = json_is_integer(s->its) ? json_integer_value(s->its) /* the first is kept */
+                     : w->interrupt_ms > 0   ? w->interrupt_ms
+                                             : now_ms;
+    json_array_append_new(updates, json_pack("{s:I, s:O, s:O, s:b, s:I}", "seq", (json_int_t)s->seq,
+                                             "content", w->text, "original", orig, "interrupted", 1,
                                              "interrupt_timestamp", (json_int_t)its_ms));
 }
 
 /* ---- the two modes ---- */
 
 struct rec_ctx {
-    json_t *stored;
+    struct rec_turn *stored; /* the stored turns matching may use, in seq order */
+    size_t nstored;
     struct rec_msg *turns; /* the window's messages that are turns (not system) */
     size_t nturns;
     char *used; /* per stored turn */
@@ -248,15 +314,20 @@ int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role)
     size_t i;
     json_t *x;
     int64_t n = 0;
-    json_array_foreach(turns, i, x) n +=
-        rec_int(x, "turn_id") == turn_id && strcmp(rec_str(x, "role"), role) == 0;
+    json_array_foreach(turns, i, x) n += rec_int_of(json_object_get(x, "turn_id")) == turn_id &&
+                                         strcmp(rec_str_of(json_object_get(x, "role")), role) == 0;
     return n;
 }
 
 /* Turns with (turn_id, role) among stored and already inserted. */
 static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
 {
-    return rec_count_role(c->stored, t, role) + rec_count_role(c->out->inserts, t, role);
+    int64_t n = rec_count_role(c->out->inserts, t, role);
+    for (size_t i = 0; i < c->nstored; i++) {
+        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        n += s->turn_id == t && strcmp(s->role, role) == 0;
+    }
+    return n;
 }
 
 static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_id)
@@ -273,24 +344,41 @@ static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_
 static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t t, int64_t idx,
                              int oldest)
 {
-    size_t i;
-    json_t *s;
-    json_array_foreach(c->stored, i, s)
-    {
-        if (c->used[i] || rec_int(s, "turn_id") != t || strcmp(rec_str(s, "role"), w->role) != 0)
+    for (size_t i = 0; i < c->nstored; i++) {
+        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        if (c->used[i] || s->turn_id != t || strcmp(s->role, w->role) != 0)
             continue;
-        if (oldest ? rec_matches(s, w) : rec_int(s, "turn_idx") == idx)
+        if (oldest ? rec_matches(&c->stored[i], w) : s->turn_idx == idx)
             return (long)i;
     }
     return -1;
 }
 
-static void rec_turn_mode(struct rec_ctx *c)
+static int64_t rec_oldest_turn(const struct rec_ctx *c)
 {
     int64_t oldest = INT64_MAX;
     for (size_t i = 0; i < c->nturns; i++)
         if (c->turns[i].turn_id < oldest)
             oldest = c->turns[i].turn_id;
+    return oldest;
+}
+
+/* Turn-id mode matches only stored turns of the window's turns: leave out the older ones
+ * (most of a long call's), each looked at once, by its turn_id alone. */
+static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nstored; i++) {
+        if (rec_int_of(json_object_get(c->stored[i].t, "turn_id")) >= oldest)
+            c->stored[n++] = c->stored[i];
+    }
+    c->nstored = n;
+}
+
+static void rec_turn_mode(struct rec_ctx *c)
+{
+    int64_t oldest = rec_oldest_turn(c);
+    rec_keep_from(c, oldest);
     for (size_t i = 0; i < c->nturns; i++) {
         const struct rec_msg *w = &c->turns[i];
         int64_t t = w->turn_id, idx = 0;
@@ -302,7 +390,7 @@ static void rec_turn_mode(struct rec_ctx *c)
             continue;
         }
         c->used[at] = 1;
-        rec_update(json_array_get(c->stored, (size_t)at), w, c->now_ms, c->out->updates);
+        rec_update(&c->stored[at], w, c->now_ms, c->out->updates);
     }
 }
 
@@ -315,17 +403,16 @@ struct rec_span {
 static size_t rec_run_back(struct rec_ctx *c, size_t wend, size_t send)
 {
     size_t k = 0;
-    while (k <= wend && k <= send &&
-           rec_matches(json_array_get(c->stored, send - k), &c->turns[wend - k]))
+    while (k <= wend && k <= send && rec_matches(&c->stored[send - k], &c->turns[wend - k]))
         k++;
     return k;
 }
 
 static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
 {
-    size_t k = 0, ns = json_array_size(c->stored);
-    while (s + k < ns && w + k < c->nturns &&
-           rec_matches(json_array_get(c->stored, s + k), &c->turns[w + k]))
+    size_t k = 0;
+    while (s + k < c->nstored && w + k < c->nturns &&
+           rec_matches(&c->stored[s + k], &c->turns[w + k]))
         k++;
     return k;
 }
@@ -340,7 +427,7 @@ static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
  */
 static struct rec_span rec_align(struct rec_ctx *c)
 {
-    size_t ns = json_array_size(c->stored), nw = c->nturns;
+    size_t ns = c->nstored, nw = c->nturns;
     struct rec_span best = {.new_from = 0};
     for (size_t p = 0; ns > 0 && p < nw; p++) {
         size_t l = rec_run_back(c, p, ns - 1);
@@ -360,14 +447,15 @@ static struct rec_span rec_align(struct rec_ctx *c)
 static void rec_align_mode(struct rec_ctx *c)
 {
     size_t i;
-    json_t *s;
     struct rec_span sp = rec_align(c);
     for (i = 0; i < sp.len; i++)
-        rec_update(json_array_get(c->stored, sp.s + i), &c->turns[sp.w + i], c->now_ms,
-                   c->out->updates);
+        rec_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
     int64_t turn = 0;
-    json_array_foreach(c->stored, i, s) if (rec_int(s, "turn_id") > turn) turn =
-        rec_int(s, "turn_id");
+    for (i = 0; i < c->nstored; i++) {
+        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        if (s->turn_id > turn)
+            turn = s->turn_id;
+    }
     for (i = sp.new_from; i < c->nturns; i++) {
         if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */
@@ -380,19 +468,43 @@ static int rec_is_system(const char *role)
     return strcmp(role, "system") == 0 || strcmp(role, "developer") == 0;
 }
 
-/* Read message m (an object with a string role, not a system message) as a window turn. */
-static void rec_msg_read(struct rec_msg *w, json_t *m)
+/* The voice fields of a client's metadata, in one pass over it. */
+static void rec_msg_meta(struct rec_msg *w, json_t *meta)
 {
-    json_t *meta = json_object_get(m, "metadata"), *orig = json_object_get(meta, "original");
-    json_t *content = json_object_get(m, "content");
+    const char *k;
+    json_t *v;
+    w->interrupt_ms = -1;
+    json_object_foreach(meta, k, v)
+    {
+        if (strcmp(k, "interrupted") == 0)
+            w->interrupted = json_is_true(v);
+        else if (strcmp(k, "original") == 0)
+            w->original = json_is_string(v) ? v : NULL;
+        else if (strcmp(k, "interrupt_timestamp") == 0)
+            w->interrupt_ms = rec_timestamp_ms(v);
+    }
+}
+
+/* Read message m (an object with a string role, not a system message) as a window turn. */
+static void rec_msg_read(struct rec_msg *w, json_t *m, const char *role)
+{
+    const char *k;
+    json_t *v, *content = NULL, *meta = NULL, *turn_id = NULL;
     int dropped;
+    json_object_foreach(m, k, v)
+    {
+        if (strcmp(k, "content") == 0)
+            content = v;
+        else if (strcmp(k, "metadata") == 0)
+            meta = v;
+        else if (strcmp(k, "turn_id") == 0)
+            turn_id = v;
+    }
     w->msg = m;
-    w->role = json_string_value(json_object_get(m, "role"));
+    w->role = role;
     w->text = json_is_string(content) ? json_incref(content) : rec_text(content, &dropped);
-    w->turn_id = rec_turn_id(json_object_get(m, "turn_id"));
-    w->interrupted = json_is_true(json_object_get(meta, "interrupted"));
-    w->original = json_is_string(orig) ? orig : NULL;
-    w->interrupt_ms = rec_timestamp_ms(json_object_get(meta, "interrupt_timestamp"));
+    w->turn_id = rec_turn_id(turn_id);
+    rec_msg_meta(w, meta);
 }
 
 /* Split the client's messages into system messages (into out->system) and window turns. */
@@ -407,7 +519,7 @@ static void rec_split(struct rec_ctx *c, json_t *incoming)
         if (role == NULL)
             continue;
         if (!rec_is_system(role)) {
-            rec_msg_read(&c->turns[c->nturns++], m);
+            rec_msg_read(&c->turns[c->nturns++], m, role);
             continue;
         }
         if (c->out->system == NULL)
@@ -426,45 +538,19 @@ static void rec_split_clear(struct rec_ctx *c)
     free(c->turns);
 }
 
-#define REC_FNV_PRIME 1099511628211ULL
-
-static uint64_t rec_fnv_str(uint64_t h, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        h = (h ^ *p) * REC_FNV_PRIME;
-    return h;
-}
-
-/* v's decimal digits, as "%lld" writes them. */
-static uint64_t rec_fnv_int(uint64_t h, long long v)
-{
-    char d[24];
-    size_t n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        d[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        h = (h ^ '-') * REC_FNV_PRIME;
-    while (n > 0)
-        h = (h ^ (unsigned char)d[--n]) * REC_FNV_PRIME;
-    return h;
-}
-
-/* FNV-1a over each turn's "role|turn_id|interrupted|", a separator, its content and a
- * separator. Stored with the session (window_hash), so these bytes never change; they are fed
- * one by one rather than formatted (a formatted head per message was most of this cost). */
+/* Each turn's role, turn_id, interrupted flag and content, chained through util_hash64 (each
+ * call takes its length in, so the parts cannot run into each other). Stored with the
+ * session (window_hash): a value from a version that hashed otherwise (FNV-1a a byte at a
+ * time, before 0.1.1) only costs that session one full reconciliation. */
 static uint64_t rec_hash(const struct rec_ctx *c)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = 0x6d656d70726f7879ULL; /* "memproxy" */
     for (size_t i = 0; i < c->nturns; i++) {
         const struct rec_msg *w = &c->turns[i];
-        h = (rec_fnv_str(h, w->role) ^ '|') * REC_FNV_PRIME;
-        h = (rec_fnv_int(h, w->turn_id) ^ '|') * REC_FNV_PRIME;
-        h = (rec_fnv_int(h, w->interrupted) ^ '|') * REC_FNV_PRIME;
-        h = (h ^ 0xff) * REC_FNV_PRIME; /* separator: no byte of UTF-8 text */
-        h = (rec_fnv_str(h, rec_content(w)) ^ 0xff) * REC_FNV_PRIME;
+        int64_t head[2] = {w->turn_id, w->interrupted};
+        h = util_hash64(h, w->role, strlen(w->role));
+        h = util_hash64(h, head, sizeof(head));
+        h = util_hash64(h, rec_content(w), json_string_length(w->text));
     }
     return h ? h : 1;
 }
@@ -472,9 +558,7 @@ static uint64_t rec_hash(const struct rec_ctx *c)
 void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
                    struct rec_result *out)
 {
-    size_t i;
-    json_t *x;
-    struct rec_ctx c = {.stored = stored, .now_ms = now_ms, .out = out, .next_seq = 1};
+    struct rec_ctx c = {.now_ms = now_ms, .out = out, .next_seq = 1};
     memset(out, 0, sizeof(*out));
     out->inserts = json_array();
     out->updates = json_array();
@@ -484,17 +568,28 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
         rec_split_clear(&c);
         return;
     }
-    c.used = xcalloc(json_array_size(stored) + 1, 1);
-    json_array_foreach(stored, i, x) if (rec_int(x, "seq") >= c.next_seq) c.next_seq =
-        rec_int(x, "seq") + 1;
+    size_t ns = json_array_size(stored);
+    c.stored = xcalloc(ns + 1, sizeof(*c.stored));
+    for (size_t i = 0; i < ns; i++)
+        c.stored[i].t = json_array_get(stored, i);
+    c.nstored = ns;
+    c.used = xcalloc(ns + 1, 1);
+    for (size_t i = ns; i-- > 0;) { /* in seq order: the last one numbered is the highest */
+        int64_t seq = rec_int_of(json_object_get(c.stored[i].t, "seq"));
+        if (seq >= c.next_seq)
+            c.next_seq = seq + 1;
+        if (seq >= 0)
+            break;
+    }
     int turn_mode = c.nturns > 0;
-    for (i = 0; i < c.nturns; i++)
+    for (size_t i = 0; i < c.nturns; i++)
         turn_mode &= c.turns[i].turn_id >= 0;
     if (turn_mode)
         rec_turn_mode(&c);
     else
         rec_align_mode(&c);
     free(c.used);
+    free(c.stored);
     rec_split_clear(&c);
 }
 
