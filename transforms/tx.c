@@ -8,11 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-/* OpenAI's per-message fields; everything else (metadata, turn_id, timestamp) is the
- * platform's. */
-static const char *const tx_message_fields[] = {"role", "content", "name", "tool_calls",
-                                                "tool_call_id"};
-
 /* OpenAI's chat completion request fields. */
 static const char *const tx_body_fields[] = {"model",
                                              "messages",
@@ -68,6 +63,25 @@ static json_t *tx_voice(json_t *m, const char *key)
 {
     json_t *v = json_object_get(json_object_get(m, "metadata"), key);
     return v != NULL ? v : json_object_get(m, key);
+}
+
+/* Is k one of OpenAI's per-message fields (role, content, name, tool_calls, tool_call_id)?
+ * Everything else (metadata, turn_id, timestamp) is the platform's. Told apart by the first
+ * byte, then compared once: this runs on every field of every message. */
+static int tx_openai_field(const char *k)
+{
+    switch (k[0]) {
+    case 'r':
+        return strcmp(k, "role") == 0;
+    case 'c':
+        return strcmp(k, "content") == 0;
+    case 'n':
+        return strcmp(k, "name") == 0;
+    case 't':
+        return strcmp(k, "tool_calls") == 0 || strcmp(k, "tool_call_id") == 0;
+    default:
+        return 0;
+    }
 }
 
 static int tx_listed_in(const struct cfg_strlist *l, const char *s)
@@ -139,25 +153,25 @@ static int tx_known(const char *key, const char *const *names, size_t n)
     return 0;
 }
 
+/* Has m only OpenAI's fields? Stops at the first that is not (a voice platform's message:
+ * its third). */
 static int tx_is_standard(json_t *m)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach(m, key, v)
-    {
-        if (!tx_known(key, tx_message_fields, UTIL_ARRAY_LEN(tx_message_fields)))
+    for (void *it = json_object_iter(m); it != NULL; it = json_object_iter_next(m, it)) {
+        if (!tx_openai_field(json_object_iter_key(it)))
             return 0;
     }
     return 1;
 }
 
+/* m's OpenAI fields, in m's order. */
 static json_t *tx_standard_message(json_t *m)
 {
     json_t *n = json_object();
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(tx_message_fields); i++) {
-        json_t *v = json_object_get(m, tx_message_fields[i]);
-        if (v != NULL)
-            json_object_set(n, tx_message_fields[i], v);
+    for (void *it = json_object_iter(m); it != NULL; it = json_object_iter_next(m, it)) {
+        const char *k = json_object_iter_key(it);
+        if (tx_openai_field(k))
+            json_object_set_new_nocheck(n, k, json_incref(json_object_iter_value(it)));
     }
     return n;
 }
@@ -331,33 +345,49 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 
 /* ---- trim ---- */
 
+/* What trim needs of each message, read once: trim looks at a message up to four times. */
+struct tx_unit_info {
+    char system, tool, user;
+    size_t tokens;
+};
+
+static struct tx_unit_info *tx_trim_info(json_t *messages, size_t n)
+{
+    struct tx_unit_info *info = xcalloc(n, sizeof(*info));
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(messages, i);
+        const char *role = tx_role(m);
+        info[i] = (struct tx_unit_info){.system = strcmp(role, "system") == 0,
+                                        .tool = strcmp(role, "tool") == 0,
+                                        .user = strcmp(role, "user") == 0,
+                                        .tokens = tx_tokens(m)};
+    }
+    return info;
+}
+
 /* Where the unit that ends at index end (inclusive) starts: tool results go with the
  * assistant message that called them. */
-static size_t tx_unit_start(json_t *messages, size_t end)
+static size_t tx_unit_start(const struct tx_unit_info *info, size_t end)
 {
     size_t s = end;
-    while (s > 0 && tx_is(json_array_get(messages, s), "tool"))
+    while (s > 0 && info[s].tool)
         s--;
     return s;
 }
 
-void tx_trim(struct tx_ctx *ctx, json_t *messages)
+/* The first message kept: the newest units that fit the budget (the newest always), the
+ * system messages' tokens counted first. */
+static size_t tx_trim_from(const struct tx_unit_info *info, size_t n, size_t budget)
 {
-    size_t n = json_array_size(messages), budget = (size_t)ctx->prof->token_budget, used = 0;
-    if (budget == 0 || n == 0)
-        return;
-    char *drop = xcalloc(n, 1);
-    json_t *m;
-    size_t i, from = n; /* non-system messages from index `from` on are kept */
-    json_array_foreach(messages, i, m) if (tx_is(m, "system")) used += tx_tokens(m);
+    size_t used = 0, from = n;
+    for (size_t i = 0; i < n; i++)
+        used += info[i].system ? info[i].tokens : 0;
     for (size_t end = n; end-- > 0;) {
-        if (tx_is(json_array_get(messages, end), "system"))
+        if (info[end].system)
             continue;
-        size_t start = tx_unit_start(messages, end), cost = 0;
+        size_t start = tx_unit_start(info, end), cost = 0;
         for (size_t k = start; k <= end; k++)
-            cost += tx_is(json_array_get(messages, k), "system")
-                        ? 0
-                        : tx_tokens(json_array_get(messages, k));
+            cost += info[k].system ? 0 : info[k].tokens;
         if (from != n && used + cost > budget)
             break; /* the newest unit always stays */
         used += cost;
@@ -366,22 +396,33 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
     }
     /* a cut window starts on a user message, if it holds one */
     size_t first = 0, first_user = from;
-    while (first < n && tx_is(json_array_get(messages, first), "system"))
+    while (first < n && info[first].system)
         first++;
-    while (from > first && first_user < n && !tx_is(json_array_get(messages, first_user), "user"))
+    while (from > first && first_user < n && !info[first_user].user)
         first_user++;
-    if (from > first && first_user < n)
-        from = first_user;
-    json_t *keep = json_array();
+    return from > first && first_user < n ? first_user : from;
+}
+
+void tx_trim(struct tx_ctx *ctx, json_t *messages)
+{
+    size_t n = json_array_size(messages), budget = (size_t)ctx->prof->token_budget;
+    if (budget == 0 || n == 0)
+        return;
+    struct tx_unit_info *info = tx_trim_info(messages, n);
+    size_t from = tx_trim_from(info, n, budget), i;
+    if (from == 0) { /* everything fits: the array stays as it is */
+        free(info);
+        return;
+    }
+    json_t *m, *keep = json_array();
     json_array_foreach(messages, i, m)
     {
-        drop[i] = i < from && !tx_is(m, "system");
-        if (drop[i])
+        if (i < from && !info[i].system)
             ctx->trimmed++;
         else
             json_array_append(keep, m);
     }
-    free(drop);
+    free(info);
     tx_replace_all(messages, keep);
 }
 
