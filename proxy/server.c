@@ -2,9 +2,9 @@
 
 #include "conn.h"
 #include "hook.h"
+#include "jmemo.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "jmemo.h"
 #include "memory.h"
 #include "metrics.h"
 #include "relay.h"
