@@ -4,18 +4,31 @@
 
 #include <string.h>
 
+/* A tree the memo holds (an entry's kept tree or the one derived from it), found by its
+ * address: what is known of it. */
+struct jmemo_tree {
+    struct jmemo_tree *next;   /* the next in its address bucket */
+    struct jmemo_entry *owner; /* the entry that holds it */
+    json_t *v;
+    const char *text; /* its compact text once written (the entry's own bytes when equal) */
+    size_t len;
+    uint64_t note;
+};
+
 struct jmemo_entry {
     struct jmemo_entry *chain; /* the next in its bucket */
     struct jmemo_entry *newer; /* the next to go when full */
     uint64_t hash, seed;
     size_t flags, len, cost;
-    json_t *v;
-    char text[]; /* len bytes */
+    int by_text;                     /* found by its text (jmemo_put), not only held */
+    struct jmemo_tree kept, derived; /* derived.v NULL until set */
+    char text[];                     /* len bytes */
 };
 
 struct jmemo {
     struct jmemo_entry **buckets;
-    size_t mask; /* buckets - 1, a power of two less one */
+    struct jmemo_tree **trees; /* by address, as many buckets */
+    size_t mask;               /* buckets - 1, a power of two less one */
     struct jmemo_entry *oldest, *newest;
     size_t max_bytes, max_text;
     struct jmemo_stats st;
@@ -36,27 +49,83 @@ struct jmemo *jmemo_create(size_t max_bytes)
     while (n < max_bytes / 1024) /* about one bucket for each entry of a 200-byte message */
         n *= 2;
     m->buckets = xcalloc(n, sizeof(*m->buckets));
+    m->trees = xcalloc(n, sizeof(*m->trees));
     m->mask = n - 1;
     m->max_bytes = max_bytes;
     m->max_text = max_bytes / 16 / (1 + JMEMO_TREE_FACTOR);
     return m;
 }
 
+/* ---- trees by address ---- */
+
+static struct jmemo_tree **jmemo_tree_bucket(struct jmemo *m, const json_t *v)
+{
+    uint64_t h = (uint64_t)(uintptr_t)v * 0x9e3779b97f4a7c15ULL;
+    return &m->trees[(h >> 32) & m->mask];
+}
+
+static void jmemo_tree_link(struct jmemo *m, struct jmemo_tree *t)
+{
+    struct jmemo_tree **b = jmemo_tree_bucket(m, t->v);
+    t->next = *b;
+    *b = t;
+}
+
+static void jmemo_tree_unlink(struct jmemo *m, struct jmemo_tree *t, const char *own_text)
+{
+    struct jmemo_tree **pp = jmemo_tree_bucket(m, t->v);
+    while (*pp != t)
+        pp = &(*pp)->next;
+    *pp = t->next;
+    if (t->text != own_text)
+        free((char *)t->text);
+    json_decref(t->v);
+}
+
+/* The tree at v's address, when the memo holds it (and so keeps that address v's). */
+static struct jmemo_tree *jmemo_tree_of(struct jmemo *m, const json_t *v)
+{
+    if (m == NULL || v == NULL)
+        return NULL;
+    struct jmemo_tree *t = *jmemo_tree_bucket(m, v);
+    while (t != NULL && t->v != v)
+        t = t->next;
+    return t;
+}
+
 /* Drop the oldest entry. */
 static void jmemo_evict(struct jmemo *m)
 {
-    struct jmemo_entry *e = m->oldest, **pp = &m->buckets[e->hash & m->mask];
-    while (*pp != e)
-        pp = &(*pp)->chain;
-    *pp = e->chain;
+    struct jmemo_entry *e = m->oldest;
+    if (e->by_text) {
+        struct jmemo_entry **pp = &m->buckets[e->hash & m->mask];
+        while (*pp != e)
+            pp = &(*pp)->chain;
+        *pp = e->chain;
+    }
     m->oldest = e->newer;
     if (m->oldest == NULL)
         m->newest = NULL;
     m->st.entries--;
     m->st.bytes -= e->cost;
     m->st.evictions++;
-    json_decref(e->v);
+    if (e->derived.v != NULL)
+        jmemo_tree_unlink(m, &e->derived, e->text);
+    jmemo_tree_unlink(m, &e->kept, e->text);
     free(e);
+}
+
+/* e costs extra bytes more: the oldest entries go until all fit again, e itself last. */
+static void jmemo_charge(struct jmemo *m, struct jmemo_entry *e, size_t extra)
+{
+    e->cost += extra;
+    m->st.bytes += extra;
+    while (m->st.bytes > m->max_bytes) {
+        int last = m->oldest == e;
+        jmemo_evict(m);
+        if (last)
+            return;
+    }
 }
 
 void jmemo_destroy(struct jmemo *m)
@@ -66,6 +135,7 @@ void jmemo_destroy(struct jmemo *m)
     while (m->oldest != NULL)
         jmemo_evict(m);
     free(m->buckets);
+    free(m->trees);
     free(m);
 }
 
@@ -76,38 +146,118 @@ json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text
         if (e->hash == h && e->len == len && e->seed == seed && e->flags == flags &&
             memcmp(e->text, text, len) == 0) {
             m->st.hits++;
-            return e->v;
+            return e->kept.v;
         }
     }
     m->st.misses++;
     return NULL;
 }
 
-void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
-               json_t *v)
+/* Room for cost more: the oldest entries go until it fits. */
+static void jmemo_make_room(struct jmemo *m, size_t cost)
 {
-    if (len > m->max_text)
-        return;
-    size_t cost = jmemo_cost(len);
     while (m->oldest != NULL && m->st.bytes + cost > m->max_bytes)
         jmemo_evict(m);
-    struct jmemo_entry *e = xmalloc(sizeof(*e) + len);
-    *e = (struct jmemo_entry){.hash = util_hash64(seed, text, len),
-                              .seed = seed,
-                              .flags = flags,
-                              .len = len,
-                              .cost = cost,
-                              .v = json_incref(v)};
-    memcpy(e->text, text, len);
-    e->chain = m->buckets[e->hash & m->mask];
-    m->buckets[e->hash & m->mask] = e;
+}
+
+/* e, filled in, becomes the newest entry. */
+static void jmemo_add(struct jmemo *m, struct jmemo_entry *e)
+{
+    e->kept.owner = e;
+    jmemo_tree_link(m, &e->kept);
+    if (e->by_text) {
+        e->chain = m->buckets[e->hash & m->mask];
+        m->buckets[e->hash & m->mask] = e;
+    }
     if (m->newest != NULL)
         m->newest->newer = e;
     else
         m->oldest = e;
     m->newest = e;
     m->st.entries++;
-    m->st.bytes += cost;
+    m->st.bytes += e->cost;
+}
+
+void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
+               json_t *v)
+{
+    if (len > m->max_text || jmemo_tree_of(m, v) != NULL)
+        return;
+    size_t cost = jmemo_cost(len);
+    jmemo_make_room(m, cost);
+    struct jmemo_entry *e = xmalloc(sizeof(*e) + len);
+    *e = (struct jmemo_entry){.hash = util_hash64(seed, text, len),
+                              .seed = seed,
+                              .flags = flags,
+                              .len = len,
+                              .cost = cost,
+                              .by_text = 1,
+                              .kept = {.v = json_incref(v)}};
+    memcpy(e->text, text, len);
+    jmemo_add(m, e);
+}
+
+void jmemo_hold(struct jmemo *m, json_t *v)
+{
+    if (m == NULL || v == NULL || jmemo_tree_of(m, v) != NULL)
+        return;
+    size_t cost = jmemo_cost(0);
+    jmemo_make_room(m, cost);
+    struct jmemo_entry *e = xmalloc(sizeof(*e));
+    *e = (struct jmemo_entry){.cost = cost, .kept = {.v = json_incref(v)}};
+    jmemo_add(m, e);
+}
+
+struct jmemo_tree *jmemo_find(struct jmemo *m, const json_t *v)
+{
+    return jmemo_tree_of(m, v);
+}
+
+json_t *jmemo_derived(const struct jmemo_tree *t)
+{
+    return t != NULL && t == &t->owner->kept ? t->owner->derived.v : NULL;
+}
+
+void jmemo_set_derived(struct jmemo *m, struct jmemo_tree *t, json_t *d)
+{
+    if (t == NULL || d == NULL || jmemo_tree_of(m, d) != NULL)
+        return;
+    struct jmemo_entry *e = t->owner;
+    if (t != &e->kept || e->derived.v != NULL)
+        return; /* t is itself derived, or has its derived tree already */
+    e->derived = (struct jmemo_tree){.owner = e, .v = json_incref(d)};
+    jmemo_tree_link(m, &e->derived);
+    jmemo_charge(m, e, e->len); /* a new object, its values shared: at most about the text */
+}
+
+const char *jmemo_text(const struct jmemo_tree *t, size_t *len)
+{
+    if (t == NULL || t->text == NULL)
+        return NULL;
+    *len = t->len;
+    return t->text;
+}
+
+void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, size_t len)
+{
+    if (t == NULL || t->text != NULL)
+        return;
+    struct jmemo_entry *e = t->owner;
+    t->len = len;
+    if (t == &e->kept && len == e->len && memcmp(text, e->text, len) == 0) {
+        t->text = e->text; /* the bytes it was read from were compact already */
+        return;
+    }
+    char *copy = xmalloc(len ? len : 1);
+    memcpy(copy, text, len);
+    t->text = copy;
+    /* a held tree's size is known only now: its estimate is charged with its text */
+    jmemo_charge(m, e, e->by_text || t != &e->kept ? len : len * (1 + JMEMO_TREE_FACTOR));
+}
+
+uint64_t *jmemo_note(struct jmemo_tree *t)
+{
+    return t != NULL ? &t->note : NULL;
 }
 
 void jmemo_stats(const struct jmemo *m, struct jmemo_stats *out)

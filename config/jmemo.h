@@ -19,11 +19,20 @@
  * kept. When full, the oldest entry goes first: a window's message is used for as many
  * requests as it stays in the window, and then not again.
  *
+ * What is known of a kept tree is kept with it, since it is the same for every request that
+ * has the tree: its compact text once written (jtext_dump_memo: the upstream body is mostly
+ * the client's messages again), one tree derived from it by a pure function (memproxy: its
+ * OpenAI-only form, tx's standard) and that tree's text, and a note of 64 bits about each
+ * (below). Each goes with its entry, and counts against the same budget. These are found by
+ * the tree's address, which is safe because the memo holds a reference to every tree it
+ * answers for: no other tree can have that address while the answer is kept.
+ *
  * Not thread-safe: each worker owns one (nothing to lock on the request path). The trees
  * may be referenced from other threads (jansson's reference counts are atomic).
  *
- * Ownership: jmemo_create()/jmemo_destroy(); jmemo_get() returns a borrowed tree; jmemo_put()
- * takes a reference of its own.
+ * Ownership: jmemo_create()/jmemo_destroy(); jmemo_get() and jmemo_derived() return borrowed
+ * trees; jmemo_put(), jmemo_hold() and jmemo_set_derived() take references of their own.
+ * jmemo_hold(), jmemo_find(), jmemo_stats() and jmemo_destroy() take m NULL as an empty memo.
  */
 #ifndef MEMPROXY_JMEMO_H
 #define MEMPROXY_JMEMO_H
@@ -35,6 +44,7 @@
 #define JMEMO_TREE_FACTOR 4
 
 struct jmemo;
+struct jmemo_tree; /* what the memo knows of one tree it holds */
 
 struct jmemo_stats {
     uint64_t hits, misses, evictions;
@@ -51,6 +61,36 @@ json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text
  * large. The caller has checked that v is what jtext reads from text under flags. */
 void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
                json_t *v);
+
+/* Hold v (a new reference) by its address only, never found by its text: for long-lived
+ * trees that were not read by jtext (memproxy: the working set's stored turns, sent as
+ * history), so that what is learned of them is kept like a kept tree's. v must never change.
+ * Nothing when the memo holds v already. Counted as its bookkeeping, then as its text and
+ * tree once its text is known. */
+void jmemo_hold(struct jmemo *m, json_t *v);
+
+/* What the memo knows of tree v (a kept tree or one derived from it), or NULL when v is not
+ * the memo's. Good until the next jmemo_put(), jmemo_hold() or jmemo_set_*() on m (they may
+ * evict). The
+ * functions below take t NULL as a tree nothing is known of. */
+struct jmemo_tree *jmemo_find(struct jmemo *m, const json_t *v);
+
+/* t's derived tree (borrowed), when t is a kept tree and one was set; else NULL. */
+json_t *jmemo_derived(const struct jmemo_tree *t);
+/* Keep d (a new reference) as what the caller's pure function makes of kept tree t; d must
+ * be a new tree, and nothing ever changes it. Nothing when t is derived or has one. */
+void jmemo_set_derived(struct jmemo *m, struct jmemo_tree *t, json_t *d);
+
+/* t's compact text (jtext_dump's; borrowed, good as t is), or NULL when not known. */
+const char *jmemo_text(const struct jmemo_tree *t, size_t *len);
+/* Keep text as t's compact text; nothing when it is known already. */
+void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, size_t len);
+
+/* t's note (zero at first), or NULL. Facts about the tree itself only, never about a
+ * request, so that any request that has the tree may trust them. Whose bits are whose: */
+#define JMEMO_NOTE_CHECKED  ((uint64_t)1) /* chatreq: a valid chat message */
+#define JMEMO_NOTE_TX_SHIFT 1             /* tx: its facts of a message (tx.c), bits 1-63 */
+uint64_t *jmemo_note(struct jmemo_tree *t);
 
 void jmemo_stats(const struct jmemo *m, struct jmemo_stats *out);
 

@@ -646,6 +646,7 @@ json_t *jtext_load_memo(const char *buf, size_t len, size_t flags, size_t max_ne
 struct jtext_writer {
     char *d;
     size_t len, cap;
+    struct jmemo *memo; /* texts of objects at JTEXT_MEMO_DEPTH, or NULL */
 };
 
 static void jtext_reserve(struct jtext_writer *w, size_t n)
@@ -782,12 +783,31 @@ static int jtext_put_object(struct jtext_writer *w, const json_t *o, size_t dept
     return 0;
 }
 
+/* An object at the memo's depth: its text from the memo when written before, else written and
+ * kept there (when the memo holds the object). */
+static int jtext_put_memo_object(struct jtext_writer *w, const json_t *o, size_t depth)
+{
+    size_t n, at = w->len;
+    struct jmemo_tree *t = jmemo_find(w->memo, o);
+    const char *text = jmemo_text(t, &n);
+    if (text != NULL) {
+        jtext_put(w, text, n);
+        return 0;
+    }
+    if (jtext_put_object(w, o, depth) != 0)
+        return -1;
+    jmemo_set_text(w->memo, t, w->d + at, w->len - at);
+    return 0;
+}
+
 static int jtext_put_value(struct jtext_writer *w, const json_t *j, size_t depth)
 {
     if (j == NULL || depth > JTEXT_MAX_DEPTH)
         return -1;
     switch (json_typeof(j)) {
     case JSON_OBJECT:
+        if (w->memo != NULL && depth == JTEXT_MEMO_DEPTH)
+            return jtext_put_memo_object(w, j, depth);
         return jtext_put_object(w, j, depth);
     case JSON_ARRAY:
         return jtext_put_array(w, j, depth);
@@ -814,7 +834,12 @@ static int jtext_put_value(struct jtext_writer *w, const json_t *j, size_t depth
 
 char *jtext_dump(const json_t *j, size_t *len)
 {
-    struct jtext_writer w = {.d = xmalloc(256), .cap = 256};
+    return jtext_dump_memo(j, NULL, len);
+}
+
+char *jtext_dump_memo(const json_t *j, struct jmemo *memo, size_t *len)
+{
+    struct jtext_writer w = {.d = xmalloc(256), .cap = 256, .memo = memo};
     if (jtext_put_value(&w, j, 1) != 0) {
         free(w.d);
         return NULL;

@@ -55,6 +55,10 @@ json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_
 json_t *jtext_load_memo(const char *buf, size_t len, size_t flags, size_t max_nest,
                         struct jmemo *memo, uint64_t seed, json_error_t *err);
 char *jtext_dump(const json_t *j, size_t *len);
+/* jtext_dump(), with the texts memo knows (when not NULL) of objects at JTEXT_MEMO_DEPTH
+ * (a request's messages and tools) copied instead of written again, and the ones it holds
+ * but has no text for yet kept there. The same text as jtext_dump(). */
+char *jtext_dump_memo(const json_t *j, struct jmemo *memo, size_t *len);
 
 /* Is buf nested deeper than max_nest (objects and arrays)? Only brackets and strings are
  * looked at: for bodies forwarded without being read; jtext_load_nested() gives the same

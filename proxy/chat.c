@@ -261,7 +261,9 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
 
 /* What the model is sent, before the transforms: the profile's system messages, then the
  * client's messages — in stored mode with the session's history between the client's system
- * messages and its new ones. *history gets the number of stored messages put in. */
+ * messages and its new ones. *history gets the number of stored messages put in. The stored
+ * turns never change (memory.h) and come again with every request: the worker's memo holds
+ * them, so that the transforms' work on a turn and its text are made once. */
 static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
                              size_t *history_n)
 {
@@ -275,6 +277,7 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
         return out;
     }
     json_array_foreach(c->creq.messages, i, m) if (chat_is_system(m)) json_array_append(out, m);
+    json_array_foreach(history, i, m) jmemo_hold(c->w->memo, m); /* the same turns next time */
     json_array_extend(out, history);
     *history_n = json_array_size(history);
     json_array_foreach(c->creq.messages, i, m) if (!chat_is_system(m)) json_array_append(out, m);
@@ -336,7 +339,8 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
     if (c->recall_sid != NULL)
         chat_recalled_message(c, msgs, &mc, &recalled);
-    struct tx_ctx tx = {.prof = prof, .body = up, .inject = mc.inject, .user_id = c->user};
+    struct tx_ctx tx = {
+        .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
     tx_run(&tx, msgs);
     json_object_set_new(up, "messages", msgs);
     if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
@@ -345,7 +349,7 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
         size_t counts[] = {json_array_size(msgs), history_n, tx.trimmed, tx.injected, recalled};
         chat_context_header(req, counts, prof->retrieval ? 5 : 4);
     }
-    char *body = chatreq_dump(up, len);
+    char *body = chatreq_dump(up, c->w->memo, len);
     json_decref(up);
     json_decref(mc.history);
     json_decref(mc.inject);

@@ -1,5 +1,6 @@
 #include "chatreq.h"
 
+#include "jmemo.h"
 #include "jtext.h"
 #include "util.h"
 
@@ -102,8 +103,14 @@ static int chatreq_check(struct chatreq *r, const struct chatreq_opts *opt, stru
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        if (chatreq_check_message(json_array_get(r->messages, i), i, err) != 0)
+        json_t *m = json_array_get(r->messages, i);
+        uint64_t *note = jmemo_note(jmemo_find(opt->memo, m)); /* the memo's: checked once */
+        if (note != NULL && (*note & JMEMO_NOTE_CHECKED))
+            continue;
+        if (chatreq_check_message(m, i, err) != 0)
             return -1;
+        if (note != NULL)
+            *note |= JMEMO_NOTE_CHECKED;
     }
     return chatreq_check_options(r, err);
 }
@@ -177,9 +184,9 @@ void chatreq_apply_params(json_t *up, json_t *params)
     }
 }
 
-char *chatreq_dump(json_t *up, size_t *len)
+char *chatreq_dump(json_t *up, struct jmemo *memo, size_t *len)
 {
-    char *s = jtext_dump(up, len);
+    char *s = jtext_dump_memo(up, memo, len);
     if (s == NULL)
         abort(); /* the tree holds only text that was checked as UTF-8 when it came in */
     return s;
@@ -188,7 +195,7 @@ char *chatreq_dump(json_t *up, size_t *len)
 char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len)
 {
     json_t *up = chatreq_upstream(r, model);
-    char *s = chatreq_dump(up, len);
+    char *s = chatreq_dump(up, NULL, len);
     json_decref(up);
     return s;
 }

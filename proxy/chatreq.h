@@ -7,9 +7,9 @@
  * the upstream, which knows its own parameters best.
  *
  * Nesting depth is checked while the body is read, so a hostile body never builds a deep
- * tree. With a memo (jmemo.h), messages read before are not read again: the request's
- * messages are then shared with the memo, and nothing may change them (transforms replace a
- * message, they never change one).
+ * tree. With a memo (jmemo.h), messages read before are not read again (nor checked again:
+ * the memo notes a message found valid): the request's messages are then shared with the
+ * memo, and nothing may change them (transforms replace a message, they never change one).
  *
  * Ownership: chatreq_parse() fills a struct chatreq that owns its JSON; release it with
  * chatreq_clear(). chatreq_upstream() returns a new reference; the strings returned are the
@@ -55,8 +55,9 @@ json_t *chatreq_upstream(const struct chatreq *r, const char *model);
  * body: the standard OpenAI fields among them replace the request's (model, temperature,
  * top_p, max_tokens, ...); the rest are the operator's own and are not sent. */
 void chatreq_apply_params(json_t *up, json_t *params);
-/* Its JSON text (caller frees); *len gets its length. */
-char *chatreq_dump(json_t *up, size_t *len);
+/* Its JSON text (caller frees); *len gets its length. With the worker's memo (or NULL), the
+ * texts of messages it holds are copied, not written again (jtext_dump_memo). */
+char *chatreq_dump(json_t *up, struct jmemo *memo, size_t *len);
 /* Both in one: the upstream body of r as it came. */
 char *chatreq_upstream_body(const struct chatreq *r, const char *model, size_t *len);
 

@@ -4,6 +4,7 @@
 #include "reconcile.h"
 #include "util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -142,6 +143,56 @@ size_t tx_tokens_all(json_t *messages)
     return n;
 }
 
+/* ---- what tx reads of a message, noted in the memo ---- */
+
+/* What trim reads of a message: read once for each message the memo holds, and kept in its
+ * note (jmemo.h), since trim and interruptions look at every message of a window on every
+ * request. */
+struct tx_facts {
+    unsigned system : 1, tool : 1, user : 1;
+    size_t tokens;
+};
+
+#define TX_NOTE(bit)            ((uint64_t)1 << (JMEMO_NOTE_TX_SHIFT + (bit)))
+#define TX_NOTE_KNOWN           TX_NOTE(0) /* the facts below */
+#define TX_NOTE_SYSTEM          TX_NOTE(1)
+#define TX_NOTE_TOOL            TX_NOTE(2)
+#define TX_NOTE_USER            TX_NOTE(3)
+#define TX_NOTE_INTERRUPT_KNOWN TX_NOTE(4) /* apart: only interruptions asks */
+#define TX_NOTE_INTERRUPTED     TX_NOTE(5)
+#define TX_NOTE_TOKENS          32 /* the tokens in the top 32 bits */
+
+static struct tx_facts tx_facts_of(const struct tx_ctx *ctx, json_t *m)
+{
+    uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
+    if (note != NULL && (*note & TX_NOTE_KNOWN))
+        return (struct tx_facts){.system = (*note & TX_NOTE_SYSTEM) != 0,
+                                 .tool = (*note & TX_NOTE_TOOL) != 0,
+                                 .user = (*note & TX_NOTE_USER) != 0,
+                                 .tokens = (size_t)(*note >> TX_NOTE_TOKENS)};
+    const char *role = tx_role(m);
+    struct tx_facts f = {.system = strcmp(role, "system") == 0,
+                         .tool = strcmp(role, "tool") == 0,
+                         .user = strcmp(role, "user") == 0,
+                         .tokens = tx_tokens(m)};
+    if (note != NULL && f.tokens <= UINT32_MAX)
+        *note |= TX_NOTE_KNOWN | (f.system ? TX_NOTE_SYSTEM : 0) | (f.tool ? TX_NOTE_TOOL : 0) |
+                 (f.user ? TX_NOTE_USER : 0) | (uint64_t)f.tokens << TX_NOTE_TOKENS;
+    return f;
+}
+
+/* Is m a reply the caller interrupted? */
+static int tx_interrupted(const struct tx_ctx *ctx, json_t *m)
+{
+    uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
+    if (note != NULL && (*note & TX_NOTE_INTERRUPT_KNOWN))
+        return (*note & TX_NOTE_INTERRUPTED) != 0;
+    int yes = tx_is(m, "assistant") && json_is_true(tx_voice(m, "interrupted"));
+    if (note != NULL)
+        *note |= TX_NOTE_INTERRUPT_KNOWN | (yes ? TX_NOTE_INTERRUPTED : 0);
+    return yes;
+}
+
 /* ---- standard ---- */
 
 static int tx_known(const char *key, const char *const *names, size_t n)
@@ -188,14 +239,28 @@ static void tx_standard_body(json_t *body)
     }
 }
 
+/* m's OpenAI-only form, made once for a message the memo holds. */
+static json_t *tx_standard_form(struct tx_ctx *ctx, json_t *m)
+{
+    struct jmemo_tree *t = jmemo_find(ctx->memo, m);
+    json_t *n = jmemo_derived(t);
+    if (n != NULL)
+        return json_incref(n);
+    if (tx_is_standard(m))
+        return NULL;
+    n = tx_standard_message(m);
+    jmemo_set_derived(ctx->memo, t, n);
+    return n;
+}
+
 void tx_standard(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
-    json_t *m;
+    json_t *m, *n;
     json_array_foreach(messages, i, m)
     {
-        if (!tx_is_standard(m))
-            json_array_set_new(messages, i, tx_standard_message(m));
+        if ((n = tx_standard_form(ctx, m)) != NULL)
+            json_array_set_new(messages, i, n);
     }
     if (ctx->body != NULL)
         tx_standard_body(ctx->body);
@@ -226,7 +291,7 @@ void tx_interruptions(struct tx_ctx *ctx, json_t *messages)
     json_t *m;
     json_array_foreach(messages, i, m)
     {
-        if (!tx_is(m, "assistant") || !json_is_true(tx_voice(m, "interrupted")))
+        if (!tx_interrupted(ctx, m))
             continue;
         json_t *n = tx_interrupted_as(ctx, m);
         if (n != NULL)
@@ -345,29 +410,18 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 
 /* ---- trim ---- */
 
-/* What trim needs of each message, read once: trim looks at a message up to four times. */
-struct tx_unit_info {
-    char system, tool, user;
-    size_t tokens;
-};
-
-static struct tx_unit_info *tx_trim_info(json_t *messages, size_t n)
+/* What trim needs of each message, read once (trim looks at a message up to four times). */
+static struct tx_facts *tx_trim_info(const struct tx_ctx *ctx, json_t *messages, size_t n)
 {
-    struct tx_unit_info *info = xcalloc(n, sizeof(*info));
-    for (size_t i = 0; i < n; i++) {
-        json_t *m = json_array_get(messages, i);
-        const char *role = tx_role(m);
-        info[i] = (struct tx_unit_info){.system = strcmp(role, "system") == 0,
-                                        .tool = strcmp(role, "tool") == 0,
-                                        .user = strcmp(role, "user") == 0,
-                                        .tokens = tx_tokens(m)};
-    }
+    struct tx_facts *info = xcalloc(n, sizeof(*info));
+    for (size_t i = 0; i < n; i++)
+        info[i] = tx_facts_of(ctx, json_array_get(messages, i));
     return info;
 }
 
 /* Where the unit that ends at index end (inclusive) starts: tool results go with the
  * assistant message that called them. */
-static size_t tx_unit_start(const struct tx_unit_info *info, size_t end)
+static size_t tx_unit_start(const struct tx_facts *info, size_t end)
 {
     size_t s = end;
     while (s > 0 && info[s].tool)
@@ -377,7 +431,7 @@ static size_t tx_unit_start(const struct tx_unit_info *info, size_t end)
 
 /* The first message kept: the newest units that fit the budget (the newest always), the
  * system messages' tokens counted first. */
-static size_t tx_trim_from(const struct tx_unit_info *info, size_t n, size_t budget)
+static size_t tx_trim_from(const struct tx_facts *info, size_t n, size_t budget)
 {
     size_t used = 0, from = n;
     for (size_t i = 0; i < n; i++)
@@ -408,7 +462,7 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
     size_t n = json_array_size(messages), budget = (size_t)ctx->prof->token_budget;
     if (budget == 0 || n == 0)
         return;
-    struct tx_unit_info *info = tx_trim_info(messages, n);
+    struct tx_facts *info = tx_trim_info(ctx, messages, n);
     size_t from = tx_trim_from(info, n, budget), i;
     if (from == 0) { /* everything fits: the array stays as it is */
         free(info);

@@ -20,12 +20,17 @@
  *
  * Ownership: transforms never change a message object in place — a message they change is
  * replaced in the array by a new object — so the array may share its messages with the
- * request that is being recorded. ctx fields are borrowed.
+ * request that is being recorded, and with the worker's memo of messages read before
+ * (jmemo.h). With that memo, what a transform reads of a message the memo holds (its role,
+ * tokens, whether it was interrupted) is noted there, and `standard`'s form of it kept: a
+ * window's messages are read and rebuilt once, not on every request that resends them. The
+ * result is the same as without. ctx fields are borrowed.
  */
 #ifndef MEMPROXY_TX_H
 #define MEMPROXY_TX_H
 
 #include "cfg.h"
+#include "jmemo.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -39,7 +44,8 @@ struct tx_ctx {
     json_t *body;                   /* the upstream request body (top-level fields), or NULL */
     json_t *inject;                 /* system messages memproxy adds ([{role, content}]), or NULL */
     const char *user_id;
-    json_t *user_info; /* what else is known about the user (an object), or NULL */
+    json_t *user_info;  /* what else is known about the user (an object), or NULL */
+    struct jmemo *memo; /* the worker's memo of messages, or NULL */
     /* what the pipeline did, for X-Memproxy-Context */
     size_t trimmed;  /* messages trim left out */
     size_t injected; /* messages inject_memory added */

@@ -9,7 +9,9 @@
  *
  * The memo (jtext_load_memo) must change nothing but speed: with a memo that lives across
  * inputs (small, so that it evicts) every input reads, twice, to the tree and the verdict of
- * jtext_load_nested() under the same caps, flags and depth code.
+ * jtext_load_nested() under the same caps, flags and depth code; and jtext_dump_memo(), which
+ * copies the texts the memo learned of the objects it holds, writes jtext_dump()'s bytes
+ * (twice: once learning them, once copying them).
  */
 #include "fuzz.h"
 #include "jmemo.h"
@@ -46,6 +48,14 @@ static void fuzz_jtext_memo(const char *data, size_t size, size_t flags, size_t 
             abort();
         if (m == NULL && json_error_code(&e1) != json_error_code(&e2))
             abort();
+        if (m != NULL) {
+            size_t l1 = 0, l2 = 0;
+            char *a = jtext_dump(m, &l1), *b = jtext_dump_memo(m, memo, &l2);
+            if ((a == NULL) != (b == NULL) || l1 != l2 || (a != NULL && memcmp(a, b, l1) != 0))
+                abort();
+            free(a);
+            free(b);
+        }
         json_decref(m);
     }
     json_decref(plain);

@@ -2,9 +2,12 @@
  * Fuzz the transform pipeline with client message arrays: every transform runs (trim and
  * inject_memory with small budgets). The input array must come out unchanged (transforms
  * replace messages, never edit them), and after standard every message holds only OpenAI's
- * fields.
+ * fields. Through a memo (jmemo.h) that holds the input's messages, twice (learning, then
+ * using what was learned), the output is the same; the memo lives across inputs and is small,
+ * so that it evicts.
  */
 #include "fuzz.h"
+#include "jmemo.h"
 #include "tx.h"
 
 #include <stdlib.h>
@@ -13,6 +16,29 @@
 static char *fuzz_names[] = {"drop_sources",      "interruptions", "timestamps",    "user_context",
                              "merge_consecutive", "trim",          "inject_memory", "standard"};
 static char *fuzz_sources[] = {"silence"};
+
+/* The pipeline over input with the memo: the same as without (want), twice. */
+static void fuzz_tx_memo(struct tx_ctx base, json_t *input, json_t *want)
+{
+    static struct jmemo *memo;
+    if (memo == NULL)
+        memo = jmemo_create(16 * 1024);
+    size_t i;
+    json_t *m;
+    json_array_foreach(input, i, m) jmemo_hold(memo, m);
+    for (int round = 0; round < 2; round++) {
+        json_t *messages = json_copy(input);
+        json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);
+        struct tx_ctx ctx = base;
+        ctx.body = body;
+        ctx.memo = memo;
+        tx_run(&ctx, messages);
+        if (!json_equal(messages, want))
+            abort();
+        json_decref(messages);
+        json_decref(body);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,6 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                            strcmp(key, "name") && strcmp(key, "tool_calls") &&
                                            strcmp(key, "tool_call_id")) abort();
     }
+    ctx.body = NULL;
+    ctx.trimmed = ctx.injected = ctx.dropped = 0;
+    fuzz_tx_memo(ctx, input, messages);
     json_decref(before);
     json_decref(messages);
     json_decref(inject);

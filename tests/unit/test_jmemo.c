@@ -154,6 +154,136 @@ static void test_budget(void **state)
     jmemo_destroy(m);
 }
 
+/* What is learned of a kept tree is found by its address, and only for the memo's trees. */
+static void test_what_is_learned_is_kept(void **state)
+{
+    struct jmemo *m = jmemo_create(1024 * 1024);
+    json_t *a = load(m, window1, 0, 64, NULL), *msg = message(a, 0);
+    struct jmemo_tree *t = jmemo_find(m, msg);
+    assert_non_null(t);
+    assert_int_equal(*jmemo_note(t), 0);
+    *jmemo_note(t) |= JMEMO_NOTE_CHECKED;
+    json_t *d = json_pack("{s:s, s:s}", "role", "user", "content", "hello");
+    assert_null(jmemo_derived(t));
+    jmemo_set_derived(m, t, d);
+    json_t *b = load(m, window1, 0, 64, NULL); /* the next request has the same tree */
+    t = jmemo_find(m, message(b, 0));
+    assert_int_equal(*jmemo_note(t), JMEMO_NOTE_CHECKED);
+    assert_ptr_equal(jmemo_derived(t), d);
+    struct jmemo_tree *dt = jmemo_find(m, d); /* a derived tree is the memo's too, */
+    assert_non_null(dt);
+    assert_null(jmemo_derived(dt)); /* with no derived tree of its own */
+    json_t *dd = json_object();
+    jmemo_set_derived(m, dt, dd);
+    assert_null(jmemo_derived(dt));
+    json_decref(dd);
+    /* a tree that is not the memo's: nothing known, nothing kept */
+    json_t *other = json_pack("{s:s}", "role", "user");
+    assert_null(jmemo_find(m, other));
+    assert_null(jmemo_note(jmemo_find(m, other)));
+    assert_null(jmemo_find(NULL, msg));
+    json_decref(other);
+    json_decref(d);
+    json_decref(a);
+    json_decref(b);
+    jmemo_destroy(m);
+}
+
+/* Texts: jtext_dump_memo writes what jtext_dump writes; a compact message's own bytes serve
+ * as its text (nothing more counted), a spaced one's text is kept apart. */
+static void test_texts(void **state)
+{
+    struct jmemo *m = jmemo_create(1024 * 1024);
+    struct jmemo_stats st0, st1;
+    const char *spaced = "{\"messages\": [ {\"role\": \"user\", \"content\": \"hello\"} ]}";
+    json_t *a = load(m, window1, 0, 64, NULL), *b = load(m, spaced, 0, 64, NULL);
+    jmemo_stats(m, &st0);
+    char *want = jtext_dump(a, NULL), *got = jtext_dump_memo(a, m, NULL);
+    assert_string_equal(got, want);
+    jmemo_stats(m, &st1);
+    assert_int_equal(st1.bytes, st0.bytes);
+    size_t n;
+    const char *text = jmemo_text(jmemo_find(m, message(a, 1)), &n);
+    assert_non_null(text);
+    assert_int_equal(n, strlen("{\"role\":\"assistant\",\"content\":\"hi, how can I help?\","
+                               "\"turn_id\":1}"));
+    free(want);
+    free(got);
+    want = jtext_dump(b, NULL);
+    got = jtext_dump_memo(b, m, NULL);
+    assert_string_equal(got, want);
+    jmemo_stats(m, &st0);
+    assert_int_equal(st0.bytes, st1.bytes + strlen("{\"role\":\"user\",\"content\":\"hello\"}"));
+    free(got);
+    got = jtext_dump_memo(b, m, NULL); /* now from the memo */
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    json_decref(a);
+    json_decref(b);
+    jmemo_destroy(m);
+}
+
+/* A held tree (not read from text) is found by its address, never by its text. */
+static void test_held_trees(void **state)
+{
+    struct jmemo *m = jmemo_create(1024 * 1024);
+    struct jmemo_stats st;
+    json_t *turn = json_pack("{s:s, s:s}", "role", "user", "content", "hello");
+    jmemo_hold(m, turn);
+    jmemo_hold(m, turn); /* once */
+    jmemo_stats(m, &st);
+    assert_int_equal(st.entries, 1);
+    assert_non_null(jmemo_find(m, turn));
+    json_t *a = load(m, "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}", 0, 64, NULL);
+    assert_ptr_not_equal(message(a, 0), turn);
+    json_decref(turn); /* the memo keeps it: its address stays its own */
+    assert_string_equal(json_string_value(json_object_get(turn, "content")), "hello");
+    /* its text, once written, counts as text and tree */
+    struct jmemo_stats before;
+    jmemo_stats(m, &before);
+    json_t *up = json_pack("{s:[O]}", "messages", turn);
+    free(jtext_dump_memo(up, m, NULL));
+    jmemo_stats(m, &st);
+    size_t len = strlen("{\"role\":\"user\",\"content\":\"hello\"}");
+    assert_int_equal(st.bytes, before.bytes + len * (1 + JMEMO_TREE_FACTOR));
+    size_t n;
+    assert_non_null(jmemo_text(jmemo_find(m, turn), &n));
+    assert_int_equal(n, len);
+    json_decref(up);
+    json_decref(a);
+    jmemo_destroy(m);
+}
+
+/* What is learned counts against the budget: entries go, oldest first, and a tree handed
+ * out before its entry went stays its holder's. */
+static void test_budget_counts_what_is_learned(void **state)
+{
+    struct jmemo *m = jmemo_create(16 * 1024);
+    struct jmemo_stats st;
+    char body[512];
+    json_t *kept[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\", \"content\":\"message number %d\"}]}", i);
+        json_t *a = load(m, body, 0, 64, NULL);
+        struct jmemo_tree *t = jmemo_find(m, message(a, 0));
+        kept[i] = json_pack("{s:s}", "content", body);
+        jmemo_set_derived(m, t, kept[i]);
+        free(jtext_dump_memo(a, m, NULL));
+        jmemo_stats(m, &st);
+        assert_true(st.bytes <= 16 * 1024);
+        json_decref(a);
+    }
+    assert_true(st.evictions > 0);
+    assert_null(jmemo_find(m, kept[0]));
+    for (int i = 0; i < 100; i++) {
+        assert_non_null(strstr(json_string_value(json_object_get(kept[i], "content")), "number"));
+        json_decref(kept[i]);
+    }
+    jmemo_destroy(m);
+}
+
 static void test_no_memo(void **state)
 {
     assert_null(jmemo_create(0));
@@ -171,6 +301,10 @@ int main(void)
         cmocka_unit_test(test_caps_hold_for_kept_messages),
         cmocka_unit_test(test_errors_say_where),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_what_is_learned_is_kept),
+        cmocka_unit_test(test_texts),
+        cmocka_unit_test(test_held_trees),
+        cmocka_unit_test(test_budget_counts_what_is_learned),
         cmocka_unit_test(test_no_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

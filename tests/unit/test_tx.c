@@ -4,6 +4,9 @@
  * injected messages) and the expected output and counts. The input must come out unchanged:
  * transforms replace messages, never edit them.
  *
+ * Each file is also run through a memo (jmemo.h) holding its input messages, twice, as a
+ * resent window is: the same output both times, the second made from what the first noted.
+ *
  * MEMPROXY_UPDATE_GOLDEN=1 rewrites the expected parts from what the code does (review the
  * diff before committing it).
  */
@@ -13,6 +16,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "jmemo.h"
+#include "jtext.h"
 #include "tx.h"
 #include "util.h"
 
@@ -51,6 +56,42 @@ static void expect_equal(const char *file, const char *what, json_t *got, json_t
     fail_msg("%s: %s differs\n got: %s\nwant: %s", file, what, g, w);
 }
 
+/* The memo's answers change nothing: the golden output, with every input message held, on a
+ * first request and on a second that finds what the first learned; and the same text when
+ * the upstream body is written with the memo's texts. */
+static void golden_memo(const char *file, struct cfg *cfg, json_t *g)
+{
+    struct jmemo *memo = jmemo_create(1024 * 1024);
+    json_t *input = json_object_get(g, "input"), *m, *first = NULL;
+    size_t i;
+    json_array_foreach(input, i, m) jmemo_hold(memo, m);
+    for (int round = 0; round < 2; round++) {
+        json_t *messages = json_copy(input);
+        json_t *body = json_deep_copy(json_object_get(g, "body"));
+        struct tx_ctx ctx = {.prof = &cfg->profiles[0],
+                             .body = body,
+                             .inject = json_object_get(g, "inject"),
+                             .user_id = json_string_value(json_object_get(g, "user_id")),
+                             .user_info = json_object_get(g, "user_info"),
+                             .memo = memo};
+        tx_run(&ctx, messages);
+        expect_equal(file, "output through the memo", messages, json_object_get(g, "output"));
+        json_t *up = json_pack("{s:O}", "messages", messages);
+        char *plain = jtext_dump(up, NULL), *memoed = jtext_dump_memo(up, memo, NULL);
+        assert_string_equal(memoed, plain);
+        free(plain);
+        free(memoed);
+        json_decref(up);
+        json_decref(body);
+        if (round == 0)
+            first = messages;
+        else
+            json_decref(messages);
+    }
+    json_decref(first);
+    jmemo_destroy(memo);
+}
+
 static void golden_one(const char *file)
 {
     json_error_t jerr;
@@ -80,6 +121,7 @@ static void golden_one(const char *file)
         expect_equal(file, "counts", counts, json_object_get(g, "counts"));
         if (body != NULL)
             expect_equal(file, "body_output", body, json_object_get(g, "body_output"));
+        golden_memo(file, cfg, g);
     }
     expect_equal(file, "the input (changed in place)", input, before);
     json_decref(counts);
@@ -141,14 +183,63 @@ static void test_trim_long_session(void **state)
     tx_run(&ctx, m);
     assert_true(tx_tokens_all(m) <= 2000);
     assert_true(json_array_size(m) > 100);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "role")),
-                        "system");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "role")), "system");
     assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "role")), "user");
     assert_string_equal(
         json_string_value(json_object_get(json_array_get(m, json_array_size(m) - 1), "content")),
         "message number 1999 of a long call");
     assert_int_equal(ctx.trimmed + json_array_size(m), 2001);
     json_decref(m);
+    cfg_destroy(cfg);
+}
+
+/* A voice platform's window resent: `standard` makes each message's OpenAI form once, and the
+ * memo writes its text once; the interrupted reply (changed by interruptions first) is made
+ * again each time. */
+static void test_memo_keeps_standard_forms(void **state)
+{
+    json_t *opts = json_pack("{s:s, s:[s, s]}", "interruptions", "annotate", "transforms",
+                             "interruptions", "standard");
+    struct cfg *cfg = golden_cfg(opts);
+    json_decref(opts);
+    struct jmemo *memo = jmemo_create(1024 * 1024);
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"turn_id\":1},"
+                       "{\"role\":\"assistant\",\"content\":\"Hello, how\",\"turn_id\":1,"
+                       "\"metadata\":{\"interrupted\":true}},"
+                       "{\"role\":\"user\",\"content\":\"a table\",\"turn_id\":2}]}";
+    json_t *out[2];
+    for (int round = 0; round < 2; round++) {
+        json_t *req = jtext_load_memo(body, strlen(body), 0, 64, memo, 0, NULL);
+        json_t *messages = json_copy(json_object_get(req, "messages"));
+        struct tx_ctx ctx = {.prof = &cfg->profiles[0], .memo = memo};
+        tx_run(&ctx, messages);
+        out[round] = messages;
+        json_decref(req);
+    }
+    assert_true(json_equal(out[0], out[1]));
+    assert_ptr_equal(json_array_get(out[0], 0), json_array_get(out[1], 0));
+    assert_ptr_equal(json_array_get(out[0], 2), json_array_get(out[1], 2));
+    assert_ptr_not_equal(json_array_get(out[0], 1), json_array_get(out[1], 1));
+    assert_null(json_object_get(json_array_get(out[1], 0), "turn_id"));
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(out[1], 1), "content")),
+        "Hello, how [interrupted: the caller cut in here and did not hear the rest]");
+    struct jmemo_stats before, after;
+    jmemo_stats(memo, &before);
+    json_t *up = json_pack("{s:O}", "messages", out[1]);
+    char *a = jtext_dump_memo(up, memo, NULL);
+    jmemo_stats(memo, &after);
+    assert_true(after.bytes > before.bytes); /* the forms' texts, kept */
+    char *b = jtext_dump_memo(up, memo, NULL);
+    assert_string_equal(a, b);
+    jmemo_stats(memo, &before);
+    assert_int_equal(before.bytes, after.bytes); /* copied, not kept again */
+    free(a);
+    free(b);
+    json_decref(up);
+    json_decref(out[0]);
+    json_decref(out[1]);
+    jmemo_destroy(memo);
     cfg_destroy(cfg);
 }
 
@@ -159,6 +250,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_unknown_transform_is_a_config_error),
         cmocka_unit_test(test_trim_long_session),
+        cmocka_unit_test(test_memo_keeps_standard_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
