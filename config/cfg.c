@@ -50,8 +50,9 @@ static const struct cfg_option cfg_options[] = {
     {S_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
      "Most messages accepted in one chat request."},
     {S_TOP, "server.parse_memo", T_SIZE, TOP(parse_memo), "2MiB", 0, 1024 * MIB,
-     "Per worker: messages kept as read, by their exact bytes and tenant, so a voice "
-     "platform's window resent each turn is not read again; 0 = read every message."},
+     "Per worker: messages kept as read, by their exact bytes and tenant, with what was made "
+     "of them (their check, transforms' facts, standard form, text), so a voice platform's "
+     "window resent each turn is not read or rebuilt again; 0 = read every message."},
     {S_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
      "Time a client has to send its request; idle keep-alive connections close after it."},
     {S_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0, 600 * SEC,
