@@ -20,6 +20,7 @@ struct jmemo_entry {
     struct jmemo_entry *newer; /* the next to go when full */
     uint64_t hash, seed;
     size_t flags, len, cost;
+    size_t size;                     /* its text's length: len, or a held tree's estimate */
     int by_text;                     /* found by its text (jmemo_put), not only held */
     struct jmemo_tree kept, derived; /* derived.v NULL until set */
     char text[];                     /* len bytes */
@@ -115,11 +116,11 @@ static void jmemo_evict(struct jmemo *m)
     free(e);
 }
 
-/* e costs extra bytes more: the oldest entries go until all fit again, e itself last. */
-static void jmemo_charge(struct jmemo *m, struct jmemo_entry *e, size_t extra)
+/* e now costs cost: the oldest entries go until all fit again, e itself last. */
+static void jmemo_charge(struct jmemo *m, struct jmemo_entry *e, size_t cost)
 {
-    e->cost += extra;
-    m->st.bytes += extra;
+    m->st.bytes = m->st.bytes - e->cost + cost;
+    e->cost = cost;
     while (m->st.bytes > m->max_bytes) {
         int last = m->oldest == e;
         jmemo_evict(m);
@@ -191,20 +192,21 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
                               .flags = flags,
                               .len = len,
                               .cost = cost,
+                              .size = len,
                               .by_text = 1,
                               .kept = {.v = json_incref(v)}};
     memcpy(e->text, text, len);
     jmemo_add(m, e);
 }
 
-void jmemo_hold(struct jmemo *m, json_t *v)
+void jmemo_hold(struct jmemo *m, json_t *v, size_t size)
 {
-    if (m == NULL || v == NULL || jmemo_tree_of(m, v) != NULL)
+    if (m == NULL || v == NULL || size > m->max_text || jmemo_tree_of(m, v) != NULL)
         return;
-    size_t cost = jmemo_cost(0);
+    size_t cost = jmemo_cost(size);
     jmemo_make_room(m, cost);
     struct jmemo_entry *e = xmalloc(sizeof(*e));
-    *e = (struct jmemo_entry){.cost = cost, .kept = {.v = json_incref(v)}};
+    *e = (struct jmemo_entry){.cost = cost, .size = size, .kept = {.v = json_incref(v)}};
     jmemo_add(m, e);
 }
 
@@ -227,7 +229,7 @@ void jmemo_set_derived(struct jmemo *m, struct jmemo_tree *t, json_t *d)
         return; /* t is itself derived, or has its derived tree already */
     e->derived = (struct jmemo_tree){.owner = e, .v = json_incref(d)};
     jmemo_tree_link(m, &e->derived);
-    jmemo_charge(m, e, e->len); /* a new object, its values shared: at most about the text */
+    jmemo_charge(m, e, e->cost + e->size); /* a new object sharing its values: about its text */
 }
 
 const char *jmemo_text(const struct jmemo_tree *t, size_t *len)
@@ -240,7 +242,7 @@ const char *jmemo_text(const struct jmemo_tree *t, size_t *len)
 
 void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, size_t len)
 {
-    if (t == NULL || t->text != NULL)
+    if (t == NULL || t->text != NULL || len > m->max_text)
         return;
     struct jmemo_entry *e = t->owner;
     t->len = len;
@@ -251,8 +253,12 @@ void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, siz
     char *copy = xmalloc(len ? len : 1);
     memcpy(copy, text, len);
     t->text = copy;
-    /* a held tree's size is known only now: its estimate is charged with its text */
-    jmemo_charge(m, e, e->by_text || t != &e->kept ? len : len * (1 + JMEMO_TREE_FACTOR));
+    size_t cost = e->cost + len;
+    if (!e->by_text && t == &e->kept) { /* the estimate (text to come and tree) gives way */
+        cost = e->cost - e->size * (1 + JMEMO_TREE_FACTOR) + len * (1 + JMEMO_TREE_FACTOR);
+        e->size = len;
+    }
+    jmemo_charge(m, e, cost);
 }
 
 uint64_t *jmemo_note(struct jmemo_tree *t)

@@ -65,9 +65,10 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
 /* Hold v (a new reference) by its address only, never found by its text: for long-lived
  * trees that were not read by jtext (memproxy: the working set's stored turns, sent as
  * history), so that what is learned of them is kept like a kept tree's. v must never change.
- * Nothing when the memo holds v already. Counted as its bookkeeping, then as its text and
- * tree once its text is known. */
-void jmemo_hold(struct jmemo *m, json_t *v);
+ * size is the caller's estimate of v's compact text, counted (as a kept text and its tree
+ * are) until the text is known; over the largest text kept, v is not held. Nothing when the
+ * memo holds v already. */
+void jmemo_hold(struct jmemo *m, json_t *v, size_t size);
 
 /* What the memo knows of tree v (a kept tree or one derived from it), or NULL when v is not
  * the memo's. Good until the next jmemo_put(), jmemo_hold() or jmemo_set_*() on m (they may
@@ -83,7 +84,8 @@ void jmemo_set_derived(struct jmemo *m, struct jmemo_tree *t, json_t *d);
 
 /* t's compact text (jtext_dump's; borrowed, good as t is), or NULL when not known. */
 const char *jmemo_text(const struct jmemo_tree *t, size_t *len);
-/* Keep text as t's compact text; nothing when it is known already. */
+/* Keep text as t's compact text; nothing when it is known already or longer than the
+ * largest text kept. */
 void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, size_t len);
 
 /* t's note (zero at first), or NULL. Facts about the tree itself only, never about a

@@ -259,11 +259,25 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
     return 0;
 }
 
+/* A stored turn's fields other than its text, for the memo's estimate of its size. */
+#define CHAT_TURN_FIELDS 256
+
+/* The stored turns never change (memory.h) and come again with every request: the worker's
+ * memo holds them, so that the transforms' work on a turn and its text are made once. */
+static void chat_hold_history(struct chat *c, json_t *history)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m)
+    {
+        if (jmemo_find(c->w->memo, m) == NULL)
+            jmemo_hold(c->w->memo, m, tx_tokens(m) * TX_CHARS_PER_TOKEN + CHAT_TURN_FIELDS);
+    }
+}
+
 /* What the model is sent, before the transforms: the profile's system messages, then the
  * client's messages — in stored mode with the session's history between the client's system
- * messages and its new ones. *history gets the number of stored messages put in. The stored
- * turns never change (memory.h) and come again with every request: the worker's memo holds
- * them, so that the transforms' work on a turn and its text are made once. */
+ * messages and its new ones. *history gets the number of stored messages put in. */
 static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
                              size_t *history_n)
 {
@@ -277,7 +291,7 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
         return out;
     }
     json_array_foreach(c->creq.messages, i, m) if (chat_is_system(m)) json_array_append(out, m);
-    json_array_foreach(history, i, m) jmemo_hold(c->w->memo, m); /* the same turns next time */
+    chat_hold_history(c, history);
     json_array_extend(out, history);
     *history_n = json_array_size(history);
     json_array_foreach(c->creq.messages, i, m) if (!chat_is_system(m)) json_array_append(out, m);

@@ -25,7 +25,7 @@ static void fuzz_tx_memo(struct tx_ctx base, json_t *input, json_t *want)
         memo = jmemo_create(16 * 1024);
     size_t i;
     json_t *m;
-    json_array_foreach(input, i, m) jmemo_hold(memo, m);
+    json_array_foreach(input, i, m) jmemo_hold(memo, m, 64);
     for (int round = 0; round < 2; round++) {
         json_t *messages = json_copy(input);
         json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);

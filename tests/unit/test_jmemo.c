@@ -230,8 +230,8 @@ static void test_held_trees(void **state)
     struct jmemo *m = jmemo_create(1024 * 1024);
     struct jmemo_stats st;
     json_t *turn = json_pack("{s:s, s:s}", "role", "user", "content", "hello");
-    jmemo_hold(m, turn);
-    jmemo_hold(m, turn); /* once */
+    jmemo_hold(m, turn, 10);
+    jmemo_hold(m, turn, 10); /* once */
     jmemo_stats(m, &st);
     assert_int_equal(st.entries, 1);
     assert_non_null(jmemo_find(m, turn));
@@ -239,17 +239,22 @@ static void test_held_trees(void **state)
     assert_ptr_not_equal(message(a, 0), turn);
     json_decref(turn); /* the memo keeps it: its address stays its own */
     assert_string_equal(json_string_value(json_object_get(turn, "content")), "hello");
-    /* its text, once written, counts as text and tree */
+    /* its text, once written, counts as text and tree instead of the estimate */
     struct jmemo_stats before;
     jmemo_stats(m, &before);
     json_t *up = json_pack("{s:[O]}", "messages", turn);
     free(jtext_dump_memo(up, m, NULL));
     jmemo_stats(m, &st);
     size_t len = strlen("{\"role\":\"user\",\"content\":\"hello\"}");
-    assert_int_equal(st.bytes, before.bytes + len * (1 + JMEMO_TREE_FACTOR));
+    assert_int_equal(st.bytes, before.bytes + (len - 10) * (1 + JMEMO_TREE_FACTOR));
     size_t n;
     assert_non_null(jmemo_text(jmemo_find(m, turn), &n));
     assert_int_equal(n, len);
+    /* a tree said to be larger than the largest text kept is not held */
+    json_t *big = json_pack("{s:s}", "role", "user");
+    jmemo_hold(m, big, 1024 * 1024);
+    assert_null(jmemo_find(m, big));
+    json_decref(big);
     json_decref(up);
     json_decref(a);
     jmemo_destroy(m);
