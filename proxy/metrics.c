@@ -260,7 +260,8 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
         "# TYPE memproxy_parse_memo_lookups_total counter\n"
         "memproxy_parse_memo_lookups_total{result=\"hit\"} %llu\n"
         "memproxy_parse_memo_lookups_total{result=\"miss\"} %llu\n"
-        "# HELP memproxy_parse_memo_bytes What the parse memos hold (text and estimated trees).\n"
+        "# HELP memproxy_parse_memo_bytes What the parse memos hold (messages' text and estimated "
+        "trees, what was learned of them, held stored turns).\n"
         "# TYPE memproxy_parse_memo_bytes gauge\nmemproxy_parse_memo_bytes %llu\n",
         (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_hits)),
         (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_misses)),
