@@ -2,13 +2,21 @@
  * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
- *           [--session ID] [--upstream-pid PID [--commit-us US]] [--only latency|throughput]
+ *           [--session ID [--slide]] [--upstream-pid PID [--commit-us US]]
+ *           [--only latency|throughput]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
  * retry to memproxy: its messages reconciled (nothing new to insert) and its reply stored
  * over the previous one — one row and one commit per request (several requests share a
  * transaction under load), awaited before the response ends.
+ *
+ * With --slide (and --session) the body is a voice platform's window as it comes in a call
+ * instead: Agora's custom-mode shape (turn ids, timestamps, metadata), the system message and
+ * the last 31 items, one turn further on every request, each connection on a session of its
+ * own (ID-lat for the latency pairs, ID-C-I for throughput connection I of C) — so memproxy
+ * reconciles a new window every time, as in a call, where the fixed body is a replay. A
+ * direct/proxied pair sends the same window.
  *
  * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
  *    and each pair's difference is one sample (so drift in the machine cancels out).
@@ -108,12 +116,83 @@ struct conn {
     int fd;
     char *buf;
     size_t len;
+    int turn;      /* --slide: the window's newest turn */
+    char *session; /* --slide: this connection's session */
+    char *req;     /* --slide: the request being sent */
 };
+
+/* ---- what a request sends: one fixed text, or a window one turn further each time ---- */
+
+struct source {
+    const char *req; /* the fixed request (slide 0) */
+    size_t len;
+    int slide;
+    int stream; /* slide: "stream": true */
+};
+
+#define SLIDE_ITEMS 31 /* Agora's max_history default is 32: the system message and 31 */
+
+/* The window at turn k: Agora's custom mode (turn ids, timestamps, metadata), compact. */
+static char *slide_body(int k, int stream)
+{
+    size_t cap = 16384, len = 0;
+    char *b = malloc(cap);
+    int first = 2 * k - 1 > SLIDE_ITEMS ? 2 * k - 1 - SLIDE_ITEMS : 0; /* item 2t-2: user t */
+    len += (size_t)snprintf(b + len, cap - len,
+                            "{\"model\":\"gpt-4o-mini\",\"turn_id\":%d,%s\"messages\":["
+                            "{\"role\":\"system\",\"content\":\"You are a friendly voice "
+                            "assistant for Example Inc. Keep answers short and speak "
+                            "naturally.\"}",
+                            k, stream ? "\"stream\":true," : "");
+    for (int item = first; item < 2 * k - 1; item++) {
+        int t = item / 2 + 1;
+        long long ts = 1763800100000LL + 5000LL * t + (item % 2) * 1000;
+        if (item % 2 == 0)
+            len += (size_t)snprintf(b + len, cap - len,
+                                    ",{\"role\":\"user\",\"content\":\"This is question number "
+                                    "%d about my order and its delivery date.\",\"turn_id\":%d,"
+                                    "\"timestamp\":%lld,\"metadata\":{\"source\":\"asr\"}}",
+                                    t, t, ts);
+        else
+            len += (size_t)snprintf(b + len, cap - len,
+                                    ",{\"role\":\"assistant\",\"content\":\"Here is answer "
+                                    "number %d: your order ships tomorrow and arrives in two "
+                                    "days.\",\"turn_id\":%d,\"timestamp\":%lld,"
+                                    "\"metadata\":{\"source\":\"llm\"}}",
+                                    t, t, ts);
+    }
+    snprintf(b + len, cap - len, "]}");
+    return b;
+}
+
+/* The next request c sends from src, and its length. */
+static const char *source_next(const struct source *src, struct conn *c, size_t *len)
+{
+    if (!src->slide) {
+        *len = src->len;
+        return src->req;
+    }
+    free(c->req);
+    char *body = slide_body(++c->turn, src->stream);
+    c->req = bench_request(body, c->session, len);
+    free(body);
+    return c->req;
+}
+
+static void conn_close(struct conn *c)
+{
+    close(c->fd);
+    free(c->buf);
+    free(c->session);
+    free(c->req);
+}
 
 /* Blocking: send one request, read until the response is complete. Optionally stamps the
  * first time a content event is seen. Returns the latency in ns. */
-static uint64_t one_request(struct conn *c, const char *req, size_t reqlen, uint64_t *ttft)
+static uint64_t one_request(struct conn *c, const struct source *src, uint64_t *ttft)
 {
+    size_t reqlen;
+    const char *req = source_next(src, c, &reqlen);
     uint64_t t0 = now_ns();
     if (write(c->fd, req, reqlen) != (ssize_t)reqlen)
         die("write");
@@ -157,24 +236,29 @@ struct pair_result {
 };
 
 /* Alternate direct and proxied requests; stream = measure TTFT instead of full latency. */
-static struct pair_result pairwise(int dport, int pport, const char *req, size_t reqlen, int n,
-                                   int stream)
+static struct pair_result pairwise(int dport, int pport, const struct source *src,
+                                   const char *session, int n, int stream)
 {
-    struct conn d = {bench_connect(dport, 0), malloc(BUF_MAX), 0};
-    struct conn p = {bench_connect(pport, 0), malloc(BUF_MAX), 0};
+    struct conn d = {.fd = bench_connect(dport, 0), .buf = malloc(BUF_MAX)};
+    struct conn p = {.fd = bench_connect(pport, 0), .buf = malloc(BUF_MAX)};
+    if (src->slide) { /* a session of its own; the direct side's is ignored by the mock */
+        if (asprintf(&p.session, "%s-lat%s", session, stream ? "-stream" : "") < 0)
+            die("asprintf");
+        d.session = strdup(p.session);
+    }
     int64_t *dv = calloc((size_t)n, 8), *pv = calloc((size_t)n, 8), *av = calloc((size_t)n, 8);
     for (int i = 0; i < n / 10; i++) { /* warm up: connections, caches, curl's pool */
-        one_request(&d, req, reqlen, NULL);
-        one_request(&p, req, reqlen, NULL);
+        one_request(&d, src, NULL);
+        one_request(&p, src, NULL);
     }
     for (int i = 0; i < n; i++) {
         uint64_t td, tp, fd_, fp;
         if (i % 2 == 0) {
-            td = one_request(&d, req, reqlen, stream ? &fd_ : NULL);
-            tp = one_request(&p, req, reqlen, stream ? &fp : NULL);
+            td = one_request(&d, src, stream ? &fd_ : NULL);
+            tp = one_request(&p, src, stream ? &fp : NULL);
         } else {
-            tp = one_request(&p, req, reqlen, stream ? &fp : NULL);
-            td = one_request(&d, req, reqlen, stream ? &fd_ : NULL);
+            tp = one_request(&p, src, stream ? &fp : NULL);
+            td = one_request(&d, src, stream ? &fd_ : NULL);
         }
         dv[i] = (int64_t)(stream ? fd_ : td);
         pv[i] = (int64_t)(stream ? fp : tp);
@@ -187,10 +271,8 @@ static struct pair_result pairwise(int dport, int pport, const char *req, size_t
         pct(dv, (size_t)n, 50), pct(dv, (size_t)n, 99),   pct(pv, (size_t)n, 50),
         pct(pv, (size_t)n, 99), pct(av, (size_t)n, 50),   pct(av, (size_t)n, 90),
         pct(av, (size_t)n, 99), pct(pv, (size_t)n, 99.9), pct(pv, (size_t)n, 100)};
-    close(d.fd);
-    close(p.fd);
-    free(d.buf);
-    free(p.buf);
+    conn_close(&d);
+    conn_close(&p);
     free(dv);
     free(pv);
     free(av);
@@ -241,16 +323,21 @@ static double self_cpu_seconds(void)
 
 /* Requests per second; with pid, *cpu = that process's CPU seconds over the run; *self = this
  * client's. */
-static double throughput(int port, int nconn, double seconds, const char *req, size_t reqlen,
-                         int pid, double *cpu, double *self)
+static double throughput(int port, int nconn, double seconds, const struct source *src,
+                         const char *session, int pid, double *cpu, double *self)
 {
     int ep = epoll_create1(0);
     struct conn *cs = calloc((size_t)nconn, sizeof(*cs));
+    size_t reqlen;
+    const char *req;
     for (int i = 0; i < nconn; i++) {
         cs[i].fd = bench_connect(port, 1);
         cs[i].buf = malloc(BUF_MAX);
+        if (src->slide && asprintf(&cs[i].session, "%s-%d-%d", session, nconn, i) < 0)
+            die("asprintf");
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+        req = source_next(src, &cs[i], &reqlen);
         if (write(cs[i].fd, req, reqlen) != (ssize_t)reqlen)
             die("write");
     }
@@ -274,6 +361,7 @@ static double throughput(int port, int nconn, double seconds, const char *req, s
                 done++;
                 memmove(c->buf, c->buf + whole, c->len - whole);
                 c->len -= whole;
+                req = source_next(src, c, &reqlen);
                 if (write(c->fd, req, reqlen) != (ssize_t)reqlen)
                     die("write");
             }
@@ -283,10 +371,8 @@ static double throughput(int port, int nconn, double seconds, const char *req, s
     if (pid)
         *cpu = cpu_seconds(pid) - cpu0;
     *self = self_cpu_seconds() - self0;
-    for (int i = 0; i < nconn; i++) {
-        close(cs[i].fd);
-        free(cs[i].buf);
-    }
+    for (int i = 0; i < nconn; i++)
+        conn_close(&cs[i]);
     free(cs);
     close(ep);
     return (double)done / elapsed;
@@ -306,10 +392,10 @@ static char *read_file(const char *path)
 }
 
 /* 1. and 2.: one request at a time, plain then (stream != NULL) streamed. */
-static void measure_latency(int dport, int pport, const char *plain, size_t plain_len,
-                            const char *stream, size_t stream_len, int n)
+static void measure_latency(int dport, int pport, const struct source *plain,
+                            const struct source *stream, const char *session, int n)
 {
-    struct pair_result lat = pairwise(dport, pport, plain, plain_len, n, 0);
+    struct pair_result lat = pairwise(dport, pport, plain, session, n, 0);
     printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
            lat.direct_p50, lat.proxy_p50, lat.added_p50);
     printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
@@ -318,7 +404,7 @@ static void measure_latency(int dport, int pport, const char *plain, size_t plai
            lat.proxy_max);
     if (stream == NULL)
         return;
-    struct pair_result ttft = pairwise(dport, pport, stream, stream_len, n, 1);
+    struct pair_result ttft = pairwise(dport, pport, stream, session, n, 1);
     printf("| stream time to first token p50 | %.1f us | %.1f us | **%.1f us** |\n",
            ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
     printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
@@ -328,18 +414,19 @@ static void measure_latency(int dport, int pport, const char *plain, size_t plai
 struct tp_args {
     int dport, pport, pid, upid;
     double seconds, commit_us;
+    const char *session;
 };
 
 /* 3. and 5.: the throughput runs, what each end costs, the floor. */
-static void measure_throughput(const struct tp_args *a, const char *plain, size_t plain_len)
+static void measure_throughput(const struct tp_args *a, const struct source *plain)
 {
     int conns[] = {16, 64};
     double up_us[2] = {0, 0}, client_us[2] = {0, 0}, mp_us[2] = {0, 0}, seconds = a->seconds;
     for (int i = 0; i < 2; i++) {
         double cpu = 0, ucpu = 0, dself = 0, pself = 0;
         double d =
-            throughput(a->dport, conns[i], seconds, plain, plain_len, a->upid, &ucpu, &dself);
-        double p = throughput(a->pport, conns[i], seconds, plain, plain_len, a->pid, &cpu, &pself);
+            throughput(a->dport, conns[i], seconds, plain, a->session, a->upid, &ucpu, &dself);
+        double p = throughput(a->pport, conns[i], seconds, plain, a->session, a->pid, &cpu, &pself);
         printf("| throughput, %d connections | %.0f req/s | %.0f req/s |", conns[i], d, p);
         if (a->pid && cpu > 0)
             printf(" memproxy used %.2f CPU-s in %.0f s: **%.0f req per CPU-second** |\n", cpu,
@@ -364,19 +451,17 @@ static void measure_throughput(const struct tp_args *a, const char *plain, size_
 
 int main(int argc, char **argv)
 {
-    int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c;
+    int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c, slide = 0;
     double commit_us = 0;
     const char *session = NULL, *only = "";
     double seconds = 5;
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
     static const struct option opts[] = {
-        {"direct", 1, NULL, 'd'},    {"proxy", 1, NULL, 'p'},
-        {"pid", 1, NULL, 'P'},       {"requests", 1, NULL, 'n'},
-        {"seconds", 1, NULL, 's'},   {"body", 1, NULL, 'b'},
-        {"session", 1, NULL, 'S'},   {"upstream-pid", 1, NULL, 'U'},
-        {"commit-us", 1, NULL, 'C'}, {"only", 1, NULL, 'O'},
-        {NULL, 0, NULL, 0}};
+        {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
+        {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
+        {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
+        {"only", 1, NULL, 'O'},     {"slide", 0, NULL, 'W'},        {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -406,6 +491,9 @@ int main(int argc, char **argv)
         case 'O':
             only = optarg;
             break;
+        case 'W':
+            slide = 1;
+            break;
         case 'b':
             free(body);
             body = read_file(optarg);
@@ -415,9 +503,9 @@ int main(int argc, char **argv)
         }
     }
     int lat_only = strcmp(only, "latency") == 0, tp_only = strcmp(only, "throughput") == 0;
-    if (!dport || !pport || (*only && !lat_only && !tp_only)) {
+    if (!dport || !pport || (*only && !lat_only && !tp_only) || (slide && session == NULL)) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
-                        "[--seconds S] [--body FILE] [--session ID] "
+                        "[--seconds S] [--body FILE] [--session ID [--slide]] "
                         "[--upstream-pid PID [--commit-us US]] [--only latency|throughput]\n");
         return 2;
     }
@@ -429,12 +517,15 @@ int main(int argc, char **argv)
     char *stream = bench_request(sbody, session, &stream_len);
     long rss0 = pid ? rss_kb(pid, "VmRSS:") : 0;
 
+    struct source psrc = {.req = plain, .len = plain_len, .slide = slide};
+    struct source ssrc = {.req = stream, .len = stream_len, .slide = slide, .stream = 1};
+
     printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
     if (!tp_only)
-        measure_latency(dport, pport, plain, plain_len, lat_only ? NULL : stream, stream_len, n);
+        measure_latency(dport, pport, &psrc, lat_only ? NULL : &ssrc, session, n);
     if (!lat_only)
-        measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us}, plain,
-                           plain_len);
+        measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us, session},
+                           &psrc);
     if (pid)
         printf("| memproxy RSS | | %ld KiB before, %ld KiB after, peak %ld KiB | |\n", rss0,
                rss_kb(pid, "VmRSS:"), rss_kb(pid, "VmHWM:"));
