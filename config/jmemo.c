@@ -19,9 +19,9 @@ struct jmemo_entry {
     struct jmemo_entry *chain; /* the next in its bucket */
     struct jmemo_entry *newer; /* the next to go when full */
     uint64_t hash, seed;
-    size_t flags, len, cost;
+    size_t flags, cost;
+    size_t len;                      /* of text; 0: held (jmemo_hold), found by address only */
     size_t size;                     /* its text's length: len, or a held tree's estimate */
-    int by_text;                     /* found by its text (jmemo_put), not only held */
     struct jmemo_tree kept, derived; /* derived.v NULL until set */
     char text[];                     /* len bytes */
 };
@@ -34,6 +34,12 @@ struct jmemo {
     size_t max_bytes, max_text;
     struct jmemo_stats st;
 };
+
+/* Found by its text (jmemo_put), not only held: a JSON object's text is never empty. */
+static int jmemo_by_text(const struct jmemo_entry *e)
+{
+    return e->len > 0;
+}
 
 /* An entry's share of the budget: its text, its tree's estimate, its bookkeeping. */
 static size_t jmemo_cost(size_t len)
@@ -83,8 +89,7 @@ static void jmemo_tree_unlink(struct jmemo *m, struct jmemo_tree *t, const char 
     json_decref(t->v);
 }
 
-/* The tree at v's address, when the memo holds it (and so keeps that address v's). */
-static struct jmemo_tree *jmemo_tree_of(struct jmemo *m, const json_t *v)
+struct jmemo_tree *jmemo_find(struct jmemo *m, const json_t *v)
 {
     if (m == NULL || v == NULL)
         return NULL;
@@ -98,7 +103,7 @@ static struct jmemo_tree *jmemo_tree_of(struct jmemo *m, const json_t *v)
 static void jmemo_evict(struct jmemo *m)
 {
     struct jmemo_entry *e = m->oldest;
-    if (e->by_text) {
+    if (jmemo_by_text(e)) {
         struct jmemo_entry **pp = &m->buckets[e->hash & m->mask];
         while (*pp != e)
             pp = &(*pp)->chain;
@@ -116,17 +121,23 @@ static void jmemo_evict(struct jmemo *m)
     free(e);
 }
 
-/* e now costs cost: the oldest entries go until all fit again, e itself last. */
-static void jmemo_charge(struct jmemo *m, struct jmemo_entry *e, size_t cost)
+/* The oldest entries go until all fit the budget again, e itself last. */
+static void jmemo_fit(struct jmemo *m, const struct jmemo_entry *e)
 {
-    m->st.bytes = m->st.bytes - e->cost + cost;
-    e->cost = cost;
     while (m->st.bytes > m->max_bytes) {
         int last = m->oldest == e;
         jmemo_evict(m);
         if (last)
             return;
     }
+}
+
+/* e now costs cost. */
+static void jmemo_charge(struct jmemo *m, struct jmemo_entry *e, size_t cost)
+{
+    m->st.bytes = m->st.bytes - e->cost + cost;
+    e->cost = cost;
+    jmemo_fit(m, e);
 }
 
 void jmemo_destroy(struct jmemo *m)
@@ -154,19 +165,12 @@ json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text
     return NULL;
 }
 
-/* Room for cost more: the oldest entries go until it fits. */
-static void jmemo_make_room(struct jmemo *m, size_t cost)
-{
-    while (m->oldest != NULL && m->st.bytes + cost > m->max_bytes)
-        jmemo_evict(m);
-}
-
 /* e, filled in, becomes the newest entry. */
 static void jmemo_add(struct jmemo *m, struct jmemo_entry *e)
 {
     e->kept.owner = e;
     jmemo_tree_link(m, &e->kept);
-    if (e->by_text) {
+    if (jmemo_by_text(e)) {
         e->chain = m->buckets[e->hash & m->mask];
         m->buckets[e->hash & m->mask] = e;
     }
@@ -177,15 +181,15 @@ static void jmemo_add(struct jmemo *m, struct jmemo_entry *e)
     m->newest = e;
     m->st.entries++;
     m->st.bytes += e->cost;
+    jmemo_fit(m, e); /* the older ones make room: e fits (at most max_text) */
 }
 
 void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
                json_t *v)
 {
-    if (len > m->max_text || jmemo_tree_of(m, v) != NULL)
+    if (len > m->max_text || jmemo_find(m, v) != NULL)
         return;
     size_t cost = jmemo_cost(len);
-    jmemo_make_room(m, cost);
     struct jmemo_entry *e = xmalloc(sizeof(*e) + len);
     *e = (struct jmemo_entry){.hash = util_hash64(seed, text, len),
                               .seed = seed,
@@ -193,7 +197,6 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
                               .len = len,
                               .cost = cost,
                               .size = len,
-                              .by_text = 1,
                               .kept = {.v = json_incref(v)}};
     memcpy(e->text, text, len);
     jmemo_add(m, e);
@@ -201,18 +204,12 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
 
 void jmemo_hold(struct jmemo *m, json_t *v, size_t size)
 {
-    if (m == NULL || v == NULL || size > m->max_text || jmemo_tree_of(m, v) != NULL)
+    if (m == NULL || v == NULL || size > m->max_text || jmemo_find(m, v) != NULL)
         return;
     size_t cost = jmemo_cost(size);
-    jmemo_make_room(m, cost);
     struct jmemo_entry *e = xmalloc(sizeof(*e));
     *e = (struct jmemo_entry){.cost = cost, .size = size, .kept = {.v = json_incref(v)}};
     jmemo_add(m, e);
-}
-
-struct jmemo_tree *jmemo_find(struct jmemo *m, const json_t *v)
-{
-    return jmemo_tree_of(m, v);
 }
 
 json_t *jmemo_derived(const struct jmemo_tree *t)
@@ -222,7 +219,7 @@ json_t *jmemo_derived(const struct jmemo_tree *t)
 
 void jmemo_set_derived(struct jmemo *m, struct jmemo_tree *t, json_t *d)
 {
-    if (t == NULL || d == NULL || jmemo_tree_of(m, d) != NULL)
+    if (t == NULL || d == NULL || jmemo_find(m, d) != NULL)
         return;
     struct jmemo_entry *e = t->owner;
     if (t != &e->kept || e->derived.v != NULL)
@@ -254,7 +251,7 @@ void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, siz
     memcpy(copy, text, len);
     t->text = copy;
     size_t cost = e->cost + len;
-    if (!e->by_text && t == &e->kept) { /* the estimate (text to come and tree) gives way */
+    if (!jmemo_by_text(e) && t == &e->kept) { /* the estimate (text to come and tree) gives way */
         cost = e->cost - e->size * (1 + JMEMO_TREE_FACTOR) + len * (1 + JMEMO_TREE_FACTOR);
         e->size = len;
     }

@@ -90,18 +90,33 @@ static const char *jtext_string_end(const char *p, const char *end)
     }
 }
 
+/* The next bracket at or after p, outside strings: just past it, with *c the bracket, or NULL
+ * when there is none before end. */
+static const char *jtext_next_bracket(const char *p, const char *end, char *c)
+{
+    static const unsigned char looked_at[256] = {
+        ['"'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1};
+    while (p < end) {
+        *c = *p++;
+        if (!looked_at[(unsigned char)*c]) /* most bytes between strings: whitespace, ':', ',' */
+            continue;
+        if (*c != '"')
+            return p;
+        p = jtext_string_end(p, end);
+    }
+    return NULL;
+}
+
 int jtext_too_deep(const char *buf, size_t len, size_t max_nest)
 {
     size_t depth = 0;
     const char *p = buf, *end = buf + len;
-    while (p < end) {
-        char c = *p++;
-        if (c == '"') {
-            p = jtext_string_end(p, end);
-        } else if (c == '{' || c == '[') {
+    char c;
+    while ((p = jtext_next_bracket(p, end, &c)) != NULL) {
+        if (c == '{' || c == '[') {
             if (++depth > max_nest)
                 return 1;
-        } else if ((c == '}' || c == ']') && depth > 0) {
+        } else if (depth > 0) {
             depth--;
         }
     }
@@ -113,19 +128,13 @@ int jtext_too_deep(const char *buf, size_t len, size_t max_nest)
  * Nothing else is checked: for valid JSON this is where the value ends. */
 static const char *jtext_container_end(const char *p, const char *end, size_t *nest)
 {
-    static const unsigned char looked_at[256] = {
-        ['"'] = 1, ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1};
     size_t depth = 0, deepest = 0;
-    while (p < end) {
-        char c = *p++;
-        if (!looked_at[(unsigned char)c]) /* most bytes between strings: whitespace, ':', ',' */
-            continue;
-        if (c == '"') {
-            p = jtext_string_end(p, end);
-        } else if (c == '{' || c == '[') {
+    char c;
+    while ((p = jtext_next_bracket(p, end, &c)) != NULL) {
+        if (c == '{' || c == '[') {
             if (++depth > deepest)
                 deepest = depth;
-        } else if ((c == '}' || c == ']') && --depth == 0) {
+        } else if (--depth == 0) {
             *nest = deepest;
             return p;
         }
