@@ -7,6 +7,7 @@
 #include "snapshot.h"
 #include "store.h"
 #include "summary.h"
+#include "turnlist.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -30,8 +31,8 @@ struct ws_entry {
     pthread_mutex_t mu;
     /* under mu */
     int loaded;
-    int complete;  /* turns hold the session from its first turn */
-    json_t *turns; /* the recent tail in seq order; elements never change once added */
+    int complete;           /* turns hold the session from its first turn */
+    struct turnlist *turns; /* the recent tail; elements never change once added */
     int64_t last_seq;
     uint64_t window_hash;
     int exists;           /* the session row is in the database, or on its way */
@@ -155,7 +156,7 @@ static char *memory_key(const char *tenant, const char *id)
 
 static void ws_free(struct ws_entry *e)
 {
-    json_decref(e->turns);
+    turnlist_destroy(e->turns);
     json_decref(e->inject);
     json_decref(e->params);
     free(e->user);
@@ -209,6 +210,7 @@ static struct ws_entry *ws_acquire(struct memory *m, const char *key, int *reloa
         e = xcalloc(1, sizeof(*e));
         e->key = xstrdup(key);
         e->hash = h;
+        e->turns = turnlist_create();
         pthread_mutex_init(&e->mu, NULL);
         if (++m->nentries > m->nbuckets)
             ws_grow(m);
@@ -236,26 +238,12 @@ static void ws_release(struct memory *m, struct ws_entry *e)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* e->mu held: keep the newest `keep` of the entry's turns. A turn or two over (each request
- * once the session is long) the oldest are removed in place, each removal moving the rest
- * down one slot; more than WS_TRIM_IN_PLACE over (a long window arriving at once) the newest
- * are copied into a new array instead. */
-#define WS_TRIM_IN_PLACE 8
+/* e->mu held: keep the newest `keep` of the entry's turns. */
 static void ws_trim(struct ws_entry *e, size_t keep)
 {
-    size_t n = json_array_size(e->turns);
-    if (n <= keep)
+    if (turnlist_size(e->turns) <= keep)
         return;
-    if (n - keep <= WS_TRIM_IN_PLACE) {
-        for (size_t k = n - keep; k > 0; k--)
-            json_array_remove(e->turns, 0);
-    } else {
-        json_t *tail = json_array();
-        for (size_t i = n - keep; i < n; i++)
-            json_array_append(tail, json_array_get(e->turns, i));
-        json_decref(e->turns);
-        e->turns = tail;
-    }
+    turnlist_keep_last(e->turns, keep);
     e->complete = 0;
 }
 
@@ -264,7 +252,7 @@ static void ws_trim(struct ws_entry *e, size_t keep)
 static void ws_account(struct memory *m, struct ws_entry *e)
 {
     ws_trim(e, m->session_turns);
-    size_t n = json_array_size(e->turns);
+    size_t n = turnlist_size(e->turns);
     pthread_mutex_lock(&m->mu);
     m->total = m->total - e->counted + (n ? n : 1);
     e->counted = n ? n : 1;
@@ -362,8 +350,8 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     json_t *turns = store_turns(rec->rd->sr, rec->tenant, rec->sid, INT64_MIN, m->session_turns);
     size_t n = json_array_size(turns);
     int64_t last = n ? memory_int(json_array_get(turns, n - 1), "seq") : 0;
-    json_decref(e->turns);
-    e->turns = turns;
+    turnlist_set(e->turns, turns);
+    json_decref(turns);
     e->complete = n < m->session_turns;
     if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
         e->last_seq = last;
@@ -401,22 +389,31 @@ static int64_t memory_window_oldest(json_t *messages)
     return oldest == INT64_MAX ? -1 : oldest;
 }
 
-/* What the window is matched against: the working set, extended from the database when a
- * turn-id window reaches further back than the entry holds. New reference. */
-static json_t *memory_stored_for(struct memory_rec *rec, struct ws_entry *e)
+/* What the window is matched against (rec_reconcile_views' stored), *n views: the working
+ * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
+ * window reaches further back than the entry holds, the older turns read from the database
+ * into *db (the views borrow them: the caller decrefs it; NULL when none were read). The
+ * array is new. */
+static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e, size_t *n,
+                                          json_t **db)
 {
     int64_t oldest = memory_window_oldest(rec->messages);
-    json_t *first = json_array_get(e->turns, 0);
-    if (oldest < 0 || e->complete || (first && memory_int(first, "turn_id") <= oldest))
-        return json_incref(e->turns);
-    json_t *db = store_turns(rec->rd->sr, rec->tenant, rec->sid, oldest, MEMORY_MAX_READ);
+    struct rec_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
+    json_t *first = turnlist_get(e->turns, 0);
+    *db = NULL;
+    if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
+        return ws;
+    *db = store_turns(rec->rd->sr, rec->tenant, rec->sid, oldest, MEMORY_MAX_READ);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
-    json_t *out = json_array();
-    size_t i;
-    json_t *t;
-    json_array_foreach(db, i, t) if (memory_int(t, "seq") < from) json_array_append(out, t);
-    json_array_extend(out, e->turns);
-    json_decref(db);
+    size_t nd = json_array_size(*db), k = 0;
+    struct rec_view *out = xmalloc((nd + *n + 1) * sizeof(*out));
+    for (size_t i = 0; i < nd; i++) {
+        rec_view_read(&out[k], json_array_get(*db, i));
+        k += out[k].seq < from;
+    }
+    memcpy(out + k, ws, *n * sizeof(*ws));
+    *n += k;
+    free(ws);
     return out;
 }
 
@@ -485,33 +482,31 @@ static void memory_submit(struct memory *m, struct ws_entry *e, struct store_bat
 static void memory_add_turn(struct ws_entry *e, struct store_batch *b, json_t *t)
 {
     json_object_set_new(t, "seq", json_integer(++e->last_seq));
-    json_array_append(e->turns, t);
+    turnlist_append(e->turns, t);
     store_batch_insert(b, t);
 }
 
 /* Apply reconcile's update to the entry's copy of the turn (replaced, never changed). */
 static void memory_apply_update(struct ws_entry *e, json_t *u)
 {
-    int64_t seq = memory_int(u, "seq");
-    for (size_t i = json_array_size(e->turns); i-- > 0;) {
-        json_t *t = json_array_get(e->turns, i);
-        if (memory_int(t, "seq") != seq)
-            continue;
-        json_t *nt = json_copy(t);
-        json_object_update_existing(nt, u);
-        json_object_set(nt, "original", json_object_get(u, "original"));
-        json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
-        json_array_set_new(e->turns, i, nt);
+    long i = turnlist_find_seq(e->turns, memory_int(u, "seq"));
+    if (i < 0)
         return;
-    }
+    json_t *nt = json_copy(turnlist_get(e->turns, (size_t)i));
+    json_object_update_existing(nt, u);
+    json_object_set(nt, "original", json_object_get(u, "original"));
+    json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
+    turnlist_replace(e->turns, (size_t)i, nt);
+    json_decref(nt);
 }
 
 /* Stored history mode: every message is new; each user message opens a turn. */
 static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
 {
     size_t i;
-    json_t *msg, *system = NULL, *last = json_array_get(e->turns, json_array_size(e->turns) - 1);
-    int64_t turn = last ? memory_int(last, "turn_id") : 0, now = util_wall_ms();
+    json_t *msg, *system = NULL;
+    size_t n = turnlist_size(e->turns);
+    int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
     json_array_foreach(rec->messages, i, msg)
     {
         json_t *t = rec_normalize(msg, now);
@@ -525,7 +520,7 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
             if (turn <= 0 || strcmp(role, "user") == 0)
                 turn++;
             json_object_set_new(t, "turn_id", json_integer(turn));
-            json_object_set_new(t, "turn_idx", json_integer(rec_count_role(e->turns, turn, role)));
+            json_object_set_new(t, "turn_idx", json_integer(turnlist_count(e->turns, turn, role)));
             memory_add_turn(e, b, t);
         }
         json_decref(t);
@@ -542,12 +537,13 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
         return;
     }
     struct rec_result res;
-    json_t *stored = memory_stored_for(rec, e);
-    size_t i;
-    json_t *x;
-    rec_reconcile(stored, rec->messages, e->window_hash, util_wall_ms(), &res);
-    json_decref(stored);
-    json_t *last = json_array_get(e->turns, json_array_size(e->turns) - 1);
+    size_t i, ns;
+    json_t *x, *db;
+    struct rec_view *stored = memory_stored_for(rec, e, &ns, &db);
+    rec_reconcile_views(stored, ns, rec->messages, e->window_hash, util_wall_ms(), &res);
+    free(stored);
+    json_decref(db);
+    json_t *last = turnlist_get(e->turns, turnlist_size(e->turns) - 1);
     rec->retry = json_array_size(res.inserts) == 0 && last != NULL &&
                  strcmp(memory_str(last, "role"), "assistant") == 0 &&
                  strcmp(memory_str(last, "source"), "llm") == 0;
@@ -584,7 +580,7 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     /* new arrays over the entry's own turns and messages, which never change (see
      * memory_context): a deep copy of a full entry was half a stored-mode request's work */
     out->inject = e->inject ? json_copy(e->inject) : NULL;
-    out->history = want_history ? json_copy(e->turns) : NULL;
+    out->history = want_history ? turnlist_array(e->turns) : NULL;
     out->params = e->params ? json_deep_copy(e->params) : NULL;
     pthread_mutex_unlock(&e->mu);
 }
@@ -657,12 +653,11 @@ static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct ws_entr
     int64_t latest = -1;
     if (rec->turn_id >= 0)
         return rec->turn_id;
-    for (size_t i = json_array_size(e->turns); i-- > 0;) {
-        json_t *t = json_array_get(e->turns, i);
-        if (strcmp(memory_str(t, "role"), "user") == 0)
-            return memory_int(t, "turn_id");
+    for (size_t i = turnlist_size(e->turns); i-- > 0;) {
+        if (turnlist_role_is(e->turns, i, "user"))
+            return turnlist_turn_id(e->turns, i);
         if (latest < 0)
-            latest = memory_int(t, "turn_id");
+            latest = turnlist_turn_id(e->turns, i);
     }
     return latest >= 0 ? latest : 1;
 }
@@ -704,18 +699,19 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     store_expect(m->st, -1);
     pthread_mutex_lock(&e->mu);
     struct store_batch *b = memory_rec_batch(rec);
-    size_t n = json_array_size(e->turns);
-    json_t *last = n ? json_array_get(e->turns, n - 1) : NULL;
+    size_t n = turnlist_size(e->turns);
+    json_t *last = n ? turnlist_get(e->turns, n - 1) : NULL;
     int64_t turn_id = memory_reply_turn_id(rec, e);
-    if (rec->retry && last != NULL && memory_int(last, "turn_id") == turn_id &&
-        strcmp(memory_str(last, "role"), "assistant") == 0) {
+    if (rec->retry && last != NULL && turnlist_turn_id(e->turns, n - 1) == turn_id &&
+        turnlist_role_is(e->turns, n - 1, "assistant")) {
         json_t *t = memory_reply_turn(reply, turn_id, memory_int(last, "turn_idx"));
         json_object_set(t, "seq", json_object_get(last, "seq"));
         store_batch_replace(b, t);
-        json_array_set_new(e->turns, n - 1, t);
+        turnlist_replace(e->turns, n - 1, t);
+        json_decref(t);
     } else {
         json_t *t =
-            memory_reply_turn(reply, turn_id, rec_count_role(e->turns, turn_id, "assistant"));
+            memory_reply_turn(reply, turn_id, turnlist_count(e->turns, turn_id, "assistant"));
         memory_add_turn(e, b, t);
         json_decref(t);
     }

@@ -173,18 +173,6 @@ struct rec_msg {
     int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
 };
 
-/* A stored turn as matching sees it, read once (rec_turn_read) on first use: a window is
- * matched against up to memory.session_turns stored turns, and looking their fields up again
- * for every comparison cost more than the rest of the request together. */
-struct rec_turn {
-    json_t *t;
-    int read;
-    const char *role, *content, *original; /* "" when absent; original NULL when not a string */
-    int64_t turn_id, turn_idx, seq;        /* -1 when absent */
-    int interrupted;
-    json_t *its; /* interrupt_timestamp */
-};
-
 static int64_t rec_int_of(json_t *v)
 {
     return json_is_integer(v) ? json_integer_value(v) : -1;
@@ -198,7 +186,7 @@ static const char *rec_str_of(json_t *v)
 
 /* One pass over the turn's fields, cheaper than a lookup each once two are wanted; a stored
  * turn has a dozen, so each key is told apart by its first byte before it is compared. */
-static void rec_turn_field(struct rec_turn *s, const char *k, json_t *v)
+static void rec_view_field(struct rec_view *s, const char *k, json_t *v)
 {
     switch (k[0]) {
     case 'r':
@@ -235,21 +223,12 @@ static void rec_turn_field(struct rec_turn *s, const char *k, json_t *v)
 }
 
 /* (json_object_foreach makes four calls a field, the iterator three.) */
-static void rec_turn_fields(struct rec_turn *s)
+void rec_view_read(struct rec_view *s, json_t *t)
 {
-    s->role = s->content = "";
-    s->turn_id = s->turn_idx = s->seq = -1;
-    for (void *it = json_object_iter(s->t); it != NULL; it = json_object_iter_next(s->t, it))
-        rec_turn_field(s, json_object_iter_key(it), json_object_iter_value(it));
-}
-
-static const struct rec_turn *rec_turn_read(struct rec_turn *s)
-{
-    if (!s->read) {
-        rec_turn_fields(s);
-        s->read = 1;
-    }
-    return s;
+    *s = (struct rec_view){
+        .t = t, .role = "", .content = "", .turn_id = -1, .turn_idx = -1, .seq = -1};
+    for (void *it = json_object_iter(t); it != NULL; it = json_object_iter_next(t, it))
+        rec_view_field(s, json_object_iter_key(it), json_object_iter_value(it));
 }
 
 static const char *rec_content(const struct rec_msg *w)
@@ -258,7 +237,7 @@ static const char *rec_content(const struct rec_msg *w)
 }
 
 /* w is what was heard of s: an assistant reply cut short. */
-static int rec_heard_of(const struct rec_turn *s, const struct rec_msg *w)
+static int rec_heard_of(const struct rec_view *s, const struct rec_msg *w)
 {
     const char *wc = rec_content(w), *orig = s->original ? s->original : "";
     size_t wl = strlen(wc);
@@ -268,19 +247,17 @@ static int rec_heard_of(const struct rec_turn *s, const struct rec_msg *w)
            (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
 }
 
-static int rec_matches(struct rec_turn *st, const struct rec_msg *w)
+static int rec_matches(const struct rec_view *s, const struct rec_msg *w)
 {
-    const struct rec_turn *s = rec_turn_read(st);
     if (strcmp(s->role, w->role) != 0)
         return 0;
     return strcmp(s->content, rec_content(w)) == 0 || rec_heard_of(s, w);
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
-static void rec_update(struct rec_turn *st, const struct rec_msg *w, int64_t now_ms,
+static void rec_update(const struct rec_view *s, const struct rec_msg *w, int64_t now_ms,
                        json_t *updates)
 {
-    const struct rec_turn *s = rec_turn_read(st);
     int same = strcmp(s->content, rec_content(w)) == 0;
     if (strcmp(s->role, "assistant") != 0 || (same && (s->interrupted || !w->interrupted)))
         return;
@@ -300,7 +277,7 @@ static void rec_update(struct rec_turn *st, const struct rec_msg *w, int64_t now
 /* ---- the two modes ---- */
 
 struct rec_ctx {
-    struct rec_turn *stored; /* the stored turns matching may use, in seq order */
+    struct rec_view *stored; /* the stored turns matching may use, in seq order (a copy) */
     size_t nstored;
     struct rec_msg *turns; /* the window's messages that are turns (not system) */
     size_t nturns;
@@ -309,7 +286,8 @@ struct rec_ctx {
     struct rec_result *out;
 };
 
-int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role)
+/* How many of turns (stored shape) belong to turn_id with this role. */
+static int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role)
 {
     size_t i;
     json_t *x;
@@ -324,7 +302,7 @@ static int64_t rec_count(struct rec_ctx *c, int64_t t, const char *role)
 {
     int64_t n = rec_count_role(c->out->inserts, t, role);
     for (size_t i = 0; i < c->nstored; i++) {
-        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        const struct rec_view *s = &c->stored[i];
         n += s->turn_id == t && strcmp(s->role, role) == 0;
     }
     return n;
@@ -345,7 +323,7 @@ static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t
                              int oldest)
 {
     for (size_t i = 0; i < c->nstored; i++) {
-        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        const struct rec_view *s = &c->stored[i];
         if (c->used[i] || s->turn_id != t || strcmp(s->role, w->role) != 0)
             continue;
         if (oldest ? rec_matches(&c->stored[i], w) : s->turn_idx == idx)
@@ -363,13 +341,12 @@ static int64_t rec_oldest_turn(const struct rec_ctx *c)
     return oldest;
 }
 
-/* Turn-id mode matches only stored turns of the window's turns: leave out the older ones
- * (most of a long call's), each looked at once, by its turn_id alone. */
+/* Turn-id mode matches only stored turns of the window's turns: leave out the older ones. */
 static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
 {
     size_t n = 0;
     for (size_t i = 0; i < c->nstored; i++) {
-        if (rec_int_of(json_object_get(c->stored[i].t, "turn_id")) >= oldest)
+        if (c->stored[i].turn_id >= oldest)
             c->stored[n++] = c->stored[i];
     }
     c->nstored = n;
@@ -452,7 +429,7 @@ static void rec_align_mode(struct rec_ctx *c)
         rec_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
     int64_t turn = 0;
     for (i = 0; i < c->nstored; i++) {
-        const struct rec_turn *s = rec_turn_read(&c->stored[i]);
+        const struct rec_view *s = &c->stored[i];
         if (s->turn_id > turn)
             turn = s->turn_id;
     }
@@ -555,8 +532,8 @@ static uint64_t rec_hash(const struct rec_ctx *c)
     return h ? h : 1;
 }
 
-void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
-                   struct rec_result *out)
+void rec_reconcile_views(const struct rec_view *stored, size_t ns, json_t *incoming,
+                         uint64_t last_hash, int64_t now_ms, struct rec_result *out)
 {
     struct rec_ctx c = {.now_ms = now_ms, .out = out, .next_seq = 1};
     memset(out, 0, sizeof(*out));
@@ -568,17 +545,15 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
         rec_split_clear(&c);
         return;
     }
-    size_t ns = json_array_size(stored);
-    c.stored = xcalloc(ns + 1, sizeof(*c.stored));
-    for (size_t i = 0; i < ns; i++)
-        c.stored[i].t = json_array_get(stored, i);
+    c.stored = xmalloc((ns + 1) * sizeof(*c.stored));
+    if (ns > 0)
+        memcpy(c.stored, stored, ns * sizeof(*c.stored));
     c.nstored = ns;
     c.used = xcalloc(ns + 1, 1);
     for (size_t i = ns; i-- > 0;) { /* in seq order: the last one numbered is the highest */
-        int64_t seq = rec_int_of(json_object_get(c.stored[i].t, "seq"));
-        if (seq >= c.next_seq)
-            c.next_seq = seq + 1;
-        if (seq >= 0)
+        if (stored[i].seq >= c.next_seq)
+            c.next_seq = stored[i].seq + 1;
+        if (stored[i].seq >= 0)
             break;
     }
     int turn_mode = c.nturns > 0;
@@ -591,6 +566,17 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
     free(c.used);
     free(c.stored);
     rec_split_clear(&c);
+}
+
+void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
+                   struct rec_result *out)
+{
+    size_t ns = json_array_size(stored);
+    struct rec_view *v = xmalloc((ns + 1) * sizeof(*v));
+    for (size_t i = 0; i < ns; i++)
+        rec_view_read(&v[i], json_array_get(stored, i));
+    rec_reconcile_views(v, ns, incoming, last_hash, now_ms, out);
+    free(v);
 }
 
 void rec_result_clear(struct rec_result *r)

@@ -30,6 +30,7 @@
 #define MEMPROXY_RECONCILE_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Epoch values below this are seconds, not milliseconds. */
@@ -61,19 +62,35 @@ struct rec_result {
 };
 
 /*
+ * A stored turn as matching reads it, its fields read once by rec_view_read(): a window is
+ * matched against many stored turns, and looking their fields up for every comparison cost
+ * more than the rest of the request. The working set keeps a view beside each of its turns
+ * (turnlist.h), read when the turn is added, so a request reads none. The strings point into
+ * t, which must outlive the view unchanged.
+ */
+struct rec_view {
+    json_t *t;
+    const char *role, *content;     /* "" when absent */
+    const char *original;           /* NULL when not a string */
+    int64_t turn_id, turn_idx, seq; /* -1 when absent */
+    int interrupted;
+    json_t *its; /* interrupt_timestamp, or NULL */
+};
+void rec_view_read(struct rec_view *v, json_t *t);
+
+/*
  * stored: the session's stored turns in seq order — in turn-id mode every stored turn whose
- * turn_id is at least the window's oldest, otherwise the recent tail. incoming: the
- * messages as the client sent them. last_hash: the window_hash of the session's previous
- * request (0 if unknown); the same window again writes nothing, exactly, even where content
- * alone could not tell (a window that repeats a message word for word). Always succeeds.
+ * turn_id is at least the window's oldest (more are left out), otherwise the recent tail.
+ * incoming: the messages as the client sent them. last_hash: the window_hash of the
+ * session's previous request (0 if unknown); the same window again writes nothing, exactly,
+ * even where content alone could not tell (a window that repeats a message word for word).
+ * Always succeeds. rec_reconcile_views() is the same over views of the stored turns.
  */
 void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
                    struct rec_result *out);
+void rec_reconcile_views(const struct rec_view *stored, size_t nstored, json_t *incoming,
+                         uint64_t last_hash, int64_t now_ms, struct rec_result *out);
 void rec_result_clear(struct rec_result *r);
-
-/* How many of turns (stored shape) belong to turn_id with this role: the turn_idx the next
- * one of them gets. */
-int64_t rec_count_role(json_t *turns, int64_t turn_id, const char *role);
 
 /*
  * The turn to record for a reply memproxy streamed or received: source "llm", the given

@@ -76,28 +76,41 @@ static void exchange(struct env *v, const char *sid, json_t *messages, const cha
     assert_int_equal(st.replies_pending, 0);
 }
 
-/* "role|content" of the session's rows in seq order, joined by newlines. */
-static char *rows(struct env *v, const char *sid)
+/* The rows of a query of the database (?1 the session id, ?2 turn_id when it has one): each
+ * row's columns joined by "|", each row ended by a newline. */
+static char *query(struct env *v, const char *sql, const char *sid, int turn_id)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *s = NULL;
     char *out = xstrdup("");
     sqlite3_open_v2(v->path, &db, SQLITE_OPEN_READONLY, NULL);
-    sqlite3_prepare_v2(db,
-                       "SELECT m.turn_id, m.role, m.content, m.interrupted FROM messages m "
-                       "JOIN sessions s ON s.sid = m.sid WHERE s.id = ? ORDER BY m.seq",
-                       -1, &s, NULL);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
     sqlite3_bind_text(s, 1, sid, -1, SQLITE_STATIC);
+    if (sqlite3_bind_parameter_count(s) > 1)
+        sqlite3_bind_int(s, 2, turn_id);
     while (sqlite3_step(s) == SQLITE_ROW) {
-        char *n = xasprintf("%s%d|%s|%s|%d\n", out, sqlite3_column_int(s, 0),
-                            (const char *)sqlite3_column_text(s, 1),
-                            (const char *)sqlite3_column_text(s, 2), sqlite3_column_int(s, 3));
+        for (int c = 0; c < sqlite3_column_count(s); c++) {
+            char *n =
+                xasprintf("%s%s%s", out, c ? "|" : "", (const char *)sqlite3_column_text(s, c));
+            free(out);
+            out = n;
+        }
+        char *n = xasprintf("%s\n", out);
         free(out);
         out = n;
     }
     sqlite3_finalize(s);
     sqlite3_close(db);
     return out;
+}
+
+/* "turn_id|role|content|interrupted" of the session's rows in seq order. */
+static char *rows(struct env *v, const char *sid)
+{
+    return query(v,
+                 "SELECT m.turn_id, m.role, m.content, m.interrupted FROM messages m "
+                 "JOIN sessions s ON s.sid = m.sid WHERE s.id = ?1 ORDER BY m.seq",
+                 sid, 0);
 }
 
 static void add(json_t *msgs, const char *role, const char *content, int turn_id)
@@ -269,8 +282,8 @@ static char *working_set(struct env *v, const char *sid)
 }
 
 /* A session's entry keeps its newest memory.session_turns turns, in order, both when a long
- * window arrives at once (copied into a new array) and when each exchange adds one turn or
- * two (the oldest removed in place); the database keeps them all, once. */
+ * window arrives at once and when each exchange adds one turn or two; the database keeps
+ * them all, once. */
 static void test_working_set_keeps_newest(void **state)
 {
     struct env v = {0};
@@ -306,6 +319,61 @@ static void test_working_set_keeps_newest(void **state)
     env_close(&v);
 }
 
+/* A call as Agora sends it: a window of the last few items, one turn further each request,
+ * much longer than the working set keeps. Every turn is recorded once, in order; an
+ * interruption the window reports for the previous reply updates that row; a turn whose
+ * reply is a tool call, the tool's result and a second reply numbers its two replies. */
+static void test_sliding_window_call(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 6, 1000);
+    json_t *all = json_array();
+    char text[64];
+    for (int t = 1; t <= 40; t++) {
+        snprintf(text, sizeof(text), "q%d", t);
+        add(all, "user", text, t);
+        if (t == 30) { /* the reply before was cut short: the caller heard "a29" */
+            json_t *a29 = json_array_get(all, json_array_size(all) - 2);
+            json_object_set_new(a29, "content", json_string("a29"));
+            json_object_set_new(a29, "metadata", json_pack("{s:b}", "interrupted", 1));
+        }
+        if (t == 35) { /* the model called a tool, whose result came back, in turn 35 */
+            add(all, "assistant", "looking it up", t);
+            add(all, "tool", "42", t);
+        }
+        size_t n = json_array_size(all), from = n > 5 ? n - 5 : 0;
+        json_t *window = json_array();
+        for (size_t i = from; i < n; i++)
+            json_array_append(window, json_array_get(all, i));
+        snprintf(text, sizeof(text), "a%d long answer", t);
+        exchange(&v, "call", window, text);
+        json_decref(window);
+        add(all, "assistant", text, t);
+    }
+    char *got = rows(&v, "call");
+    assert_non_null(strstr(got, "28|assistant|a28 long answer|0\n29|user|q29|0\n"
+                                "29|assistant|a29|1\n30|user|q30|0\n"));
+    assert_non_null(strstr(got, "35|user|q35|0\n35|assistant|looking it up|0\n35|tool|42|0\n"
+                                "35|assistant|a35 long answer|0\n36|user|q36|0\n"));
+    assert_non_null(strstr(got, "40|user|q40|0\n40|assistant|a40 long answer|0\n"));
+    int lines = 0;
+    for (const char *c = got; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 82);
+    free(got);
+    got = working_set(&v, "call"); /* nothing doubled there either */
+    assert_string_equal(got, "q38,a38 long answer,q39,a39 long answer,q40,a40 long answer");
+    free(got);
+    got = query(&v,
+                "SELECT m.role, m.turn_idx FROM messages m JOIN sessions s ON s.sid = m.sid "
+                "WHERE s.id = ?1 AND m.turn_id = ?2 ORDER BY m.seq",
+                "call", 35);
+    assert_string_equal(got, "user|0\nassistant|0\ntool|0\nassistant|1\n");
+    free(got);
+    json_decref(all);
+    env_close(&v);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -315,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
+        cmocka_unit_test(test_sliding_window_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

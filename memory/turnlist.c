@@ -1,0 +1,159 @@
+#include "turnlist.h"
+
+#include "util.h"
+
+#include <string.h>
+
+/* The roles counted by kind; another role is compared by its text. */
+enum turnlist_kind { TURNLIST_OTHER, TURNLIST_USER, TURNLIST_ASSISTANT, TURNLIST_TOOL };
+
+struct turnlist_item {
+    struct rec_view v; /* v.t is the turn, referenced */
+    enum turnlist_kind kind;
+};
+
+/* items[start .. start + n) are the turns: the oldest leave by moving start, so trimming one
+ * turn a request (a long call) moves nothing; the array is compacted when half of it is free
+ * at the front, so each turn is moved at most about once. */
+struct turnlist {
+    struct turnlist_item *items;
+    size_t start, n, cap;
+};
+
+static enum turnlist_kind turnlist_kind_of(const char *role)
+{
+    if (role == NULL)
+        return TURNLIST_OTHER;
+    if (strcmp(role, "user") == 0)
+        return TURNLIST_USER;
+    if (strcmp(role, "assistant") == 0)
+        return TURNLIST_ASSISTANT;
+    return strcmp(role, "tool") == 0 ? TURNLIST_TOOL : TURNLIST_OTHER;
+}
+
+static void turnlist_item_read(struct turnlist_item *it, json_t *t)
+{
+    rec_view_read(&it->v, json_incref(t));
+    it->kind = turnlist_kind_of(it->v.role);
+}
+
+struct turnlist *turnlist_create(void)
+{
+    return xcalloc(1, sizeof(struct turnlist));
+}
+
+static void turnlist_clear(struct turnlist *l)
+{
+    turnlist_keep_last(l, 0);
+    l->start = 0;
+}
+
+void turnlist_destroy(struct turnlist *l)
+{
+    if (l == NULL)
+        return;
+    turnlist_clear(l);
+    free(l->items);
+    free(l);
+}
+
+void turnlist_set(struct turnlist *l, json_t *turns)
+{
+    size_t i;
+    json_t *t;
+    turnlist_clear(l);
+    json_array_foreach(turns, i, t) turnlist_append(l, t);
+}
+
+void turnlist_append(struct turnlist *l, json_t *turn)
+{
+    if (l->start + l->n == l->cap && l->start >= l->n) {
+        memmove(l->items, l->items + l->start, l->n * sizeof(*l->items));
+        l->start = 0;
+    }
+    l->items = xgrow(l->items, &l->cap, l->start + l->n, sizeof(*l->items));
+    turnlist_item_read(&l->items[l->start + l->n++], turn);
+}
+
+void turnlist_replace(struct turnlist *l, size_t i, json_t *t)
+{
+    struct turnlist_item *it = &l->items[l->start + i];
+    json_t *old = it->v.t;
+    turnlist_item_read(it, t);
+    json_decref(old);
+}
+
+void turnlist_keep_last(struct turnlist *l, size_t keep)
+{
+    while (l->n > keep) {
+        json_decref(l->items[l->start].v.t);
+        l->start++;
+        l->n--;
+    }
+}
+
+size_t turnlist_size(const struct turnlist *l)
+{
+    return l->n;
+}
+
+json_t *turnlist_get(const struct turnlist *l, size_t i)
+{
+    return i < l->n ? l->items[l->start + i].v.t : NULL;
+}
+
+int64_t turnlist_turn_id(const struct turnlist *l, size_t i)
+{
+    return i < l->n ? l->items[l->start + i].v.turn_id : -1;
+}
+
+static int turnlist_item_is(const struct turnlist_item *it, enum turnlist_kind kind,
+                            const char *role)
+{
+    return it->kind == kind && (kind != TURNLIST_OTHER || strcmp(it->v.role, role) == 0);
+}
+
+int turnlist_role_is(const struct turnlist *l, size_t i, const char *role)
+{
+    return i < l->n && turnlist_item_is(&l->items[l->start + i], turnlist_kind_of(role), role);
+}
+
+long turnlist_find_seq(const struct turnlist *l, int64_t seq)
+{
+    for (size_t i = l->n; i-- > 0;) {
+        if (l->items[l->start + i].v.seq == seq)
+            return (long)i;
+    }
+    return -1;
+}
+
+int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *role)
+{
+    enum turnlist_kind kind = turnlist_kind_of(role);
+    int64_t n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct turnlist_item *it = &l->items[l->start + i];
+        n += it->v.turn_id == turn_id && turnlist_item_is(it, kind, role);
+    }
+    return n;
+}
+
+json_t *turnlist_array(const struct turnlist *l)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < l->n; i++)
+        json_array_append(out, l->items[l->start + i].v.t);
+    return out;
+}
+
+struct rec_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n)
+{
+    struct rec_view *out = xmalloc((l->n + 1) * sizeof(*out));
+    *n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct turnlist_item *it = &l->items[l->start + i];
+        if (it->v.turn_id >= oldest)
+            out[(*n)++] = it->v;
+    }
+    return out;
+}
