@@ -448,40 +448,52 @@ static int rec_is_system(const char *role)
 /* The voice fields of a client's metadata, in one pass over it. */
 static void rec_msg_meta(struct rec_msg *w, json_t *meta)
 {
-    const char *k;
-    json_t *v;
     w->interrupt_ms = -1;
-    json_object_foreach(meta, k, v)
-    {
-        if (strcmp(k, "interrupted") == 0)
+    for (void *it = json_object_iter(meta); it != NULL; it = json_object_iter_next(meta, it)) {
+        const char *k = json_object_iter_key(it);
+        json_t *v = json_object_iter_value(it);
+        if (k[0] == 'i' && strcmp(k, "interrupted") == 0)
             w->interrupted = json_is_true(v);
-        else if (strcmp(k, "original") == 0)
+        else if (k[0] == 'o' && strcmp(k, "original") == 0)
             w->original = json_is_string(v) ? v : NULL;
-        else if (strcmp(k, "interrupt_timestamp") == 0)
+        else if (k[0] == 'i' && strcmp(k, "interrupt_timestamp") == 0)
             w->interrupt_ms = rec_timestamp_ms(v);
     }
 }
 
-/* Read message m (an object with a string role, not a system message) as a window turn. */
-static void rec_msg_read(struct rec_msg *w, json_t *m, const char *role)
+/* The fields of a client's message that matching reads. */
+struct rec_msg_fields {
+    json_t *role, *content, *meta, *turn_id;
+};
+
+/* One pass over the message, each key told apart by its first byte before it is compared:
+ * every message of the window is read on every request, a replay's included. */
+static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
 {
-    const char *k;
-    json_t *v, *content = NULL, *meta = NULL, *turn_id = NULL;
-    int dropped;
-    json_object_foreach(m, k, v)
-    {
-        if (strcmp(k, "content") == 0)
-            content = v;
-        else if (strcmp(k, "metadata") == 0)
-            meta = v;
-        else if (strcmp(k, "turn_id") == 0)
-            turn_id = v;
+    *f = (struct rec_msg_fields){0};
+    for (void *it = json_object_iter(m); it != NULL; it = json_object_iter_next(m, it)) {
+        const char *k = json_object_iter_key(it);
+        json_t *v = json_object_iter_value(it);
+        if (k[0] == 'r' && strcmp(k, "role") == 0)
+            f->role = v;
+        else if (k[0] == 'c' && strcmp(k, "content") == 0)
+            f->content = v;
+        else if (k[0] == 'm' && strcmp(k, "metadata") == 0)
+            f->meta = v;
+        else if (k[0] == 't' && strcmp(k, "turn_id") == 0)
+            f->turn_id = v;
     }
+}
+
+/* Read message m (its fields f; a string role, not a system message) as a window turn. */
+static void rec_msg_read(struct rec_msg *w, json_t *m, const struct rec_msg_fields *f)
+{
+    int dropped;
     w->msg = m;
-    w->role = role;
-    w->text = json_is_string(content) ? json_incref(content) : rec_text(content, &dropped);
-    w->turn_id = rec_turn_id(turn_id);
-    rec_msg_meta(w, meta);
+    w->role = json_string_value(f->role);
+    w->text = json_is_string(f->content) ? json_incref(f->content) : rec_text(f->content, &dropped);
+    w->turn_id = rec_turn_id(f->turn_id);
+    rec_msg_meta(w, f->meta);
 }
 
 /* Split the client's messages into system messages (into out->system) and window turns. */
@@ -489,22 +501,23 @@ static void rec_split(struct rec_ctx *c, json_t *incoming)
 {
     size_t i;
     json_t *m;
+    struct rec_msg_fields f;
     c->turns = xcalloc(json_array_size(incoming) + 1, sizeof(*c->turns));
     json_array_foreach(incoming, i, m)
     {
-        const char *role = json_string_value(json_object_get(m, "role"));
+        rec_msg_fields(m, &f);
+        const char *role = json_string_value(f.role);
         if (role == NULL)
             continue;
         if (!rec_is_system(role)) {
-            rec_msg_read(&c->turns[c->nturns++], m, role);
+            rec_msg_read(&c->turns[c->nturns++], m, &f);
             continue;
         }
         if (c->out->system == NULL)
             c->out->system = json_array();
         int dropped;
-        json_array_append_new(c->out->system,
-                              json_pack("{s:s, s:o}", "role", role, "content",
-                                        rec_text(json_object_get(m, "content"), &dropped)));
+        json_array_append_new(c->out->system, json_pack("{s:s, s:o}", "role", role, "content",
+                                                        rec_text(f.content, &dropped)));
     }
 }
 
