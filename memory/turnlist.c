@@ -12,6 +12,10 @@ struct turnlist_item {
     enum turnlist_kind kind;
 };
 
+/* An entry's first allocation, in turns: a working set may hold many short sessions
+ * (memory.max_turns counts each as at least one turn). */
+#define TURNLIST_FIRST_CAP 4
+
 /* items[start .. start + n) are the turns: the oldest leave by moving start, so trimming one
  * turn a request (a long call) moves nothing; the array is compacted when half of it is free
  * at the front, so each turn is moved at most about once. */
@@ -67,11 +71,14 @@ void turnlist_set(struct turnlist *l, json_t *turns)
 
 void turnlist_append(struct turnlist *l, json_t *turn)
 {
-    if (l->start + l->n == l->cap && l->start >= l->n) {
+    if (l->start + l->n == l->cap && l->start > 0 && l->start >= l->n) {
         memmove(l->items, l->items + l->start, l->n * sizeof(*l->items));
         l->start = 0;
     }
-    l->items = xgrow(l->items, &l->cap, l->start + l->n, sizeof(*l->items));
+    if (l->start + l->n == l->cap) { /* from a few: most sessions are short */
+        l->cap = l->cap ? l->cap * 2 : TURNLIST_FIRST_CAP;
+        l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
+    }
     turnlist_item_read(&l->items[l->start + l->n++], turn);
 }
 
