@@ -184,6 +184,18 @@ def raw_connect(port):
     return s
 
 
+def raw_read_until(sock, done):
+    """Read until done(bytes so far) holds; a connection closed first (memproxy gone) fails
+    the test instead of looping on empty reads."""
+    buf = b""
+    while not done(buf):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError("connection closed after %d bytes: %r" % (len(buf), buf[-200:]))
+        buf += chunk
+    return buf
+
+
 def raw_request(sock, path, body, headers=None):
     data = json.dumps(body).encode()
     h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())

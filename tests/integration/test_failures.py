@@ -9,7 +9,7 @@ import time
 import unittest
 
 from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, cpu_seconds, free_port,
-                     raw_connect, raw_request, read_response, sse_data, wait_for)
+                     raw_connect, raw_read_until, raw_request, read_response, sse_data, wait_for)
 
 STREAM = dict(USER_HI, stream=True)
 
@@ -95,9 +95,7 @@ class HangUp(StackTest):
     def test_hangup_cancels_upstream_within_100ms(self):
         s = raw_connect(self.mp.port)
         raw_request(s, "/v1/chat/completions", STREAM)
-        buf = b""
-        while buf.count(b'"content":') < 3:
-            buf += s.recv(65536)
+        raw_read_until(s, lambda buf: buf.count(b'"content":') >= 3)
         before = self.mock.stats()["streams_closed_early"]
         t0 = time.monotonic_ns()
         s.close()

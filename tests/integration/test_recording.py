@@ -9,8 +9,8 @@ import sqlite3
 import threading
 import unittest
 
-from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, raw_connect, raw_request,
-                     sse_data, wait_for)
+from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, raw_connect, raw_read_until,
+                     raw_request, sse_data, wait_for)
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "agora-custom-request.json")
 
@@ -265,9 +265,7 @@ class HangUp(StackTest):
         s = raw_connect(self.mp.port)
         raw_request(s, "/v1/chat/completions",
                     dict(USER_HI, stream=True, session_id="barge"))
-        got = b""
-        while got.count(b"data: ") < 6:
-            got += s.recv(65536)
+        raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
         s.close()
         rows = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(
             db_rows(self.mp.db_path, "barge")), what="the interrupted reply")
