@@ -159,6 +159,27 @@ static void test_depth_ignores_brackets_in_strings(void **state)
     assert_false(jtext_too_deep("\"[[[", 4, 0)); /* an unterminated string */
 }
 
+/* The scan takes 64 bytes a block: an escape or a string may fall across a block's edge at
+ * any offset, and must not be mistaken for one that ends there. */
+static void test_depth_across_blocks(void **state)
+{
+    char buf[512];
+    for (int k = 0; k < 200; k++) {
+        /* an escaped quote, then brackets still inside the string; nests 3 deep after it */
+        snprintf(buf, sizeof(buf), "[\"%*s\\\"[[[[\",[[]]]", k, "");
+        assert_true(jtext_too_deep(buf, strlen(buf), 2));
+        assert_false(jtext_too_deep(buf, strlen(buf), 3));
+        /* an escaped backslash, then the closing quote: the brackets after it count */
+        snprintf(buf, sizeof(buf), "[\"%*s\\\\\",[[[]]]]", k, "");
+        assert_true(jtext_too_deep(buf, strlen(buf), 3));
+        assert_false(jtext_too_deep(buf, strlen(buf), 4));
+        /* a long string with a bracket in it, ending past the block its quote opened */
+        snprintf(buf, sizeof(buf), "[%*s\"[%*s\",[]]", k % 70, "", k, "");
+        assert_false(jtext_too_deep(buf, strlen(buf), 2));
+        assert_true(jtext_too_deep(buf, strlen(buf), 1));
+    }
+}
+
 static void test_writes_what_jansson_writes(void **state)
 {
     expect_round_trip("{ \"b\" : [ 1 , -2 , true , false , null ] , \"a\" : { } , \"c\" : [ ] }",
@@ -188,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_depth_is_capped),
         cmocka_unit_test(test_nesting_cap),
         cmocka_unit_test(test_depth_ignores_brackets_in_strings),
+        cmocka_unit_test(test_depth_across_blocks),
         cmocka_unit_test(test_writes_what_jansson_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
