@@ -13,6 +13,8 @@ struct jmemo_tree {
     const char *text; /* its compact text once written (the entry's own bytes when equal) */
     size_t len;
     uint64_t note;
+    void *aux; /* jmemo_set_aux()'s, freed by aux_free */
+    void (*aux_free)(void *);
 };
 
 struct jmemo_entry {
@@ -86,6 +88,8 @@ static void jmemo_tree_unlink(struct jmemo *m, struct jmemo_tree *t, const char 
     *pp = t->next;
     if (t->text != own_text)
         free((char *)t->text);
+    if (t->aux_free != NULL)
+        t->aux_free(t->aux);
     json_decref(t->v);
 }
 
@@ -256,6 +260,23 @@ void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, siz
         e->size = len;
     }
     jmemo_charge(m, e, cost);
+}
+
+void *jmemo_aux(const struct jmemo_tree *t)
+{
+    return t != NULL ? t->aux : NULL;
+}
+
+void jmemo_set_aux(struct jmemo *m, struct jmemo_tree *t, void *aux, size_t cost,
+                   void (*aux_free)(void *))
+{
+    if (t == NULL || t->aux_free != NULL) {
+        aux_free(aux);
+        return;
+    }
+    t->aux = aux;
+    t->aux_free = aux_free;
+    jmemo_charge(m, t->owner, t->owner->cost + cost);
 }
 
 uint64_t *jmemo_note(struct jmemo_tree *t)

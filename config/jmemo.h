@@ -23,7 +23,8 @@
  * has the tree: its compact text once written (jtext_dump_memo: the upstream body is mostly
  * the client's messages again), one tree derived from it by a pure function (memproxy: its
  * OpenAI-only form, tx's standard) and that tree's text, and a note of 64 bits about each
- * (below). Each goes with its entry, and counts against the same budget. These are found by
+ * (below), and one attachment of the caller's (below). Each goes with its entry, and counts
+ * against the same budget. These are found by
  * the tree's address, which is safe because the memo holds a reference to every tree it
  * answers for: no other tree can have that address while the answer is kept.
  *
@@ -32,7 +33,8 @@
  *
  * Ownership: jmemo_create()/jmemo_destroy(); jmemo_get() and jmemo_derived() return borrowed
  * trees; jmemo_put(), jmemo_hold() and jmemo_set_derived() take references of their own.
- * jmemo_hold(), jmemo_find(), jmemo_stats() and jmemo_destroy() take m NULL as an empty memo.
+ * jmemo_hold(), jmemo_find(), jmemo_stats() and jmemo_destroy() take m NULL as an empty memo;
+ * jmemo_set_aux() takes ownership of what it is given.
  */
 #ifndef MEMPROXY_JMEMO_H
 #define MEMPROXY_JMEMO_H
@@ -93,6 +95,16 @@ void jmemo_set_text(struct jmemo *m, struct jmemo_tree *t, const char *text, siz
 #define JMEMO_NOTE_CHECKED  ((uint64_t)1) /* chatreq: a valid chat message */
 #define JMEMO_NOTE_TX_SHIFT 1             /* tx: its facts of a message (tx.c), bits 1-63 */
 uint64_t *jmemo_note(struct jmemo_tree *t);
+
+/* t's attachment (borrowed), or NULL: what one caller read of the tree, in its own form, kept
+ * with it like its note and for the same reason (memproxy: reconciliation's reading of a
+ * window message, memory/reconcile.c). Good until the next call that may evict (above). */
+void *jmemo_aux(const struct jmemo_tree *t);
+/* Attach aux to t (costing cost bytes); aux_free(aux) when t's entry goes. When t is NULL or
+ * has an attachment already, aux_free(aux) at once. May evict t's entry itself: read aux
+ * before, not after. */
+void jmemo_set_aux(struct jmemo *m, struct jmemo_tree *t, void *aux, size_t cost,
+                   void (*aux_free)(void *));
 
 void jmemo_stats(const struct jmemo *m, struct jmemo_stats *out);
 

@@ -66,6 +66,7 @@ struct memory_rec {
     struct memory_reader *rd;
     char *tenant, *sid, *user, *profile;
     json_t *messages;
+    struct jmemo *memo; /* the worker's, or NULL */
     int64_t turn_id;
     struct ws_entry *e; /* referenced once the request is recorded */
     int requested, replied;
@@ -369,35 +370,14 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     json_decref(sess);
 }
 
-/* The oldest turn id of a window in turn-id mode, or -1 when some message has none. */
-static int64_t memory_window_oldest(json_t *messages)
-{
-    size_t i;
-    json_t *msg;
-    int64_t oldest = INT64_MAX;
-    json_array_foreach(messages, i, msg)
-    {
-        const char *role = json_string_value(json_object_get(msg, "role"));
-        if (role && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0))
-            continue;
-        int64_t t = rec_turn_id(json_object_get(msg, "turn_id"));
-        if (t < 0)
-            return -1;
-        if (t < oldest)
-            oldest = t;
-    }
-    return oldest == INT64_MAX ? -1 : oldest;
-}
-
 /* What the window is matched against (rec_reconcile_views' stored), *n views: the working
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
  * window reaches further back than the entry holds, the older turns read from the database
- * into *db (the views borrow them: the caller decrefs it; NULL when none were read). The
- * array is new. */
-static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e, size_t *n,
-                                          json_t **db)
+ * into *db (the views borrow them: the caller decrefs it; NULL when none were read). oldest:
+ * the window's (rec_window_oldest). The array is new. */
+static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
+                                          int64_t oldest, size_t *n, json_t **db)
 {
-    int64_t oldest = memory_window_oldest(rec->messages);
     struct rec_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
     json_t *first = turnlist_get(e->turns, 0);
     *db = NULL;
@@ -539,8 +519,10 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
     struct rec_result res;
     size_t i, ns;
     json_t *x, *db;
-    struct rec_view *stored = memory_stored_for(rec, e, &ns, &db);
-    rec_reconcile_views(stored, ns, rec->messages, e->window_hash, util_wall_ms(), &res);
+    struct rec_window *w = rec_window_read(rec->messages, rec->memo);
+    struct rec_view *stored = memory_stored_for(rec, e, rec_window_oldest(w), &ns, &db);
+    rec_reconcile_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
+    rec_window_free(w);
     free(stored);
     json_decref(db);
     json_t *last = turnlist_get(e->turns, turnlist_size(e->turns) - 1);
@@ -1008,6 +990,7 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->user = p->user_id ? xstrdup(p->user_id) : NULL;
     rec->profile = p->profile ? xstrdup(p->profile) : NULL;
     rec->messages = json_incref(p->messages);
+    rec->memo = p->memo;
     rec->turn_id = rec_turn_id(p->turn_id);
     rec->append = p->append;
     rec->embed = p->embed;

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct jmemo;
 struct memory;
 struct memory_reader;
 struct memory_rec;
@@ -82,13 +83,16 @@ struct memory_rec_params {
     const char *tenant, *session_id;
     const char *user_id; /* NULL keeps the session's */
     const char *profile;
-    json_t *messages; /* the client's messages (increfed by the rec) */
-    json_t *turn_id;  /* the request's top-level turn_id (Agora), number or numeric string;
-                         NULL when absent */
-    int append;       /* stored history mode: the messages are all new (appended, each user
-                         message opening a turn), not a window to reconcile */
-    int embed;        /* retrieval: the user and assistant turns written wait for their
-                         embedding (memory_to_embed()) */
+    json_t *messages;   /* the client's messages (increfed by the rec) */
+    struct jmemo *memo; /* the calling worker's memo (jmemo.h) that read them, or NULL: how
+                           reconciliation read a message is kept there; the rec must then be
+                           used on that worker's thread only */
+    json_t *turn_id;    /* the request's top-level turn_id (Agora), number or numeric string;
+                           NULL when absent */
+    int append;         /* stored history mode: the messages are all new (appended, each user
+                           message opening a turn), not a window to reconcile */
+    int embed;          /* retrieval: the user and assistant turns written wait for their
+                           embedding (memory_to_embed()) */
 };
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);

@@ -1,5 +1,6 @@
 #include "reconcile.h"
 
+#include "jmemo.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -162,15 +163,28 @@ json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, i
 
 /* A window message as matching sees it, read in place from the client's message: a whole
  * turn object is built (rec_normalize) only for a message that is inserted. A 32-message
- * window that is mostly stored already costs 32 of these, not 32 objects and their copies. */
+ * window that is mostly stored already costs 32 of these, not 32 objects and their copies,
+ * and a message the worker's memo holds (jmemo.h: it came in an earlier request's window) is
+ * read once for all the requests it comes in. */
+enum rec_kind { REC_NOT_A_TURN, REC_TURN, REC_SYSTEM };
+
 struct rec_msg {
     json_t *msg;          /* the client's message */
+    enum rec_kind kind;   /* no string role: neither */
     const char *role;     /* its role */
     json_t *text;         /* its content as stored (rec_text); a reference */
     int64_t turn_id;      /* -1 when it has none */
     int interrupted;      /* metadata.interrupted */
     json_t *original;     /* metadata.original when a string, else NULL */
     int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
+    uint64_t hash;        /* a turn's share of the window's fingerprint (rec_window_read) */
+};
+
+struct rec_window {
+    struct rec_msg *turns, *system; /* in the window's order */
+    size_t nturns, nsystem;
+    int64_t oldest; /* the oldest turn id when every turn has one, else -1 */
+    uint64_t hash;
 };
 
 static int64_t rec_int_of(json_t *v)
@@ -279,7 +293,7 @@ static void rec_update(const struct rec_view *s, const struct rec_msg *w, int64_
 struct rec_ctx {
     struct rec_view *stored; /* the stored turns matching may use, in seq order (a copy) */
     size_t nstored;
-    struct rec_msg *turns; /* the window's messages that are turns (not system) */
+    const struct rec_msg *turns; /* the window's messages that are turns (not system) */
     size_t nturns;
     char *used; /* per stored turn */
     int64_t next_seq, now_ms;
@@ -466,8 +480,7 @@ struct rec_msg_fields {
     json_t *role, *content, *meta, *turn_id;
 };
 
-/* One pass over the message, each key told apart by its first byte before it is compared:
- * every message of the window is read on every request, a replay's included. */
+/* One pass over the message, each key told apart by its first byte before it is compared. */
 static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
 {
     *f = (struct rec_msg_fields){0};
@@ -485,79 +498,130 @@ static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
     }
 }
 
-/* Read message m (its fields f; a string role, not a system message) as a window turn. */
-static void rec_msg_read(struct rec_msg *w, json_t *m, const struct rec_msg_fields *f)
+/* A turn's share of the window's fingerprint: its role, turn_id, interrupted flag and
+ * content, chained through util_hash64 (each call takes its length in, so the parts cannot
+ * run into each other); rec_window_read() chains the turns' shares. Stored with the session
+ * (window_hash): a value from a version that hashed otherwise (before 0.1.2: the turns' fields
+ * chained directly) only costs that session one full reconciliation. */
+static uint64_t rec_msg_hash(const struct rec_msg *w)
 {
-    int dropped;
-    w->msg = m;
-    w->role = json_string_value(f->role);
-    w->text = json_is_string(f->content) ? json_incref(f->content) : rec_text(f->content, &dropped);
-    w->turn_id = rec_turn_id(f->turn_id);
-    rec_msg_meta(w, f->meta);
+    int64_t head[2] = {w->turn_id, w->interrupted};
+    uint64_t h = util_hash64(0x6d656d70726f7879ULL /* "memproxy" */, w->role, strlen(w->role));
+    h = util_hash64(h, head, sizeof(head));
+    return util_hash64(h, json_string_value(w->text), json_string_length(w->text));
 }
 
-/* Split the client's messages into system messages (into out->system) and window turns. */
-static void rec_split(struct rec_ctx *c, json_t *incoming)
+/* Read client message m as a window message. */
+static void rec_msg_read(struct rec_msg *w, json_t *m)
 {
-    size_t i;
-    json_t *m;
     struct rec_msg_fields f;
-    c->turns = xcalloc(json_array_size(incoming) + 1, sizeof(*c->turns));
+    int dropped;
+    rec_msg_fields(m, &f);
+    *w = (struct rec_msg){.msg = m, .role = json_string_value(f.role), .turn_id = -1};
+    if (w->role == NULL)
+        return;
+    w->text = json_is_string(f.content) ? json_incref(f.content) : rec_text(f.content, &dropped);
+    w->kind = rec_is_system(w->role) ? REC_SYSTEM : REC_TURN;
+    if (w->kind == REC_SYSTEM)
+        return;
+    w->turn_id = rec_turn_id(f.turn_id);
+    rec_msg_meta(w, f.meta);
+    w->hash = rec_msg_hash(w);
+}
+
+static void rec_msg_release(void *p)
+{
+    struct rec_msg *w = p;
+    json_decref(w->text);
+    free(w);
+}
+
+/* Message m read, or as it was read before when memo holds it: a kept tree never changes
+ * (jmemo.h), and every field read points into it. */
+static void rec_msg_of(struct jmemo *memo, json_t *m, struct rec_msg *w)
+{
+    struct jmemo_tree *t = jmemo_find(memo, m);
+    const struct rec_msg *kept = jmemo_aux(t);
+    if (kept != NULL) {
+        *w = *kept;
+        json_incref(w->text);
+        return;
+    }
+    rec_msg_read(w, m);
+    if (t == NULL)
+        return;
+    struct rec_msg *k = xmalloc(sizeof(*k));
+    *k = *w;
+    json_incref(k->text);
+    jmemo_set_aux(memo, t, k, sizeof(*k), rec_msg_release);
+}
+
+struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
+{
+    size_t i, n = json_array_size(incoming);
+    json_t *m;
+    struct rec_window *w = xcalloc(1, sizeof(*w));
+    struct rec_msg x;
+    uint64_t h = 0x6d656d70726f7879ULL;
+    int64_t oldest = INT64_MAX;
+    w->turns = xmalloc((n + 1) * sizeof(*w->turns));
+    w->system = xmalloc((n + 1) * sizeof(*w->system));
     json_array_foreach(incoming, i, m)
     {
-        rec_msg_fields(m, &f);
-        const char *role = json_string_value(f.role);
-        if (role == NULL)
+        rec_msg_of(memo, m, &x);
+        if (x.kind == REC_SYSTEM)
+            w->system[w->nsystem++] = x;
+        if (x.kind != REC_TURN)
             continue;
-        if (!rec_is_system(role)) {
-            rec_msg_read(&c->turns[c->nturns++], m, &f);
-            continue;
-        }
-        if (c->out->system == NULL)
-            c->out->system = json_array();
-        int dropped;
-        json_array_append_new(c->out->system, json_pack("{s:s, s:o}", "role", role, "content",
-                                                        rec_text(f.content, &dropped)));
+        w->turns[w->nturns++] = x;
+        h = util_hash64(h, &x.hash, sizeof(x.hash));
+        oldest = x.turn_id < 0 || oldest < 0 ? -1 : x.turn_id < oldest ? x.turn_id : oldest;
     }
+    w->hash = h ? h : 1;
+    w->oldest = w->nturns > 0 ? oldest : -1;
+    return w;
 }
 
-static void rec_split_clear(struct rec_ctx *c)
+int64_t rec_window_oldest(const struct rec_window *w)
 {
-    for (size_t i = 0; i < c->nturns; i++)
-        json_decref(c->turns[i].text);
-    free(c->turns);
+    return w->oldest;
 }
 
-/* Each turn's role, turn_id, interrupted flag and content, chained through util_hash64 (each
- * call takes its length in, so the parts cannot run into each other). Stored with the
- * session (window_hash): a value from a version that hashed otherwise (FNV-1a a byte at a
- * time, before 0.1.1) only costs that session one full reconciliation. */
-static uint64_t rec_hash(const struct rec_ctx *c)
+void rec_window_free(struct rec_window *w)
 {
-    uint64_t h = 0x6d656d70726f7879ULL; /* "memproxy" */
-    for (size_t i = 0; i < c->nturns; i++) {
-        const struct rec_msg *w = &c->turns[i];
-        int64_t head[2] = {w->turn_id, w->interrupted};
-        h = util_hash64(h, w->role, strlen(w->role));
-        h = util_hash64(h, head, sizeof(head));
-        h = util_hash64(h, rec_content(w), json_string_length(w->text));
-    }
-    return h ? h : 1;
+    if (w == NULL)
+        return;
+    for (size_t i = 0; i < w->nturns; i++)
+        json_decref(w->turns[i].text);
+    for (size_t i = 0; i < w->nsystem; i++)
+        json_decref(w->system[i].text);
+    free(w->turns);
+    free(w->system);
+    free(w);
 }
 
-void rec_reconcile_views(const struct rec_view *stored, size_t ns, json_t *incoming,
+/* The window's system messages [{role, content}], or NULL when it has none. */
+static json_t *rec_system(const struct rec_window *w)
+{
+    json_t *out = w->nsystem > 0 ? json_array() : NULL;
+    for (size_t i = 0; i < w->nsystem; i++)
+        json_array_append_new(
+            out, json_pack("{s:s, s:O}", "role", w->system[i].role, "content", w->system[i].text));
+    return out;
+}
+
+void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct rec_window *w,
                          uint64_t last_hash, int64_t now_ms, struct rec_result *out)
 {
-    struct rec_ctx c = {.now_ms = now_ms, .out = out, .next_seq = 1};
+    struct rec_ctx c = {
+        .now_ms = now_ms, .out = out, .next_seq = 1, .turns = w->turns, .nturns = w->nturns};
     memset(out, 0, sizeof(*out));
     out->inserts = json_array();
     out->updates = json_array();
-    rec_split(&c, incoming);
-    out->window_hash = rec_hash(&c);
-    if (out->window_hash == last_hash) { /* the same request again */
-        rec_split_clear(&c);
+    out->window_hash = w->hash;
+    if (out->window_hash == last_hash) /* the same request again */
         return;
-    }
+    out->system = rec_system(w);
     c.stored = xmalloc((ns + 1) * sizeof(*c.stored));
     if (ns > 0)
         memcpy(c.stored, stored, ns * sizeof(*c.stored));
@@ -569,16 +633,12 @@ void rec_reconcile_views(const struct rec_view *stored, size_t ns, json_t *incom
         if (stored[i].seq >= 0)
             break;
     }
-    int turn_mode = c.nturns > 0;
-    for (size_t i = 0; i < c.nturns; i++)
-        turn_mode &= c.turns[i].turn_id >= 0;
-    if (turn_mode)
+    if (w->oldest >= 0)
         rec_turn_mode(&c);
     else
         rec_align_mode(&c);
     free(c.used);
     free(c.stored);
-    rec_split_clear(&c);
 }
 
 void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
@@ -588,7 +648,9 @@ void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t
     struct rec_view *v = xmalloc((ns + 1) * sizeof(*v));
     for (size_t i = 0; i < ns; i++)
         rec_view_read(&v[i], json_array_get(stored, i));
-    rec_reconcile_views(v, ns, incoming, last_hash, now_ms, out);
+    struct rec_window *w = rec_window_read(incoming, NULL);
+    rec_reconcile_views(v, ns, w, last_hash, now_ms, out);
+    rec_window_free(w);
     free(v);
 }
 

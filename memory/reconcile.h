@@ -58,7 +58,8 @@ struct rec_result {
     uint64_t window_hash; /* fingerprint of the window's turns; keep it for the next call */
     json_t *inserts;      /* new turns in order, with turn_id, turn_idx and seq assigned */
     json_t *updates;      /* [{seq, content, original, interrupted, interrupt_timestamp}] */
-    json_t *system;       /* the window's system messages [{role, content}], or NULL if none */
+    json_t *system;       /* the window's system messages [{role, content}], or NULL if none
+                             (or the window is the last one again) */
 };
 
 /*
@@ -79,17 +80,34 @@ struct rec_view {
 void rec_view_read(struct rec_view *v, json_t *t);
 
 /*
+ * A client's window as matching reads it: each message's role, content as stored, turn id and
+ * voice fields, and the window's fingerprint. With memo (the worker's, jmemo.h; NULL for
+ * none) a message the memo holds is read once and its reading kept with it, for every later
+ * request whose window has it again (on the memo's thread only). incoming must outlive the
+ * window unchanged. rec_window_oldest(): the oldest turn id when every turn of the window
+ * (its messages with a string role but system and developer) has one — turn-id mode, where
+ * matching needs only the stored turns from that id on — else -1.
+ */
+struct jmemo;
+struct rec_window;
+struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo);
+int64_t rec_window_oldest(const struct rec_window *w);
+void rec_window_free(struct rec_window *w);
+
+/*
  * stored: the session's stored turns in seq order — in turn-id mode every stored turn whose
  * turn_id is at least the window's oldest (more are left out), otherwise the recent tail.
  * incoming: the messages as the client sent them. last_hash: the window_hash of the
  * session's previous request (0 if unknown); the same window again writes nothing, exactly,
- * even where content alone could not tell (a window that repeats a message word for word).
- * Always succeeds. rec_reconcile_views() is the same over views of the stored turns.
+ * even where content alone could not tell (a window that repeats a message word for word),
+ * and out->system is then NULL. Always succeeds. rec_reconcile_views() is the same over
+ * views of the stored turns and the window read.
  */
 void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
                    struct rec_result *out);
-void rec_reconcile_views(const struct rec_view *stored, size_t nstored, json_t *incoming,
-                         uint64_t last_hash, int64_t now_ms, struct rec_result *out);
+void rec_reconcile_views(const struct rec_view *stored, size_t nstored,
+                         const struct rec_window *window, uint64_t last_hash, int64_t now_ms,
+                         struct rec_result *out);
 void rec_result_clear(struct rec_result *r);
 
 /*

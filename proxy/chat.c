@@ -249,6 +249,7 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                       .user_id = ids->user_id,
                                       .profile = prof->name,
                                       .messages = c->creq.messages,
+                                      .memo = c->w->memo,
                                       .turn_id = json_object_get(c->creq.body, "turn_id"),
                                       .append = chat_stored_mode(prof),
                                       .embed = prof->retrieval};

@@ -5,10 +5,12 @@
  * and the same window again (with its fingerprint, as the store passes it) changes nothing.
  * Without the fingerprint, alignment alone decides; it leans toward keeping a turn when a
  * window repeats itself word for word, so no count is asserted there (only no crash).
- * Reconciling against the views the working set keeps (turnlist.h) gives the same result as
- * against the stored turns themselves.
+ * Reconciling against the views the working set keeps (turnlist.h), and with the window's
+ * readings kept in a memo (jmemo.h), gives the same result as against the stored turns
+ * themselves.
  */
 #include "fuzz.h"
+#include "jmemo.h"
 #include "reconcile.h"
 #include "turnlist.h"
 
@@ -51,20 +53,31 @@ static void fuzz_rec_apply(json_t *store, struct rec_result *r)
     json_array_extend(store, r->inserts);
 }
 
-/* The same reconciliation through a turnlist's views must say the same. */
+/* The same reconciliation through a turnlist's views, and with the window read through a
+ * memo that holds its messages (the first reading kept with each, the second taken from
+ * there; a small memo, so that readings are evicted too), must say the same. */
 static void fuzz_rec_same_by_views(json_t *store, json_t *incoming, const struct rec_result *want)
 {
+    static struct jmemo *memo;
+    if (memo == NULL)
+        memo = jmemo_create(16 * 1024);
+    size_t i, n;
+    json_t *m;
+    json_array_foreach(incoming, i, m) jmemo_hold(memo, m, 64);
     struct turnlist *l = turnlist_create();
     turnlist_set(l, store);
-    size_t n;
     struct rec_view *v = turnlist_views(l, INT64_MIN, &n);
-    struct rec_result r;
-    rec_reconcile_views(v, n, incoming, 0, 2000, &r);
-    if (r.window_hash != want->window_hash || !json_equal(r.inserts, want->inserts) ||
-        !json_equal(r.updates, want->updates) ||
-        (r.system != want->system && !json_equal(r.system, want->system)))
-        abort();
-    rec_result_clear(&r);
+    for (int pass = 0; pass < 3; pass++) {
+        struct rec_window *w = rec_window_read(incoming, pass > 0 ? memo : NULL);
+        struct rec_result r;
+        rec_reconcile_views(v, n, w, 0, 2000, &r);
+        rec_window_free(w);
+        if (r.window_hash != want->window_hash || !json_equal(r.inserts, want->inserts) ||
+            !json_equal(r.updates, want->updates) ||
+            (r.system != want->system && !json_equal(r.system, want->system)))
+            abort();
+        rec_result_clear(&r);
+    }
     free(v);
     turnlist_destroy(l);
 }

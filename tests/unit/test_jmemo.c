@@ -260,6 +260,48 @@ static void test_held_trees(void **state)
     jmemo_destroy(m);
 }
 
+static int aux_freed;
+static void aux_free(void *p)
+{
+    aux_freed++;
+    free(p);
+}
+
+/* A caller's attachment goes with its tree: one per tree, counted, freed when the entry goes
+ * (or at once when there is nowhere to keep it). */
+static void test_attachments(void **state)
+{
+    struct jmemo *m = jmemo_create(16 * 1024);
+    struct jmemo_stats before, st;
+    aux_freed = 0;
+    json_t *a = load(m, "{\"messages\":[{\"role\":\"user\",\"content\":\"one\"}]}", 0, 64, NULL);
+    struct jmemo_tree *t = jmemo_find(m, message(a, 0));
+    assert_null(jmemo_aux(t));
+    jmemo_stats(m, &before);
+    int *x = malloc(sizeof(*x));
+    *x = 42;
+    jmemo_set_aux(m, t, x, 100, aux_free);
+    jmemo_stats(m, &st);
+    assert_int_equal(st.bytes, before.bytes + 100);
+    assert_int_equal(*(int *)jmemo_aux(jmemo_find(m, message(a, 0))), 42);
+    jmemo_set_aux(m, t, malloc(1), 1, aux_free); /* it has one: the new one is freed */
+    assert_int_equal(aux_freed, 1);
+    assert_int_equal(*(int *)jmemo_aux(t), 42);
+    jmemo_set_aux(m, NULL, malloc(1), 1, aux_free);
+    assert_int_equal(aux_freed, 2);
+    json_t *kept = json_incref(message(a, 0));
+    json_decref(a);
+    for (int i = 0; aux_freed == 2 && i < 1000; i++) { /* others push its entry out */
+        char text[96];
+        snprintf(text, sizeof(text), "{\"messages\":[{\"role\":\"user\",\"content\":\"%d\"}]}", i);
+        json_decref(load(m, text, 0, 64, NULL));
+    }
+    assert_int_equal(aux_freed, 3);
+    assert_null(jmemo_find(m, kept));
+    json_decref(kept);
+    jmemo_destroy(m);
+}
+
 /* What is learned counts against the budget: entries go, oldest first, and a tree handed
  * out before its entry went stays its holder's. */
 static void test_budget_counts_what_is_learned(void **state)
@@ -309,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_what_is_learned_is_kept),
         cmocka_unit_test(test_texts),
         cmocka_unit_test(test_held_trees),
+        cmocka_unit_test(test_attachments),
         cmocka_unit_test(test_budget_counts_what_is_learned),
         cmocka_unit_test(test_no_memo),
     };

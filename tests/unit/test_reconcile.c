@@ -288,26 +288,56 @@ static void test_repeated_exchange(void **state)
     json_decref(store);
 }
 
+static int64_t oldest_of(json_t *msgs)
+{
+    struct rec_window *w = rec_window_read(msgs, NULL);
+    int64_t oldest = rec_window_oldest(w);
+    rec_window_free(w);
+    return oldest;
+}
+
+/* What memory reads older turns for: the window's oldest turn, its system messages aside. */
+static void test_window_oldest(void **state)
+{
+    json_t *m = msgs_of("[{\"role\":\"system\",\"content\":\"s\"},"
+                        "{\"role\":\"user\",\"content\":\"a\",\"turn_id\":\"7\"},"
+                        "{\"role\":\"assistant\",\"content\":\"b\",\"turn_id\":9},"
+                        "{\"role\":\"developer\",\"content\":\"d\",\"turn_id\":2},"
+                        "{\"content\":\"no role\"}]");
+    assert_int_equal(oldest_of(m), 7);
+    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", "c"));
+    assert_int_equal(oldest_of(m), -1); /* a turn without an id: not turn-id mode */
+    json_decref(m);
+    m = msgs_of("[{\"role\":\"system\",\"content\":\"s\"}]");
+    assert_int_equal(oldest_of(m), -1);
+    json_decref(m);
+    m = msgs_of("[{\"role\":\"user\",\"content\":\"a\",\"turn_id\":1.5}]");
+    assert_int_equal(oldest_of(m), -1); /* not an integer */
+    json_decref(m);
+}
+
 /* The window fingerprint is stored with each session (window_hash): a new version computing
  * other values would take every session's next request for a changed window (one full
  * reconciliation each; a replayed window is then matched by content alone). These are the
- * values memproxy stores for these windows since 0.1.1 (util_hash64; FNV-1a before). */
+ * values memproxy stores for these windows since 0.1.2 (each turn's hash, kept with its
+ * message in the worker's memo, chained; 0.1.1 chained the turns' fields through util_hash64,
+ * and before that FNV-1a). */
 static void test_window_hash_is_stable(void **state)
 {
     static const struct {
         const char *window;
         uint64_t hash;
     } cases[] = {
-        {"[{\"role\":\"user\",\"content\":\"hi\"}]", 0x3a356efd31f845c3ULL},
+        {"[{\"role\":\"user\",\"content\":\"hi\"}]", 0x137847ff83e80767ULL},
         {"[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"assistant\",\"content\":"
          "\"Hi, what can I do?\",\"turn_id\":1},{\"role\":\"user\",\"content\":\"Where is my "
          "order \\u00e9?\",\"turn_id\":12345678901},{\"role\":\"assistant\",\"content\":\"It "
          "is\",\"turn_id\":\"12345678901\",\"metadata\":{\"interrupted\":true,\"original\":\"It "
          "is on its way\"}}]",
-         0xa4e5cf0b890ca916ULL},
+         0x71be144642408a71ULL},
         {"[{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"tool_call_id\":"
          "\"c1\"},{\"role\":\"user\",\"content\":\"\",\"turn_id\":0}]",
-         0x8b22c7cb27ad9141ULL},
+         0x94aec78ee209f52cULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *store = json_array(), *w = msgs_of(cases[i].window);
@@ -330,6 +360,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_window_hash_is_stable),
+        cmocka_unit_test(test_window_oldest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
