@@ -77,10 +77,10 @@ static int jtext_digit(unsigned char c)
 /* ---- scanning: brackets and strings only ---- */
 
 /*
- * The brackets outside strings, found 16 bytes a block rather than a byte at a time: a
- * 32-message window is read to its messages' ends on every request (jtext_memo_object), and
- * it has more quotes than anything else. Per 64-byte block: masks of its quotes, backslashes
- * and brackets (SSE2, on every x86-64); where it has no backslash, the bytes inside strings are
+ * The brackets outside strings, found a 64-byte block at a time rather than a byte at a time:
+ * a 32-message window is read to its messages' ends on every request (jtext_memo_object), and
+ * it has more quotes than anything else. Per block: masks of its quotes, backslashes and
+ * brackets (SSE2, on every x86-64); where it has no backslash, the bytes inside strings are
  * the prefix XOR of the quote mask (each quote turns "inside" on or off), so only brackets
  * are looked at one by one. A block with a backslash, or that starts just after one, is read
  * byte by byte.

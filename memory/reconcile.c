@@ -346,15 +346,6 @@ static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t
     return -1;
 }
 
-static int64_t rec_oldest_turn(const struct rec_ctx *c)
-{
-    int64_t oldest = INT64_MAX;
-    for (size_t i = 0; i < c->nturns; i++)
-        if (c->turns[i].turn_id < oldest)
-            oldest = c->turns[i].turn_id;
-    return oldest;
-}
-
 /* Turn-id mode matches only stored turns of the window's turns: leave out the older ones. */
 static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
 {
@@ -366,9 +357,8 @@ static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
     c->nstored = n;
 }
 
-static void rec_turn_mode(struct rec_ctx *c)
+static void rec_turn_mode(struct rec_ctx *c, int64_t oldest)
 {
-    int64_t oldest = rec_oldest_turn(c);
     rec_keep_from(c, oldest);
     for (size_t i = 0; i < c->nturns; i++) {
         const struct rec_msg *w = &c->turns[i];
@@ -503,12 +493,14 @@ static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
  * run into each other); rec_window_read() chains the turns' shares. Stored with the session
  * (window_hash): a value from a version that hashed otherwise (before 0.1.2: the turns' fields
  * chained directly) only costs that session one full reconciliation. */
+#define REC_HASH_SEED 0x6d656d70726f7879ULL /* "memproxy" */
+
 static uint64_t rec_msg_hash(const struct rec_msg *w)
 {
     int64_t head[2] = {w->turn_id, w->interrupted};
-    uint64_t h = util_hash64(0x6d656d70726f7879ULL /* "memproxy" */, w->role, strlen(w->role));
+    uint64_t h = util_hash64(REC_HASH_SEED, w->role, strlen(w->role));
     h = util_hash64(h, head, sizeof(head));
-    return util_hash64(h, json_string_value(w->text), json_string_length(w->text));
+    return util_hash64(h, rec_content(w), json_string_length(w->text));
 }
 
 /* Read client message m as a window message. */
@@ -562,7 +554,7 @@ struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
     json_t *m;
     struct rec_window *w = xcalloc(1, sizeof(*w));
     struct rec_msg x;
-    uint64_t h = 0x6d656d70726f7879ULL;
+    uint64_t h = REC_HASH_SEED;
     int64_t oldest = INT64_MAX;
     w->turns = xmalloc((n + 1) * sizeof(*w->turns));
     w->system = xmalloc((n + 1) * sizeof(*w->system));
@@ -634,7 +626,7 @@ void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct 
             break;
     }
     if (w->oldest >= 0)
-        rec_turn_mode(&c);
+        rec_turn_mode(&c, w->oldest);
     else
         rec_align_mode(&c);
     free(c.used);
