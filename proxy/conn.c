@@ -4,10 +4,12 @@
 #include "util.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 enum conn_mode {
     CONN_OFF,    /* no event on the socket */
@@ -37,6 +39,69 @@ struct conn_table {
 };
 
 static void conn_event_cb(evutil_socket_t fd, short what, void *arg);
+
+enum {
+    CONN_LIBEVENT_READ = 4096, /* libevent 2.1's most per read (EVBUFFER_MAX_READ) */
+    /* One read ahead asks for this much: the rest of libevent's chain (8 KiB for its 4 KiB
+     * read) and a new one of 16 KiB with its header, a size jalloc keeps. evbuffer rounds a
+     * chain up to a power of two, so asking for 64 KiB would cost a 128 KiB block, past
+     * malloc's mmap threshold, per request. */
+    CONN_READ_AHEAD = 16 * 1024 - 64,
+    CONN_READ_AHEAD_MAX = 256 * 1024, /* one wake-up reads ahead no more, then others' turn */
+};
+
+/* Our own commit calls the callback again: it must not read ahead of itself. */
+static _Thread_local int conn_reading_ahead;
+
+/* One read of what is queued on fd into buf: the bytes read (0 when there were none, or at
+ * the end, or on an error: libevent's next read sees those), *full when it filled the space. */
+static size_t conn_read_ahead(struct evbuffer *buf, evutil_socket_t fd, int *full)
+{
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    size_t room = 0;
+    int nv = evbuffer_reserve_space(buf, CONN_READ_AHEAD, v, 2);
+    for (int i = 0; i < nv; i++) {
+        iov[i] = (struct iovec){.iov_base = v[i].iov_base, .iov_len = v[i].iov_len};
+        room += v[i].iov_len;
+    }
+    ssize_t got = nv > 0 ? readv(fd, iov, nv) : -1;
+    *full = got > 0 && (size_t)got == room;
+    if (got <= 0)
+        return 0;
+    size_t left = (size_t)got;
+    for (int i = 0; i < nv; i++) {
+        v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
+        left -= v[i].iov_len;
+    }
+    conn_reading_ahead = 1;
+    evbuffer_commit_space(buf, v, nv);
+    conn_reading_ahead = 0;
+    return (size_t)got;
+}
+
+static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    if (info->n_added != CONN_LIBEVENT_READ || conn_reading_ahead)
+        return; /* most calls: evhttp draining what it parsed */
+    evutil_socket_t fd = bufferevent_getfd(arg);
+    if (fd < 0)
+        return;
+    size_t total = 0;
+    int full = 1;
+    while (full && total < CONN_READ_AHEAD_MAX)
+        total += conn_read_ahead(buf, fd, &full);
+}
+
+struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused)
+{
+    (void)unused;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL)
+        abort();
+    evbuffer_add_cb(bufferevent_get_input(bev), conn_input_cb, bev);
+    return bev;
+}
 
 struct conn_table *conn_table_create(struct event_base *base)
 {

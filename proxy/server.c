@@ -110,6 +110,7 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                                             EVHTTP_REQ_OPTIONS);
     evhttp_set_default_content_type(w->http, "application/json");
     evhttp_set_gencb(w->http, routes_handle, w);
+    evhttp_set_bevcb(w->http, conn_bufferevent_new, NULL);
     w->conns = conn_table_create(w->base);
     struct evconnlistener *l =
         evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);

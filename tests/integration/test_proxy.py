@@ -345,6 +345,43 @@ class Connections(StackTest):
         self.assertEqual(rest, b"")
 
 
+    def test_large_requests_read_whole(self):
+        """memproxy reads a request past libevent's 4 KiB a read at once (conn.h): requests of
+        exactly 4 KiB, just past it, past its read ahead (16 KiB) and past what one wake-up
+        reads ahead (256 KiB), sent back to back in one write, each reach the upstream whole
+        and are answered in order, and the request after them is not lost."""
+        self.mock.config(echo=True)
+        chat = "/v1/chat/completions"
+
+        def request(total):
+            head = ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %%d\r\n\r\n" % chat)
+            body = lambda text: json.dumps({"messages": [{"role": "user", "content": text}]})
+            make = lambda text: (head % len(body(text))).encode() + body(text).encode()
+            n = total - len(make(""))
+            while len(make("x" * n)) != total:  # the length's own digits count too
+                n += total - len(make("x" * n))
+            text = "".join(chr(ord("a") + i % 26) for i in range(n))
+            data = make(text)
+            self.assertEqual(len(data), total)
+            return data, text
+
+        sizes = (4096, 4097, 8192, 20000, 300000)
+        made = [request(n) for n in sizes]
+        s = raw_connect(self.mp.port)
+        s.sendall(b"".join(d for d, _ in made) +
+                  b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        f = s.makefile("rb")
+        for n, (_, text) in zip(sizes, made):
+            status, _, body = read_response(f)
+            self.assertEqual(status, 200, n)
+            echoed = json.loads(json.loads(body)["choices"][0]["message"]["content"])
+            self.assertEqual(echoed, [{"role": "user", "content": text}], n)
+        status, _, body = read_response(f)
+        self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        s.close()
+
+
 class Observability(StackTest):
     def test_healthz_and_metrics(self):
         status, body = self.mp.json("GET", "/healthz")
