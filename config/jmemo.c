@@ -24,6 +24,8 @@ struct jmemo_entry {
     size_t flags, cost;
     size_t len;                      /* of text; 0: held (jmemo_hold), found by address only */
     size_t size;                     /* its text's length: len, or a held tree's estimate */
+    size_t nest;                     /* its tree's nesting, as jtext counts it */
+    struct jmemo_key next;           /* the text that followed it last time (jmemo_set_next) */
     struct jmemo_tree kept, derived; /* derived.v NULL until set */
     char text[];                     /* len bytes */
 };
@@ -155,18 +157,56 @@ void jmemo_destroy(struct jmemo *m)
     free(m);
 }
 
-json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len)
+/* The entry kept for text of this hash and length, seed and flags; NULL when none (for
+ * jmemo_get, also when its bytes differ). */
+static struct jmemo_entry *jmemo_entry_of(struct jmemo *m, uint64_t hash, size_t len, uint64_t seed,
+                                          size_t flags, const char *text)
+{
+    for (struct jmemo_entry *e = m->buckets[hash & m->mask]; e != NULL; e = e->chain)
+        if (e->hash == hash && e->len == len && e->seed == seed && e->flags == flags &&
+            (text == NULL || memcmp(e->text, text, len) == 0))
+            return e;
+    return NULL;
+}
+
+json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
+                  struct jmemo_key *key)
 {
     uint64_t h = util_hash64(seed, text, len);
-    for (struct jmemo_entry *e = m->buckets[h & m->mask]; e != NULL; e = e->chain) {
-        if (e->hash == h && e->len == len && e->seed == seed && e->flags == flags &&
-            memcmp(e->text, text, len) == 0) {
-            m->st.hits++;
-            return e->kept.v;
-        }
+    struct jmemo_entry *e = jmemo_entry_of(m, h, len, seed, flags, text);
+    if (e == NULL) {
+        m->st.misses++;
+        return NULL;
     }
-    m->st.misses++;
-    return NULL;
+    m->st.hits++;
+    if (key != NULL)
+        *key = (struct jmemo_key){.hash = h, .len = len};
+    return e->kept.v;
+}
+
+json_t *jmemo_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
+                   const char *text, size_t avail, struct jmemo_key *key, size_t *nest)
+{
+    struct jmemo_entry *p =
+        prev->len > 0 ? jmemo_entry_of(m, prev->hash, prev->len, seed, flags, NULL) : NULL;
+    struct jmemo_entry *e = p != NULL && p->next.len > 0 && p->next.len <= avail
+                                ? jmemo_entry_of(m, p->next.hash, p->next.len, seed, flags, NULL)
+                                : NULL;
+    if (e == NULL || memcmp(e->text, text, e->len) != 0)
+        return NULL;
+    m->st.hits++;
+    *key = p->next;
+    *nest = e->nest;
+    return e->kept.v;
+}
+
+void jmemo_set_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
+                    const struct jmemo_key *next)
+{
+    struct jmemo_entry *p =
+        prev->len > 0 ? jmemo_entry_of(m, prev->hash, prev->len, seed, flags, NULL) : NULL;
+    if (p != NULL)
+        p->next = *next;
 }
 
 /* e, filled in, becomes the newest entry. */
@@ -189,8 +229,9 @@ static void jmemo_add(struct jmemo *m, struct jmemo_entry *e)
 }
 
 void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
-               json_t *v)
+               json_t *v, size_t nest, struct jmemo_key *key)
 {
+    *key = (struct jmemo_key){0};
     if (len > m->max_text || jmemo_find(m, v) != NULL)
         return;
     size_t cost = jmemo_cost(len);
@@ -201,8 +242,10 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
                               .len = len,
                               .cost = cost,
                               .size = len,
+                              .nest = nest,
                               .kept = {.v = json_incref(v)}};
     memcpy(e->text, text, len);
+    *key = (struct jmemo_key){.hash = e->hash, .len = len};
     jmemo_add(m, e);
 }
 

@@ -57,12 +57,41 @@ struct jmemo_stats {
 struct jmemo *jmemo_create(size_t max_bytes);
 void jmemo_destroy(struct jmemo *m);
 
-/* The tree kept for exactly these bytes, seed and flags, or NULL. Borrowed. */
-json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len);
-/* Keep v (a new reference) as the tree of these bytes, seed and flags; nothing when it is too
- * large. The caller has checked that v is what jtext reads from text under flags. */
+/* A kept text's key: how a reader names the text it found or put between two calls. Not a
+ * pointer, so an evicted entry leaves no dangling one: its key then finds nothing. len 0: no
+ * text. */
+struct jmemo_key {
+    uint64_t hash;
+    size_t len;
+};
+
+/* The tree kept for exactly these bytes, seed and flags, or NULL. Borrowed. Its key in *key
+ * when found (key may be NULL). */
+json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
+                  struct jmemo_key *key);
+/* Keep v (a new reference) as the tree of these bytes, seed and flags, nested nest deep (as
+ * jtext counts: the object itself is 1); nothing when it is too large. The caller has checked
+ * that v is what jtext reads from text under flags. *key: the kept text's key, len 0 when it
+ * was not kept. */
 void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, size_t len,
-               json_t *v);
+               json_t *v, size_t nest, struct jmemo_key *key);
+
+/*
+ * Successors. A window comes back as the same messages in the same order, so what followed a
+ * message last time is what most likely follows it now. jmemo_next() tries that first: when
+ * the bytes at text start with the text kept as prev's successor (for the same seed and
+ * flags), that is the object there, since the reader reads an object's bytes only up to its
+ * closing bracket. One comparison of the bytes, against finding where the object ends
+ * (jtext's scan) and hashing it, for each message of a resent window.
+ *
+ * jmemo_next(): the successor's tree (borrowed), its key in *key and its nesting in *nest, or
+ * NULL when prev has none kept or the bytes (avail of them) do not start with it.
+ * jmemo_set_next(): next is what followed prev this time. Both do nothing for a stale key.
+ */
+json_t *jmemo_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
+                   const char *text, size_t avail, struct jmemo_key *key, size_t *nest);
+void jmemo_set_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
+                    const struct jmemo_key *next);
 
 /* Hold v (a new reference) by its address only, never found by its text: for long-lived
  * trees that were not read by jtext (memproxy: the working set's stored turns, sent as

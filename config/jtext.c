@@ -242,6 +242,7 @@ struct jtext_reader {
     size_t scap;
     struct jmemo *memo; /* or NULL */
     uint64_t seed;
+    struct jmemo_key prev; /* the last object at the memo's depth in this container, or len 0 */
 };
 
 /* Record the first error: where (line, characters into it, bytes) and what. -1. */
@@ -634,23 +635,42 @@ fail:
     return NULL;
 }
 
-/* The object at r->p from r->memo when these bytes were read before (and would be read
- * again: not nested past the caps here), else read and kept. */
+/* Whether an object nested nest deep (itself counted) may be read here: deeper is read, and
+ * fails, as ever. */
+static int jtext_fits(const struct jtext_reader *r, size_t nest)
+{
+    return r->nest - 1 + nest <= r->max_nest && r->depth + nest <= JTEXT_MAX_DEPTH;
+}
+
+/* The object at r->p from r->memo when these bytes were read before, else read and kept
+ * (when it fits the caps here). The one that followed the previous object last time is
+ * tried first (jmemo_next); otherwise the object's end is found and its bytes looked up. */
 static json_t *jtext_memo_object(struct jtext_reader *r)
 {
     const char *s = (const char *)r->p;
-    size_t nest = 0;
-    const char *e = jtext_container_end(s, (const char *)r->end, &nest);
-    int fits = e != NULL && r->nest - 1 + nest <= r->max_nest &&
-               r->depth + nest <= JTEXT_MAX_DEPTH; /* deeper: read, and fail, as ever */
-    json_t *v = fits ? jmemo_get(r->memo, r->seed, r->flags, s, (size_t)(e - s)) : NULL;
-    if (v != NULL) {
-        r->p = (const unsigned char *)e;
+    size_t avail = (size_t)(r->end - r->p), nest = 0;
+    struct jmemo_key prev = r->prev, key;
+    r->prev = (struct jmemo_key){0};
+    json_t *v = jmemo_next(r->memo, &prev, r->seed, r->flags, s, avail, &key, &nest);
+    if (v != NULL && jtext_fits(r, nest)) {
+        r->p += key.len;
+        r->prev = key;
         return json_incref(v);
     }
-    v = jtext_object(r);
-    if (v != NULL && fits && r->p == (const unsigned char *)e)
-        jmemo_put(r->memo, r->seed, r->flags, s, (size_t)(e - s), v);
+    const char *e = jtext_container_end(s, (const char *)r->end, &nest);
+    int fits = e != NULL && jtext_fits(r, nest);
+    v = fits ? jmemo_get(r->memo, r->seed, r->flags, s, (size_t)(e - s), &key) : NULL;
+    if (v != NULL) {
+        r->p = (const unsigned char *)e;
+        json_incref(v);
+    } else {
+        v = jtext_object(r);
+        if (v == NULL || !fits || r->p != (const unsigned char *)e)
+            return v;
+        jmemo_put(r->memo, r->seed, r->flags, s, (size_t)(e - s), v, nest, &key);
+    }
+    jmemo_set_next(r->memo, &prev, r->seed, r->flags, &key);
+    r->prev = key;
     return v;
 }
 
@@ -661,6 +681,8 @@ static json_t *jtext_value(struct jtext_reader *r)
         return jtext_fail(r, r->p, "premature end of input");
     if (++r->depth > JTEXT_MAX_DEPTH)
         return jtext_fail_deep(r);
+    if (r->depth == JTEXT_MEMO_DEPTH - 1)
+        r->prev = (struct jmemo_key){0}; /* a new container: no object before in it */
     switch (*r->p) {
     case '{':
     case '[':

@@ -102,6 +102,76 @@ static void test_caps_hold_for_kept_messages(void **state)
     jmemo_destroy(m);
 }
 
+/* "{"messages":[...]}" of n of msgs, in the order idx gives; the caller frees it. */
+static char *window_of(const char *const *msgs, const int *idx, size_t n)
+{
+    size_t len = 32;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(msgs[idx[i]]) + 1;
+    char *w = malloc(len);
+    strcpy(w, "{\"messages\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            strcat(w, ",");
+        strcat(w, msgs[idx[i]]);
+    }
+    strcat(w, "]}");
+    return w;
+}
+
+/* Read w with the memo: the same tree as without it (or the same refusal). */
+static json_t *load_checked(struct jmemo *m, const char *w, size_t nest)
+{
+    json_error_t e1, e2;
+    json_t *plain = jtext_load_nested(w, strlen(w), FLAGS, nest, &e1);
+    json_t *v = load(m, w, 0, nest, &e2);
+    assert_int_equal(v == NULL, plain == NULL);
+    if (v != NULL)
+        assert_true(json_equal(v, plain));
+    else
+        assert_int_equal(json_error_code(&e2), json_error_code(&e1));
+    json_decref(plain);
+    return v;
+}
+
+/* A resent window is found message after message by what followed each the last time
+ * (jmemo_next); a window whose order or messages changed is read as it would be without the
+ * memo, and so is one whose next message the caps refuse. */
+static void test_successors(void **state)
+{
+    static const char *const msgs[] = {
+        "{\"role\":\"system\",\"content\":\"be brief\"}",
+        "{\"role\":\"user\",\"content\":\"hello\"}",
+        "{\"role\":\"assistant\",\"content\":\"hi\",\"metadata\":{\"source\":{\"x\":1}}}",
+        "{\"role\":\"user\",\"content\":\"hello!\"}", /* msgs[1] but for its last bytes */
+    };
+    struct jmemo *m = jmemo_create(1024 * 1024);
+    struct jmemo_stats st;
+    char *w = window_of(msgs, (const int[]){0, 1, 2}, 3);
+    json_t *a = load_checked(m, w, 64), *b = load_checked(m, w, 64);
+    jmemo_stats(m, &st);
+    assert_int_equal(st.misses, 3);
+    assert_int_equal(st.hits, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_ptr_equal(message(a, i), message(b, i));
+    assert_null(load_checked(m, w, 4)); /* msgs[2], found as msgs[1]'s successor, is too deep */
+    free(w);
+    int orders[][3] = {{0, 2, 1}, {0, 3, 2}, {1, 0, 2}, {0, 1, 2}, {0, 1, 3}, {2, 1, 0}};
+    for (size_t k = 0; k < sizeof(orders) / sizeof(orders[0]); k++) {
+        w = window_of(msgs, orders[k], 3);
+        json_decref(load_checked(m, w, 64));
+        free(w);
+    }
+    w = window_of(msgs, (const int[]){0, 1, 3}, 3);
+    json_t *c = load_checked(m, w, 64);
+    assert_string_equal(json_string_value(json_object_get(message(c, 2), "content")), "hello!");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    free(w);
+    jmemo_destroy(m);
+}
+
 /* An error after kept messages is reported where it is, as without the memo. */
 static void test_errors_say_where(void **state)
 {
@@ -346,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_tenants_and_flags_are_kept_apart),
         cmocka_unit_test(test_one_byte_apart_is_not_the_same),
         cmocka_unit_test(test_caps_hold_for_kept_messages),
+        cmocka_unit_test(test_successors),
         cmocka_unit_test(test_errors_say_where),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_what_is_learned_is_kept),
