@@ -184,27 +184,30 @@ json_t *jmemo_get(struct jmemo *m, uint64_t seed, size_t flags, const char *text
     return e->kept.v;
 }
 
-json_t *jmemo_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
-                   const char *text, size_t avail, struct jmemo_key *key, size_t *nest)
+/* The entry a key names, or NULL (no text, or evicted since). */
+static struct jmemo_entry *jmemo_entry_at(struct jmemo *m, const struct jmemo_key *k, uint64_t seed,
+                                          size_t flags)
 {
-    struct jmemo_entry *p =
-        prev->len > 0 ? jmemo_entry_of(m, prev->hash, prev->len, seed, flags, NULL) : NULL;
-    struct jmemo_entry *e = p != NULL && p->next.len > 0 && p->next.len <= avail
-                                ? jmemo_entry_of(m, p->next.hash, p->next.len, seed, flags, NULL)
-                                : NULL;
-    if (e == NULL || memcmp(e->text, text, e->len) != 0)
+    return k->len > 0 ? jmemo_entry_of(m, k->hash, k->len, seed, flags, NULL) : NULL;
+}
+
+json_t *jmemo_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
+                   const char *text, size_t avail, size_t max_nest, struct jmemo_key *key)
+{
+    struct jmemo_entry *p = jmemo_entry_at(m, prev, seed, flags);
+    struct jmemo_entry *e =
+        p != NULL && p->next.len <= avail ? jmemo_entry_at(m, &p->next, seed, flags) : NULL;
+    if (e == NULL || e->nest > max_nest || memcmp(e->text, text, e->len) != 0)
         return NULL;
     m->st.hits++;
     *key = p->next;
-    *nest = e->nest;
     return e->kept.v;
 }
 
 void jmemo_set_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
                     const struct jmemo_key *next)
 {
-    struct jmemo_entry *p =
-        prev->len > 0 ? jmemo_entry_of(m, prev->hash, prev->len, seed, flags, NULL) : NULL;
+    struct jmemo_entry *p = jmemo_entry_at(m, prev, seed, flags);
     if (p != NULL)
         p->next = *next;
 }

@@ -84,12 +84,13 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
  * closing bracket. One comparison of the bytes, against finding where the object ends
  * (jtext's scan) and hashing it, for each message of a resent window.
  *
- * jmemo_next(): the successor's tree (borrowed), its key in *key and its nesting in *nest, or
- * NULL when prev has none kept or the bytes (avail of them) do not start with it.
+ * jmemo_next(): the successor's tree (borrowed) and its key in *key, or NULL when prev has
+ * none kept, the bytes (avail of them) do not start with it, or it is nested deeper than
+ * max_nest (the reader's caps where text starts: it must then be read, and refused).
  * jmemo_set_next(): next is what followed prev this time. Both do nothing for a stale key.
  */
 json_t *jmemo_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
-                   const char *text, size_t avail, struct jmemo_key *key, size_t *nest);
+                   const char *text, size_t avail, size_t max_nest, struct jmemo_key *key);
 void jmemo_set_next(struct jmemo *m, const struct jmemo_key *prev, uint64_t seed, size_t flags,
                     const struct jmemo_key *next);
 

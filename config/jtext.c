@@ -635,11 +635,12 @@ fail:
     return NULL;
 }
 
-/* Whether an object nested nest deep (itself counted) may be read here: deeper is read, and
- * fails, as ever. */
-static int jtext_fits(const struct jtext_reader *r, size_t nest)
+/* How deep an object that starts here may nest (itself counted) under the caps: deeper is
+ * read, and fails, as ever. r->nest counts the object already. */
+static size_t jtext_room(const struct jtext_reader *r)
 {
-    return r->nest - 1 + nest <= r->max_nest && r->depth + nest <= JTEXT_MAX_DEPTH;
+    size_t by_nest = r->max_nest - (r->nest - 1), by_depth = JTEXT_MAX_DEPTH - r->depth;
+    return by_nest < by_depth ? by_nest : by_depth;
 }
 
 /* The object at r->p from r->memo when these bytes were read before, else read and kept
@@ -648,17 +649,17 @@ static int jtext_fits(const struct jtext_reader *r, size_t nest)
 static json_t *jtext_memo_object(struct jtext_reader *r)
 {
     const char *s = (const char *)r->p;
-    size_t avail = (size_t)(r->end - r->p), nest = 0;
+    size_t avail = (size_t)(r->end - r->p), room = jtext_room(r), nest = 0;
     struct jmemo_key prev = r->prev, key;
     r->prev = (struct jmemo_key){0};
-    json_t *v = jmemo_next(r->memo, &prev, r->seed, r->flags, s, avail, &key, &nest);
-    if (v != NULL && jtext_fits(r, nest)) {
+    json_t *v = jmemo_next(r->memo, &prev, r->seed, r->flags, s, avail, room, &key);
+    if (v != NULL) {
         r->p += key.len;
         r->prev = key;
         return json_incref(v);
     }
     const char *e = jtext_container_end(s, (const char *)r->end, &nest);
-    int fits = e != NULL && jtext_fits(r, nest);
+    int fits = e != NULL && nest <= room;
     v = fits ? jmemo_get(r->memo, r->seed, r->flags, s, (size_t)(e - s), &key) : NULL;
     if (v != NULL) {
         r->p = (const unsigned char *)e;
