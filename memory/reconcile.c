@@ -331,16 +331,31 @@ static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_
     json_array_append_new(c->out->inserts, t);
 }
 
-/* The stored turn matching incoming w of turn t: by index, or by content in the window's
- * oldest turn (which the window may have cut). Returns its position or -1. */
+/* The stored turn matching incoming w, the idx-th of the window's m messages of its turn t
+ * and role: the one of that index; in the window's oldest turn, which the window may have
+ * cut at its start, the one of the same content, else the one in the same place counted from
+ * the turn's end (the window holds the last m of them; when it holds more than are stored,
+ * the turn was not cut and the ones past the stored are new). So a reply that came back in other
+ * words (a platform's own rendering of it) stays one row when its turn becomes the window's oldest,
+ * as it is while the turn is newer. Returns its position or -1. */
 static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t t, int64_t idx,
-                             int oldest)
+                             int64_t m, int oldest)
 {
+    int64_t n = 0; /* stored messages of turn t and w's role */
     for (size_t i = 0; i < c->nstored; i++) {
         const struct rec_view *s = &c->stored[i];
-        if (c->used[i] || s->turn_id != t || strcmp(s->role, w->role) != 0)
+        if (s->turn_id != t || strcmp(s->role, w->role) != 0)
             continue;
-        if (oldest ? rec_matches(&c->stored[i], w) : s->turn_idx == idx)
+        n++;
+        if (c->used[i])
+            continue;
+        if (oldest ? rec_matches(s, w) : s->turn_idx == idx)
+            return (long)i;
+    }
+    int64_t at = (n > m ? n - m : 0) + idx; /* more in the window than stored: new at its end */
+    for (size_t i = 0; oldest && at < n && i < c->nstored; i++) {
+        const struct rec_view *s = &c->stored[i];
+        if (!c->used[i] && s->turn_id == t && s->turn_idx == at && strcmp(s->role, w->role) == 0)
             return (long)i;
     }
     return -1;
@@ -362,10 +377,13 @@ static void rec_turn_mode(struct rec_ctx *c, int64_t oldest)
     rec_keep_from(c, oldest);
     for (size_t i = 0; i < c->nturns; i++) {
         const struct rec_msg *w = &c->turns[i];
-        int64_t t = w->turn_id, idx = 0;
-        for (size_t j = 0; j < i; j++)
-            idx += c->turns[j].turn_id == t && strcmp(c->turns[j].role, w->role) == 0;
-        long at = rec_find_by_turn(c, w, t, idx, t == oldest);
+        int64_t t = w->turn_id, idx = 0, m = 0;
+        for (size_t j = 0; j < (t == oldest ? c->nturns : i); j++) {
+            int same = c->turns[j].turn_id == t && strcmp(c->turns[j].role, w->role) == 0;
+            idx += same && j < i;
+            m += same;
+        }
+        long at = rec_find_by_turn(c, w, t, idx, m, t == oldest);
         if (at < 0) {
             rec_insert(c, w, t);
             continue;

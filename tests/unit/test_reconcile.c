@@ -259,6 +259,48 @@ static void test_hangup_then_heard(void **state)
     json_decref(store);
 }
 
+/* A platform that sends memproxy's replies back in words of its own (its rendering of the
+ * text, not a cut): each reply stays the one row recorded, in the window that first shows it
+ * and in the ones where its turn is the oldest, cut at its start or whole; an assistant
+ * message past the stored ones in the oldest turn is still new. */
+static void test_reworded_replies(void **state)
+{
+    json_t *store = json_array();
+    struct rec_result r;
+    static const char *const windows[] = {
+        "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1}]",
+        "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1},"
+        "{\"role\":\"assistant\",\"content\":\"Answer one.\",\"turn_id\":1},"
+        "{\"role\":\"user\",\"content\":\"q2\",\"turn_id\":2}]",
+        "[{\"role\":\"assistant\",\"content\":\"Answer one.\",\"turn_id\":1},"
+        "{\"role\":\"user\",\"content\":\"q2\",\"turn_id\":2},"
+        "{\"role\":\"assistant\",\"content\":\"Answer two.\",\"turn_id\":2},"
+        "{\"role\":\"user\",\"content\":\"q3\",\"turn_id\":3}]",
+        "[{\"role\":\"assistant\",\"content\":\"Answer two.\",\"turn_id\":2},"
+        "{\"role\":\"assistant\",\"content\":\"Still there?\",\"turn_id\":2},"
+        "{\"role\":\"user\",\"content\":\"q3\",\"turn_id\":3}]",
+    };
+    static const size_t inserts[] = {1, 1, 1, 1};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *w = msgs_of(windows[i]);
+        r = run(store, w);
+        assert_int_equal(json_array_size(r.inserts), inserts[i]);
+        assert_int_equal(json_array_size(r.updates), 0);
+        rec_result_clear(&r);
+        json_decref(w);
+        if (i < 2)
+            record_reply(store, i ? "The generated answer two." : "The generated answer one.",
+                         (int64_t)i + 1, 0);
+    }
+    assert_int_equal(json_array_size(store), 6); /* q1 a1 q2 a2 q3, and turn 2's reminder */
+    assert_string_equal(str(find(store, 1, "assistant", 0), "content"),
+                        "The generated answer one.");
+    assert_string_equal(str(find(store, 2, "assistant", 0), "content"),
+                        "The generated answer two.");
+    assert_string_equal(str(find(store, 2, "assistant", 1), "content"), "Still there?");
+    json_decref(store);
+}
+
 /* A window that repeats an exchange word for word: both copies are kept, and replaying the
  * window (with its fingerprint) adds nothing. */
 static void test_repeated_exchange(void **state)
@@ -359,6 +401,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_normal_mode_alignment),
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_repeated_exchange),
+        cmocka_unit_test(test_reworded_replies),
         cmocka_unit_test(test_window_hash_is_stable),
         cmocka_unit_test(test_window_oldest),
     };
