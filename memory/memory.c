@@ -621,9 +621,10 @@ void memory_rec_request(struct memory_rec *rec)
             memory_set_owned(&e->profile, rec->profile);
     }
     memory_reconcile(rec, e, b);
-    if (store_batch_ops(b) > 0) /* a retried window with nothing new writes nothing */
+    if (store_batch_ops(b) > 0) { /* a retried window with nothing new writes nothing */
+        store_batch_defer(b);     /* its reply's commit takes it, under load */
         memory_submit(m, e, b, NULL, NULL, NULL);
-    else
+    } else
         store_batch_free(b);
     ws_account(m, e);
     pthread_mutex_unlock(&e->mu);

@@ -174,6 +174,7 @@ struct store_batch {
     int embed;                 /* its user and assistant turns wait for their embedding */
     int reopened;              /* its session is running again (see store_reopen) */
     int running;               /* the writer knows its session is running (the sids cache) */
+    int deferred;              /* may wait for the next batch (store_batch_defer) */
     struct store_inbox *inbox; /* its base's, when attached (store_attach) */
     /* an embedding made already for a user turn's text (store_batch_known_embedding) */
     char *known_model, *known_text;
@@ -368,6 +369,9 @@ struct store {
     uint64_t wait_ns, wait_gap_ns, last_wait_ns;
     pthread_cond_t idle_cv; /* the writer finished a group */
     struct store_batch *head, *tail;
+    /* When the writer takes the queue (CLOCK_MONOTONIC ns): 0 once it holds a batch not
+     * deferred, else commit_delay_us after its first deferred batch arrived. */
+    uint64_t due_ns;
     int busy;                    /* the writer holds a group not yet completed */
     json_t *sids;                /* the writer's session cache (see STORE_TOUCH_MS) */
     int embedded;                /* the embeddings table may hold a row */
@@ -562,6 +566,11 @@ void store_batch_summary(struct store_batch *b, json_t *outcome)
 void store_batch_outbox_retry(struct store_batch *b, const char *notice_id)
 {
     store_batch_add(b, STORE_OP_OUTBOX_RETRY, NULL)->a = xstrdup(notice_id);
+}
+
+void store_batch_defer(struct store_batch *b)
+{
+    b->deferred = 1;
 }
 
 void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg)
@@ -1458,24 +1467,37 @@ static void store_commit_group(struct store *st, struct store_batch *list)
     }
 }
 
-/* Sleep until work is queued, a stop is asked for, or the next purge is due (st->mu held on
- * entry and on return). A post that comes after a timeout wakes the next wait at once: the
- * caller's loop checks again and sleeps again. */
+/* Sleep until work is queued or due, a stop is asked for, or the next purge is due (st->mu
+ * held on entry and on return). A post that comes after a timeout wakes the next wait at
+ * once: the caller's loop checks again and sleeps again. */
 static void store_wait(struct store *st)
 {
+    uint64_t until = 0; /* CLOCK_MONOTONIC ns; 0: no timeout */
+    if (st->head != NULL) {
+        until = st->due_ns;
+    } else if (st->opts.retention_ms > 0) {
+        int64_t ms = st->next_purge_ms - util_wall_ms();
+        until = util_now_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000u;
+    }
+    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+                          .tv_nsec = (long)(until % 1000000000u)};
     st->sleeping = 1;
     pthread_mutex_unlock(&st->mu);
-    if (st->opts.retention_ms <= 0) {
-        while (sem_wait(&st->wake) != 0 && errno == EINTR)
-            ;
-    } else {
-        int64_t ms = st->next_purge_ms;
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-        while (sem_timedwait(&st->wake, &ts) != 0 && errno == EINTR)
-            ;
-    }
+    while ((until ? sem_clockwait(&st->wake, CLOCK_MONOTONIC, &ts) : sem_wait(&st->wake)) != 0 &&
+           errno == EINTR)
+        ;
     pthread_mutex_lock(&st->mu);
     st->sleeping = 0;
+}
+
+/* Under st->mu: whether the writer has work now (a stop, a queue that is due, a purge). */
+static int store_writer_due(struct store *st)
+{
+    if (st->stopping)
+        return 1;
+    if (st->head != NULL)
+        return st->due_ns == 0 || util_now_ns() >= st->due_ns;
+    return st->opts.retention_ms > 0 && util_wall_ms() >= st->next_purge_ms;
 }
 
 /* Under st->mu, with a group queued: hold it until commit_delay_us after the first batch in
@@ -1530,14 +1552,14 @@ static void *store_writer(void *arg)
         pthread_mutex_lock(&st->mu);
         st->busy = 0;
         pthread_cond_broadcast(&st->idle_cv);
-        while (st->head == NULL && !st->stopping &&
-               (st->opts.retention_ms <= 0 || util_wall_ms() < st->next_purge_ms))
+        while (!store_writer_due(st))
             store_wait(st);
         if (st->head != NULL)
             store_gather(st);
         struct store_batch *list = st->head;
         st->head = st->tail = NULL;
         st->wait_ns = 0;
+        st->due_ns = 0;
         st->busy = list != NULL;
         int stop = st->stopping;
         pthread_mutex_unlock(&st->mu);
@@ -1574,6 +1596,13 @@ void store_expect(struct store *st, int delta)
     atomic_fetch_add_explicit(&st->expected, delta, memory_order_relaxed);
 }
 
+/* Under st->mu, b queued last: b may wait (store_batch_defer) while the writer is not due. */
+static int store_defers(struct store *st, const struct store_batch *b)
+{
+    return b->deferred && b->cb == NULL && st->opts.commit_delay_us > 0 &&
+           atomic_load_explicit(&st->expected, memory_order_relaxed) > 1;
+}
+
 void store_submit(struct store *st, struct store_batch *b, struct event_base *base,
                   store_done_cb cb, void *arg)
 {
@@ -1585,6 +1614,7 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     pthread_mutex_lock(&st->mu);
     /* read under the lock, so that arrival times follow the queue's order */
     uint64_t now = awaited ? util_now_ns() : 0;
+    int first = st->head == NULL, defer = store_defers(st, b);
     if (st->tail)
         st->tail->next = b;
     else
@@ -1597,8 +1627,14 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
         }
         st->last_wait_ns = now;
     }
+    if (!defer)
+        st->due_ns = 0;
+    else if (first)
+        st->due_ns = util_now_ns() + (uint64_t)st->opts.commit_delay_us * 1000u;
     st->busy = 1;
-    int wake = store_wake_needed(st);
+    /* a deferred batch behind others wakes nobody: the writer is due already or sleeps
+     * until an earlier deadline; the first one wakes it to set its timer */
+    int wake = (!defer || first) && store_wake_needed(st);
     pthread_mutex_unlock(&st->mu);
     /* after the unlock: a writer woken while the lock is still held would only go back to
      * sleep on the mutex, and its unlock would then cost a second wake-up */

@@ -807,6 +807,75 @@ static void test_commit_delay(void **state)
     free(path);
 }
 
+/* A request's own turns (a deferred batch) under load wait for the next batch that wakes the
+ * writer and share its transaction, or commit_delay_us at most; one request at a time, or
+ * at a stop, they are committed at once. */
+static void submit_turn(struct store *st, const char *role, int seq, int deferred)
+{
+    struct store_batch *b = store_batch_new("t", "call");
+    json_t *t = turn(role, "hello", (seq + 1) / 2, 0, seq);
+    store_batch_insert(b, t);
+    json_decref(t);
+    if (deferred)
+        store_batch_defer(b);
+    store_submit(st, b, NULL, NULL, NULL);
+}
+
+static size_t turns_in(const char *path)
+{
+    char *err = NULL;
+    struct store *st = open_ok(path);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *turns = store_turns(r, "t", "call", 0, 0);
+    size_t n = json_array_size(turns);
+    json_decref(turns);
+    store_reader_close(r);
+    store_close(st);
+    return n;
+}
+
+static void test_deferred_turns(void **state)
+{
+    (void)state;
+    char *path = tmp_db(), *err = NULL;
+    struct store_opts o = {.busy_timeout_ms = 5000, .commit_delay_us = 60000000};
+    struct store *st = store_open(path, &o, &err);
+    assert_non_null(st);
+    store_expect(st, 2); /* this request's reply and another one on their way */
+    submit_turn(st, "user", 1, 1);
+    usleep(50000);
+    assert_int_equal(counts_of(st).transactions, 0); /* held for the reply */
+    store_expect(st, -1);
+    submit_turn(st, "assistant", 2, 0); /* the reply wakes the writer: one transaction */
+    store_drain(st);
+    assert_int_equal(counts_of(st).transactions, 1);
+    assert_int_equal(counts_of(st).ok, 2);
+
+    submit_turn(st, "user", 3, 1); /* one request at a time (expected 1): at once */
+    for (int i = 0; i < 10000 && counts_of(st).transactions < 2; i++)
+        usleep(1000);
+    assert_int_equal(counts_of(st).transactions, 2);
+
+    store_expect(st, 1);
+    submit_turn(st, "assistant", 4, 1); /* held, then taken by the stop */
+    usleep(20000);
+    assert_int_equal(counts_of(st).transactions, 2);
+    store_close(st);
+    assert_int_equal(turns_in(path), 4);
+
+    o.commit_delay_us = 20000; /* nothing else comes: committed when its wait is over */
+    st = store_open(path, &o, &err);
+    assert_non_null(st);
+    store_expect(st, 2);
+    submit_turn(st, "user", 5, 1);
+    store_drain(st);
+    assert_int_equal(counts_of(st).transactions, 1);
+    store_close(st);
+    assert_int_equal(turns_in(path), 5);
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -825,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_changed_turn_loses_embedding_after_restart),
         cmocka_unit_test(test_attached_base),
         cmocka_unit_test(test_commit_delay),
+        cmocka_unit_test(test_deferred_turns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
