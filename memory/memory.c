@@ -34,7 +34,13 @@ struct ws_entry {
     int complete;           /* turns hold the session from its first turn */
     struct turnlist *turns; /* the recent tail; elements never change once added */
     int64_t last_seq;
+    /* The last window's fingerprint (reconcile's window_hash). Written with the session in
+     * alignment mode only, where it is what keeps a replay across a restart from being
+     * matched as new turns; a turn-id window is matched by its ids, so there it saves only
+     * the work of a replay, and rewriting the session's row for it on every request cost
+     * the writer ~8 us a request in a call. */
     uint64_t window_hash;
+    uint64_t system_hash; /* of the system messages written last (memory_system_hash) */
     int exists;           /* the session row is in the database, or on its way */
     char *user, *profile; /* as last written */
     json_t *inject;       /* system messages for inject_memory, read with the entry */
@@ -344,6 +350,36 @@ static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, cons
     return out;
 }
 
+/* A client's system messages [{role, content}] (NULL: none), hashed so that an unchanged
+ * list is not written again: their roles and texts in order. */
+static uint64_t memory_system_hash(json_t *system)
+{
+    size_t i;
+    json_t *x;
+    uint64_t h = system != NULL;
+    json_array_foreach(system, i, x)
+    {
+        const char *role = memory_str(x, "role");
+        json_t *content = json_object_get(x, "content");
+        h = util_hash64(h, role, strlen(role) + 1);
+        if (json_is_string(content))
+            h = util_hash64(h, json_string_value(content), json_string_length(content));
+    }
+    return h;
+}
+
+/* Queue the client's system messages (NULL: none came) when they changed; in alignment
+ * mode (aligned) also the window's fingerprint whenever it changed (struct ws_entry). */
+static void memory_system(struct ws_entry *e, struct store_batch *b, json_t *system,
+                          uint64_t window_hash, int aligned)
+{
+    uint64_t h = system != NULL ? memory_system_hash(system) : e->system_hash;
+    if (h != e->system_hash || (aligned && window_hash != e->window_hash))
+        store_batch_window(b, system, window_hash);
+    e->system_hash = h;
+    e->window_hash = window_hash;
+}
+
 static void memory_load(struct memory_rec *rec, struct ws_entry *e)
 {
     struct memory *m = rec->rd->m;
@@ -357,6 +393,7 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
         e->last_seq = last;
     e->window_hash = (uint64_t)json_integer_value(json_object_get(sess, "window_hash"));
+    e->system_hash = memory_system_hash(json_object_get(sess, "system_messages"));
     e->exists = sess != NULL;
     memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
     memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
@@ -505,8 +542,7 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
         }
         json_decref(t);
     }
-    if (system != NULL)
-        store_batch_window(b, system, e->window_hash);
+    memory_system(e, b, system, e->window_hash, 0);
     json_decref(system);
 }
 
@@ -520,6 +556,7 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
     size_t i, ns;
     json_t *x, *db;
     struct rec_window *w = rec_window_read(rec->messages, rec->memo);
+    int aligned = rec_window_oldest(w) < 0; /* no turn ids: matched by content */
     struct rec_view *stored = memory_stored_for(rec, e, rec_window_oldest(w), &ns, &db);
     rec_reconcile_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
     rec_window_free(w);
@@ -530,14 +567,13 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
                  strcmp(memory_str(last, "role"), "assistant") == 0 &&
                  strcmp(memory_str(last, "source"), "llm") == 0;
     if (res.window_hash != e->window_hash)
-        store_batch_window(b, res.system, res.window_hash);
+        memory_system(e, b, res.system, res.window_hash, aligned);
     json_array_foreach(res.inserts, i, x) memory_add_turn(e, b, x);
     json_array_foreach(res.updates, i, x)
     {
         memory_apply_update(e, x);
         store_batch_update(b, x);
     }
-    e->window_hash = res.window_hash;
     rec_result_clear(&res);
 }
 

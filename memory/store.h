@@ -81,7 +81,8 @@ void store_close(struct store *st);
 struct store_batch *store_batch_new(const char *tenant, const char *session_id);
 /* Create the session if new (RUNNING); set user and profile when given (NULL keeps them). */
 void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
-/* The client's latest system messages and window fingerprint (reconcile's window_hash). */
+/* The client's latest system messages (NULL keeps the stored ones) and window fingerprint
+ * (reconcile's window_hash; memory.c decides when either is worth writing). */
 void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
 /* A new turn (reconcile's insert, or a recorded reply) at its "seq": the caller numbers a
  * session's turns and submits them in that order. A turn whose (turn_id, role, turn_idx)

@@ -374,6 +374,66 @@ static void test_sliding_window_call(void **state)
     env_close(&v);
 }
 
+/* What a window writes to its session's row: the client's system messages when they change;
+ * the window's fingerprint only in alignment mode (no turn ids), where it keeps a replay
+ * after a restart from being matched as new turns. A turn-id call does not rewrite the row on
+ * every request. */
+static char *session_row(struct env *v, const char *sid)
+{
+    return query(v, "SELECT window_hash, system_messages FROM sessions WHERE id = ?1", sid, 0);
+}
+
+static void window_of(json_t *msgs, const char *system, int t, int turn_ids)
+{
+    char text[64];
+    json_array_clear(msgs);
+    add(msgs, "system", system, -1);
+    for (int i = 1; i <= t; i++) {
+        snprintf(text, sizeof(text), "q%d", i);
+        add(msgs, "user", text, turn_ids ? i : -1);
+        if (i < t) {
+            snprintf(text, sizeof(text), "a%d", i);
+            add(msgs, "assistant", text, turn_ids ? i : -1);
+        }
+    }
+}
+
+static void test_session_row_writes(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 256, 1000);
+    json_t *msgs = json_array();
+    char text[64], *first = NULL, *got;
+    for (int t = 1; t <= 4; t++) {
+        window_of(msgs, t < 4 ? "Be brief." : "Be kind.", t, 1);
+        snprintf(text, sizeof(text), "a%d", t);
+        exchange(&v, "ids", msgs, text);
+        got = session_row(&v, "ids");
+        if (t == 1)
+            first = xstrdup(got);
+        else if (t < 4)
+            assert_string_equal(got, first); /* the same system message: row untouched */
+        free(got);
+    }
+    got = session_row(&v, "ids");
+    assert_non_null(strstr(got, "Be kind.")); /* a change is written */
+    free(got);
+    free(first);
+    first = NULL;
+    for (int t = 1; t <= 3; t++) {
+        window_of(msgs, "Be brief.", t, 0);
+        snprintf(text, sizeof(text), "a%d", t);
+        exchange(&v, "plain", msgs, text);
+        got = session_row(&v, "plain");
+        assert_true(first == NULL || strcmp(got, first) != 0); /* each fingerprint kept */
+        free(first);
+        first = got;
+    }
+    free(first);
+    json_decref(msgs);
+    env_close(&v);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -384,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
         cmocka_unit_test(test_sliding_window_call),
+        cmocka_unit_test(test_session_row_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
