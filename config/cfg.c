@@ -72,8 +72,9 @@ static const struct cfg_option cfg_options[] = {
      "How long a database connection waits for a lock before the operation fails."},
     {S_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,
      "Under load (other recorded requests under way, replies ending less than this many "
-     "microseconds apart) a reply's commit waits this long for the next ones to share it; "
-     "0 = never. One request at a time never waits."},
+     "microseconds apart) a reply's commit waits this long for the next ones to share it, "
+     "and a request's own turns (its window's new messages) wait for its reply's commit, this "
+     "long at most; 0 = never. One request at a time never waits."},
     {S_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},
     {S_TOP, "sessions.id_fields", T_STRLIST, TOP(session_id_fields), "", 0, 0,

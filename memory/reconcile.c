@@ -335,9 +335,9 @@ static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_
  * and role: the one of that index; in the window's oldest turn, which the window may have
  * cut at its start, the one of the same content, else the one in the same place counted from
  * the turn's end (the window holds the last m of them; when it holds more than are stored,
- * the turn was not cut and the ones past the stored are new). So a reply that came back in other
- * words (a platform's own rendering of it) stays one row when its turn becomes the window's oldest,
- * as it is while the turn is newer. Returns its position or -1. */
+ * the turn was not cut and the ones past the stored are new). So a reply that came back in
+ * other words (a platform's own rendering of it) stays one row when its turn becomes the
+ * window's oldest, as it is while the turn is newer. Returns its position or -1. */
 static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, int64_t t, int64_t idx,
                              int64_t m, int oldest)
 {

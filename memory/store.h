@@ -159,11 +159,12 @@ size_t store_batch_ops(const struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
 /* b, submitted without a completion while other replies are on their way (store_expect
- * above 1), does not wake the writer: it waits for the next batch that does (a reply's) and
- * shares its transaction, or commit_delay_us at most. For a request's own turns: under load
- * each request otherwise cost a transaction of its own before its reply's, writing its
- * session's pages twice. One request at a time they are committed at once, while the
- * upstream answers. */
+ * above 1), is not committed on its own: it waits for the next batch that is not deferred (a
+ * reply's) and shares its transaction, or commit_delay_us at most (the first one deferred
+ * into an empty queue wakes the writer only to set that timeout). For a request's own turns:
+ * under load each request otherwise cost a transaction of its own before its reply's,
+ * writing its session's pages twice. One request at a time they are committed at once,
+ * while the upstream answers. */
 void store_batch_defer(struct store_batch *b);
 
 /* ok: 1 when committed, 0 when the transaction failed (logged; the rows are not there). */
