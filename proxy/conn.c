@@ -21,7 +21,10 @@ struct conn {
     struct conn_table *t;
     struct evhttp_connection *evcon;
     evutil_socket_t fd;
-    struct event *keep;   /* EV_READ | EV_CLOSED */
+    /* EV_READ | EV_CLOSED, two of them so that one can be put ahead of evhttp's read event
+     * without the socket's interest ever dropping (conn_sent): keep[front] is the one added */
+    struct event *keep[2];
+    int front;
     struct event *closed; /* EV_CLOSED, made when first needed */
     enum conn_mode mode;
     int fresh; /* watched since the last wake-up: a read wake-up may be the request's bytes */
@@ -52,6 +55,9 @@ enum {
 
 /* Our own commit calls the callback again: it must not read ahead of itself. */
 static _Thread_local int conn_reading_ahead;
+/* The conn whose bytes we are handing to evhttp (conn_read_first): the request evhttp finds
+ * in them is not one it read in this loop turn behind our back (conn_watch's fresh). */
+static _Thread_local const struct conn *conn_serving;
 
 /* One read of what is queued on fd into buf: the bytes read (0 when there were none, or at
  * the end, or on an error: libevent's next read sees those), *full when it filled the space. */
@@ -80,17 +86,24 @@ static size_t conn_read_ahead(struct evbuffer *buf, evutil_socket_t fd, int *ful
     return (size_t)got;
 }
 
+/* Read what is queued on fd into buf while reads come back full, up to CONN_READ_AHEAD_MAX:
+ * the bytes read. */
+static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
+{
+    size_t total = 0;
+    int full = 1;
+    while (full && total < CONN_READ_AHEAD_MAX)
+        total += conn_read_ahead(buf, fd, &full);
+    return total;
+}
+
 static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     if (info->n_added != CONN_LIBEVENT_READ || conn_reading_ahead)
         return; /* most calls: evhttp draining what it parsed */
     evutil_socket_t fd = bufferevent_getfd(arg);
-    if (fd < 0)
-        return;
-    size_t total = 0;
-    int full = 1;
-    while (full && total < CONN_READ_AHEAD_MAX)
-        total += conn_read_ahead(buf, fd, &full);
+    if (fd >= 0)
+        conn_read_all(buf, fd);
 }
 
 struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused)
@@ -114,7 +127,8 @@ struct conn_table *conn_table_create(struct event_base *base)
 static void conn_free(struct conn *c)
 {
     c->t->byfd[c->fd] = NULL;
-    event_free(c->keep);
+    event_free(c->keep[0]);
+    event_free(c->keep[1]);
     if (c->closed != NULL)
         event_free(c->closed);
     free(c);
@@ -156,13 +170,13 @@ static void conn_set_mode(struct conn *c, enum conn_mode mode)
     if (c->mode == mode)
         return;
     if (c->mode == CONN_KEEP)
-        event_del(c->keep);
+        event_del(c->keep[c->front]);
     else if (c->mode == CONN_CLOSED)
         event_del(c->closed);
     if (mode == CONN_CLOSED && !c->t->early_close)
         mode = CONN_OFF; /* nothing tells a close from bytes without reading them */
     if (mode == CONN_KEEP) {
-        event_add(c->keep, NULL);
+        event_add(c->keep[c->front], NULL);
     } else if (mode == CONN_CLOSED) {
         if (c->closed == NULL)
             c->closed = event_new(c->t->base, c->fd, EV_CLOSED | EV_PERSIST, conn_event_cb, c);
@@ -193,7 +207,8 @@ static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evc
     c->t = t;
     c->evcon = evcon;
     c->fd = fd;
-    c->keep = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+    for (int i = 0; i < 2; i++)
+        c->keep[i] = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
     t->byfd[fd] = c;
     evhttp_connection_set_closecb(evcon, conn_closed, c);
     return c;
@@ -211,11 +226,33 @@ static int conn_peek(evutil_socket_t fd)
     return 1;
 }
 
+/* evhttp is waiting for bytes on c and our event came first: read them into evhttp's input
+ * and hand them over, so that libevent's own read, next in this loop turn, finds evhttp no
+ * longer reading (it stops once it has a whole request) and does not run. When nothing was
+ * read (an end, an error) it is left to libevent's read, which reports it to evhttp. evhttp
+ * may free the connection, and c with it. */
+static void conn_read_first(struct conn *c, struct bufferevent *bev, evutil_socket_t fd)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_unfreeze(in, 0); /* the bufferevent keeps its input's end frozen but to read */
+    size_t got = conn_read_all(in, fd);
+    evbuffer_freeze(in, 0);
+    if (got == 0)
+        return;
+    conn_serving = c;
+    bufferevent_trigger(bev, EV_READ, 0);
+    conn_serving = NULL;
+}
+
 static void conn_event_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    if (bufferevent_get_enabled(evhttp_connection_get_bufferevent(c->evcon)) & EV_READ)
-        return; /* evhttp is reading: the bytes, and an end, are its own */
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->evcon);
+    if (bufferevent_get_enabled(bev) & EV_READ) { /* the bytes, and an end, are evhttp's */
+        if (what & EV_READ)
+            conn_read_first(c, bev, fd);
+        return;
+    }
     int closed = (what & EV_CLOSED) != 0;
     if (!closed) {
         if (c->fresh) { /* possibly the request evhttp read in this same loop turn */
@@ -263,8 +300,21 @@ void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on
         return;
     c->on_hup = on_hup;
     c->hup_arg = arg;
-    c->fresh = 1;
+    c->fresh = c != conn_serving;
     conn_set_mode(c, CONN_KEEP);
+}
+
+void conn_sent(struct conn_table *t, evutil_socket_t fd)
+{
+    struct conn *c = fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+    if (c == NULL || c->mode != CONN_KEEP ||
+        !(bufferevent_get_enabled(evhttp_connection_get_bufferevent(c->evcon)) & EV_READ))
+        return;
+    /* the other one first: the socket's interest never drops, so the kernel is not told */
+    struct event *old = c->keep[c->front];
+    c->front ^= 1;
+    event_add(c->keep[c->front], NULL);
+    event_del(old);
 }
 
 void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)

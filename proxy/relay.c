@@ -150,7 +150,7 @@ static void relay_end_stream(struct relay *r, int status)
     evhttp_send_reply_chunk(r->req, r->out);
     server_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
     evhttp_send_reply_end(r->req);
-    server_write_now(evcon); /* r->req may be gone */
+    server_write_now(r->w, evcon); /* r->req may be gone */
 }
 
 static void relay_fail(struct relay *r, const struct apierr *e)
@@ -285,7 +285,7 @@ static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *d
     }
     if (evbuffer_get_length(r->out) > 0) {
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
-        server_write_now(r->evcon);       /* may run relay_drained */
+        server_write_now(r->w, r->evcon); /* may run relay_drained */
         if (r->hooks->after_send != NULL) /* the bytes are out (or queued): now the work */
             r->hooks->after_send(r->arg);
     }

@@ -29,7 +29,7 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
     metrics_request(w->metrics, route, status); /* first: see respond.h */
     server_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
-    server_write_now(evcon); /* req may be gone */
+    server_write_now(w, evcon); /* req may be gone */
 }
 
 void respond_send(struct worker *w, enum metrics_route route, struct evhttp_request *req,

@@ -242,7 +242,7 @@ void server_response_sending(struct worker *w, struct evhttp_request *req)
     conn_set_closecb(w->conns, evcon, server_send_failed, w);
 }
 
-void server_write_now(struct evhttp_connection *evcon)
+void server_write_now(struct worker *w, struct evhttp_connection *evcon)
 {
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
@@ -256,7 +256,8 @@ void server_write_now(struct evhttp_connection *evcon)
     if (evbuffer_get_length(out) == 0) {
         /* what libevent's write event would do on finding the output empty */
         bufferevent_disable(bev, EV_WRITE);
-        bufferevent_trigger(bev, EV_WRITE, 0);
+        bufferevent_trigger(bev, EV_WRITE, 0); /* may free evcon */
+        conn_sent(w->conns, fd);
     }
 }
 

@@ -111,9 +111,10 @@ void server_response_sending(struct worker *w, struct evhttp_request *req);
  * callback runs. After a chunk that is the chunk's callback (evhttp_send_reply_chunk_with_cb);
  * after a response's end (evhttp_send_reply, evhttp_send_reply_end) it is evhttp's
  * completion of the response: req's on-complete callback runs and req is freed, and so is
- * evcon if the connection is not kept alive. The caller must use neither afterwards.
+ * evcon if the connection is not kept alive. The caller must use neither afterwards. A kept
+ * connection then waits for its next request with our read ahead of evhttp's (conn_sent).
  */
-void server_write_now(struct evhttp_connection *evcon);
+void server_write_now(struct worker *w, struct evhttp_connection *evcon);
 
 /* After server_run(): delivers the last storage reports (memory_drain), ends what remains,
  * frees the workers. The memory outlives it. */

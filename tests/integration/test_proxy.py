@@ -1,6 +1,7 @@
 """The request path through memproxy to the mock upstream: what a client sees."""
 import json
 import re
+import socket
 import time
 import unittest
 
@@ -345,40 +346,71 @@ class Connections(StackTest):
         self.assertEqual(rest, b"")
 
 
+    def sized_request(self, total, session=None):
+        """A chat request of exactly total bytes, and the one message's text it carries."""
+        h = "X-Session-Id: %s\r\n" % session if session else ""
+        head = ("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%sContent-Type: "
+                "application/json\r\nContent-Length: %%d\r\n\r\n" % h)
+        body = lambda text: json.dumps({"messages": [{"role": "user", "content": text}]})
+        make = lambda text: (head % len(body(text))).encode() + body(text).encode()
+        n = total - len(make(""))
+        while len(make("x" * n)) != total:  # the length's own digits count too
+            n += total - len(make("x" * n))
+        text = "".join(chr(ord("a") + i % 26) for i in range(n))
+        data = make(text)
+        self.assertEqual(len(data), total)
+        return data, text
+
+    def assert_echoed(self, f, text, what):
+        status, _, body = read_response(f)
+        self.assertEqual(status, 200, what)
+        echoed = json.loads(json.loads(body)["choices"][0]["message"]["content"])
+        self.assertEqual(echoed, [{"role": "user", "content": text}], what)
+
     def test_large_requests_read_whole(self):
         """memproxy reads a request past libevent's 4 KiB a read at once (conn.h): requests of
         exactly 4 KiB, just past it, past its read ahead (16 KiB) and past what one wake-up
         reads ahead (256 KiB), sent back to back in one write, each reach the upstream whole
         and are answered in order, and the request after them is not lost."""
         self.mock.config(echo=True)
-        chat = "/v1/chat/completions"
-
-        def request(total):
-            head = ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %%d\r\n\r\n" % chat)
-            body = lambda text: json.dumps({"messages": [{"role": "user", "content": text}]})
-            make = lambda text: (head % len(body(text))).encode() + body(text).encode()
-            n = total - len(make(""))
-            while len(make("x" * n)) != total:  # the length's own digits count too
-                n += total - len(make("x" * n))
-            text = "".join(chr(ord("a") + i % 26) for i in range(n))
-            data = make(text)
-            self.assertEqual(len(data), total)
-            return data, text
-
         sizes = (4096, 4097, 8192, 20000, 300000)
-        made = [request(n) for n in sizes]
+        made = [self.sized_request(n) for n in sizes]
         s = raw_connect(self.mp.port)
         s.sendall(b"".join(d for d, _ in made) +
                   b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         f = s.makefile("rb")
         for n, (_, text) in zip(sizes, made):
-            status, _, body = read_response(f)
-            self.assertEqual(status, 200, n)
-            echoed = json.loads(json.loads(body)["choices"][0]["message"]["content"])
-            self.assertEqual(echoed, [{"role": "user", "content": text}], n)
+            self.assert_echoed(f, text, n)
         status, _, body = read_response(f)
         self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        s.close()
+
+    def test_kept_connection_reads_each_next_request(self):
+        """On a kept-alive connection memproxy reads the next request itself, ahead of
+        libevent (conn.h). Requests sent one at a time after their answers, of every size
+        around its reads (small, 4 KiB, past its 16 KiB read, past what one wake-up reads),
+        one that arrives in two parts a while apart, two that arrive in one write, and then
+        a client that closes its side: each request reaches the upstream whole and is answered
+        in order, and memproxy closes the connection at the end."""
+        self.mock.config(echo=True)
+        s = raw_connect(self.mp.port)
+        f = s.makefile("rb")
+        for i, n in enumerate((300, 4096, 4097, 8192, 16320, 20000, 300000, 500)):
+            data, text = self.sized_request(n, session="kept-%d" % (i % 2))
+            s.sendall(data)
+            self.assert_echoed(f, text, n)
+        data, text = self.sized_request(9000)
+        for part in (data[:100], data[100:5000], data[5000:]):
+            s.sendall(part)
+            time.sleep(0.05)  # each part wakes memproxy on its own
+        self.assert_echoed(f, text, "in parts")
+        (a, text_a), (b, text_b) = self.sized_request(700), self.sized_request(6000)
+        s.sendall(a + b)
+        self.assert_echoed(f, text_a, "first of two")
+        self.assert_echoed(f, text_b, "second of two")
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        self.assertEqual(f.read(), b"", "connection left open")
         s.close()
 
 
