@@ -6,40 +6,55 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* OpenAI's chat completion request fields. */
-static const char *const tx_body_fields[] = {"model",
-                                             "messages",
-                                             "stream",
-                                             "stream_options",
-                                             "temperature",
-                                             "top_p",
-                                             "n",
-                                             "stop",
-                                             "max_tokens",
-                                             "max_completion_tokens",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "logit_bias",
-                                             "logprobs",
-                                             "top_logprobs",
-                                             "user",
-                                             "response_format",
-                                             "seed",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "service_tier",
-                                             "store",
-                                             "modalities",
-                                             "audio",
-                                             "prediction",
-                                             "reasoning_effort",
-                                             "functions",
-                                             "function_call",
-                                             "web_search_options"};
+/* OpenAI's chat completion request fields, sorted (strcmp): tx_body_field() searches them,
+ * once for each of a request's fields. */
+static const char *const tx_body_fields[] = {
+    "audio",
+    "frequency_penalty",
+    "function_call",
+    "functions",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "messages",
+    "modalities",
+    "model",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "reasoning_effort",
+    "response_format",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "web_search_options",
+};
+
+static int tx_cmp_name(const void *key, const void *name)
+{
+    return strcmp(key, *(const char *const *)name);
+}
+
+static int tx_body_field(const char *key)
+{
+    return bsearch(key, tx_body_fields, UTIL_ARRAY_LEN(tx_body_fields), sizeof(tx_body_fields[0]),
+                   tx_cmp_name) != NULL;
+}
 
 /* ---- reading messages in either shape ---- */
 
@@ -195,15 +210,6 @@ static int tx_interrupted(const struct tx_ctx *ctx, json_t *m)
 
 /* ---- standard ---- */
 
-static int tx_known(const char *key, const char *const *names, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(key, names[i]) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* Has m only OpenAI's fields? Stops at the first that is not (a voice platform's message:
  * its third). */
 static int tx_is_standard(json_t *m)
@@ -234,7 +240,7 @@ static void tx_standard_body(json_t *body)
     void *tmp;
     json_object_foreach_safe(body, tmp, key, v)
     {
-        if (!tx_known(key, tx_body_fields, UTIL_ARRAY_LEN(tx_body_fields)))
+        if (!tx_body_field(key))
             json_object_del(body, key);
     }
 }
@@ -463,8 +469,10 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
     if (budget == 0 || n == 0)
         return;
     struct tx_facts *info = tx_trim_info(ctx, messages, n);
-    size_t from = tx_trim_from(info, n, budget), i;
-    if (from == 0) { /* everything fits: the array stays as it is */
+    size_t from = tx_trim_from(info, n, budget), i, cut = 0;
+    for (i = 0; i < from; i++)
+        cut += !info[i].system;
+    if (cut == 0) { /* everything fits (the system messages before from stay): as it is */
         free(info);
         return;
     }
