@@ -958,7 +958,10 @@ char *jtext_dump(const json_t *j, size_t *len)
 
 char *jtext_dump_memo(const json_t *j, struct jmemo *memo, size_t *len)
 {
-    struct jtext_writer w = {.d = xmalloc(256), .cap = 256, .memo = memo};
+    /* with a memo it writes an upstream request body, ~3.3 KB for a 32-message window: from
+     * 256 bytes that took four reallocs, each a copy */
+    size_t cap = memo != NULL ? 4096 : 256;
+    struct jtext_writer w = {.d = xmalloc(cap), .cap = cap, .memo = memo};
     if (jtext_put_value(&w, j, 1) != 0) {
         free(w.d);
         return NULL;

@@ -681,10 +681,11 @@ static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct ws_entr
     return latest >= 0 ? latest : 1;
 }
 
+/* key: a literal (ASCII, as jansson checks keys for); v: checked */
 static void memory_set_str(json_t *t, const char *key, const char *v)
 {
     if (v != NULL)
-        json_object_set_new(t, key, json_string(v));
+        json_object_set_new_nocheck(t, key, json_string(v));
 }
 
 static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id, int64_t idx)
@@ -697,12 +698,12 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
      * a reply replaces its usage object whole and never changes one (reply.h), so a reference
      * will do; its tool calls grow chunk by chunk, so they are copied */
     if (rp->usage != NULL)
-        json_object_set(t, "usage", rp->usage);
+        json_object_set_nocheck(t, "usage", rp->usage);
     if (rp->tool_calls != NULL)
-        json_object_set_new(t, "tool_calls", json_deep_copy(rp->tool_calls));
+        json_object_set_new_nocheck(t, "tool_calls", json_deep_copy(rp->tool_calls));
     if (rp->ttft_us >= 0)
-        json_object_set_new(t, "ttft_us", json_integer(rp->ttft_us));
-    json_object_set_new(t, "latency_us", json_integer(rp->latency_us));
+        json_object_set_new_nocheck(t, "ttft_us", json_integer(rp->ttft_us));
+    json_object_set_new_nocheck(t, "latency_us", json_integer(rp->latency_us));
     return t;
 }
 
