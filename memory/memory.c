@@ -556,8 +556,9 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
     size_t i, ns;
     json_t *x, *db;
     struct rec_window *w = rec_window_read(rec->messages, rec->memo);
-    int aligned = rec_window_oldest(w) < 0; /* no turn ids: matched by content */
-    struct rec_view *stored = memory_stored_for(rec, e, rec_window_oldest(w), &ns, &db);
+    int64_t oldest = rec_window_oldest(w);
+    int aligned = oldest < 0; /* no turn ids: matched by content */
+    struct rec_view *stored = memory_stored_for(rec, e, oldest, &ns, &db);
     rec_reconcile_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
     rec_window_free(w);
     free(stored);

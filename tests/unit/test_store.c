@@ -38,14 +38,26 @@ static char *tmp_db(void)
     return path;
 }
 
-static struct store *open_opts(const char *path, int64_t retention_ms)
+/* A store with o's options (and a 5 s busy timeout); fails the test when it does not open. */
+static struct store *open_with(const char *path, struct store_opts o)
 {
     char *err = NULL;
-    struct store_opts o = {.busy_timeout_ms = 5000, .retention_ms = retention_ms};
+    o.busy_timeout_ms = 5000;
     struct store *st = store_open(path, &o, &err);
     if (st == NULL)
         fail_msg("%s", err);
     return st;
+}
+
+static struct store *open_opts(const char *path, int64_t retention_ms)
+{
+    return open_with(path, (struct store_opts){.retention_ms = retention_ms});
+}
+
+/* A store whose writer waits up to commit_delay_us for more batches under load. */
+static struct store *open_delayed(const char *path, int64_t commit_delay_us)
+{
+    return open_with(path, (struct store_opts){.commit_delay_us = commit_delay_us});
 }
 
 static struct store *open_ok(const char *path)
@@ -771,11 +783,9 @@ static struct store_counts counts_of(struct store *st)
 static void test_commit_delay(void **state)
 {
     (void)state;
-    char *path = tmp_db(), *err = NULL;
-    struct store_opts o = {.busy_timeout_ms = 5000, .commit_delay_us = 100000};
-    struct store *st = store_open(path, &o, &err);
+    char *path = tmp_db();
+    struct store *st = open_delayed(path, 100000);
     struct event_base *base = event_base_new();
-    assert_non_null(st);
     assert_int_equal(store_attach(st, base), 0);
     norder = 0;
     submit_reply(st, base, 1); /* the first: no batch came just before it */
@@ -837,10 +847,8 @@ static size_t turns_in(const char *path)
 static void test_deferred_turns(void **state)
 {
     (void)state;
-    char *path = tmp_db(), *err = NULL;
-    struct store_opts o = {.busy_timeout_ms = 5000, .commit_delay_us = 60000000};
-    struct store *st = store_open(path, &o, &err);
-    assert_non_null(st);
+    char *path = tmp_db();
+    struct store *st = open_delayed(path, 60000000);
     store_expect(st, 2); /* this request's reply and another one on their way */
     submit_turn(st, "user", 1, 1);
     usleep(50000);
@@ -863,9 +871,7 @@ static void test_deferred_turns(void **state)
     store_close(st);
     assert_int_equal(turns_in(path), 4);
 
-    o.commit_delay_us = 20000; /* nothing else comes: committed when its wait is over */
-    st = store_open(path, &o, &err);
-    assert_non_null(st);
+    st = open_delayed(path, 20000); /* nothing else comes: committed when its wait is over */
     store_expect(st, 2);
     submit_turn(st, "user", 5, 1);
     store_drain(st);
