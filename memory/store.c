@@ -6,6 +6,7 @@
 
 #include "history.h"
 #include "recall.h"
+#include "walbuf.h"
 
 #include <openssl/rand.h>
 #include <errno.h>
@@ -1705,6 +1706,7 @@ static void store_sqlite_setup(void)
 {
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     sqlite3_initialize();
+    walbuf_register();
 }
 
 struct store *store_open(const char *path, const struct store_opts *opts, char **err)
@@ -1719,7 +1721,7 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     st->sids = json_object();
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
+                        walbuf_register() == 0 ? WALBUF_VFS : NULL) != SQLITE_OK) {
         *err = xasprintf("%s: cannot open: %s", path, sqlite3_errmsg(st->db));
         goto fail;
     }
