@@ -1706,7 +1706,6 @@ static void store_sqlite_setup(void)
 {
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     sqlite3_initialize();
-    walbuf_register();
 }
 
 struct store *store_open(const char *path, const struct store_opts *opts, char **err)

@@ -13,8 +13,9 @@
  *
  * Settings: journal_mode=WAL, synchronous=NORMAL, busy_timeout, foreign_keys=ON,
  * journal_size_limit. The write connection is opened on memory/walbuf's VFS, which writes a
- * transaction's WAL frames in one system call rather than two per page. The schema version lives in PRAGMA user_version; store_open() applies
- * the missing migrations in order, each in its own transaction.
+ * transaction's WAL frames in one system call rather than two per page. The schema version
+ * lives in PRAGMA user_version; store_open() applies the missing migrations in order, each in
+ * its own transaction.
  *
  * Turns are JSON objects in the shape memory/reconcile.h describes; the store maps them to
  * columns and back. A session is identified by (tenant, id): the same id used by two tenants

@@ -20,8 +20,9 @@
  * before it, and the commit frame's page follows straight through. By the time xWrite
  * returns for the commit frame, the whole transaction is in the file, as without walbuf.
  * What stays held is only ever part of a transaction not yet committed, which SQLite
- * itself would discard after a crash (recovery stops at the first frame without a valid
- * commit); a failed write of it is reported to SQLite, which rolls that transaction back.
+ * itself would discard after a crash (recovery keeps the frames up to the last commit frame
+ * whose checksums hold); a failed write of it is reported to SQLite, which rolls that
+ * transaction back.
  * The buffer is also written out before any read, sync, truncate, size query, file control
  * or close of the WAL, so SQLite never sees the file without what it wrote.
  *
