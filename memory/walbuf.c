@@ -55,8 +55,10 @@ static int walbuf_hold(struct walbuf_file *f, const void *p, int n, sqlite3_int6
         return SQLITE_OK;
     }
     int rc = walbuf_flush(f);
-    if (rc != SQLITE_OK || (size_t)n > WALBUF_CAP)
-        return rc != SQLITE_OK ? rc : walbuf_write_through(f, p, n, off);
+    if (rc != SQLITE_OK)
+        return rc;
+    if ((size_t)n > WALBUF_CAP)
+        return walbuf_write_through(f, p, n, off);
     if (f->buf == NULL)
         f->buf = xmalloc(WALBUF_CAP);
     memcpy(f->buf, p, (size_t)n);
