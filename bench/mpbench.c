@@ -3,7 +3,7 @@
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
  *           [--session ID [--slide]] [--upstream-pid PID [--commit-us US]]
- *           [--only latency|throughput]
+ *           [--only latency|throughput] [--gap-us US]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
@@ -19,7 +19,10 @@
  * direct/proxied pair sends the same window.
  *
  * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
- *    and each pair's difference is one sample (so drift in the machine cancels out).
+ *    and each pair's difference is one sample (so drift in the machine cancels out). With
+ *    --gap-us the pairs are US microseconds apart, as a voice agent's turns are (seconds):
+ *    what memproxy does between requests (the writer's WAL checkpoint) then does not land
+ *    on the next one, as it does back to back.
  * 2. Added time to first token on streams, the same way: send -> first content event.
  * 3. Throughput: closed loop, C connections (16 and 64) for S seconds on one epoll thread,
  *    direct and proxied; with --pid also memproxy's CPU seconds, giving requests per
@@ -237,8 +240,9 @@ struct pair_result {
 
 /* Alternate direct and proxied requests; stream = measure TTFT instead of full latency. */
 static struct pair_result pairwise(int dport, int pport, const struct source *src,
-                                   const char *session, int n, int stream)
+                                   const char *session, int n, int stream, int gap_us)
 {
+    const struct timespec gap = {.tv_sec = gap_us / 1000000, .tv_nsec = gap_us % 1000000 * 1000L};
     struct conn d = {.fd = bench_connect(dport, 0), .buf = malloc(BUF_MAX)};
     struct conn p = {.fd = bench_connect(pport, 0), .buf = malloc(BUF_MAX)};
     if (src->slide) { /* a session of its own; the direct side's is ignored by the mock */
@@ -253,6 +257,8 @@ static struct pair_result pairwise(int dport, int pport, const struct source *sr
     }
     for (int i = 0; i < n; i++) {
         uint64_t td, tp, fd_, fp;
+        if (gap_us > 0)
+            nanosleep(&gap, NULL);
         if (i % 2 == 0) {
             td = one_request(&d, src, stream ? &fd_ : NULL);
             tp = one_request(&p, src, stream ? &fp : NULL);
@@ -393,9 +399,9 @@ static char *read_file(const char *path)
 
 /* 1. and 2.: one request at a time, plain then (stream != NULL) streamed. */
 static void measure_latency(int dport, int pport, const struct source *plain,
-                            const struct source *stream, const char *session, int n)
+                            const struct source *stream, const char *session, int n, int gap_us)
 {
-    struct pair_result lat = pairwise(dport, pport, plain, session, n, 0);
+    struct pair_result lat = pairwise(dport, pport, plain, session, n, 0, gap_us);
     printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
            lat.direct_p50, lat.proxy_p50, lat.added_p50);
     printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
@@ -404,7 +410,7 @@ static void measure_latency(int dport, int pport, const struct source *plain,
            lat.proxy_max);
     if (stream == NULL)
         return;
-    struct pair_result ttft = pairwise(dport, pport, stream, session, n, 1);
+    struct pair_result ttft = pairwise(dport, pport, stream, session, n, 1, gap_us);
     printf("| stream time to first token p50 | %.1f us | %.1f us | **%.1f us** |\n",
            ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
     printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
@@ -451,7 +457,7 @@ static void measure_throughput(const struct tp_args *a, const struct source *pla
 
 int main(int argc, char **argv)
 {
-    int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c, slide = 0;
+    int dport = 0, pport = 0, pid = 0, upid = 0, n = 5000, c, slide = 0, gap_us = 0;
     double commit_us = 0;
     const char *session = NULL, *only = "";
     double seconds = 5;
@@ -461,7 +467,8 @@ int main(int argc, char **argv)
         {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
         {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
         {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
-        {"only", 1, NULL, 'O'},     {"slide", 0, NULL, 'W'},        {NULL, 0, NULL, 0}};
+        {"only", 1, NULL, 'O'},     {"slide", 0, NULL, 'W'},        {"gap-us", 1, NULL, 'G'},
+        {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -494,6 +501,9 @@ int main(int argc, char **argv)
         case 'W':
             slide = 1;
             break;
+        case 'G':
+            gap_us = atoi(optarg);
+            break;
         case 'b':
             free(body);
             body = read_file(optarg);
@@ -506,7 +516,8 @@ int main(int argc, char **argv)
     if (!dport || !pport || (*only && !lat_only && !tp_only) || (slide && session == NULL)) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
                         "[--seconds S] [--body FILE] [--session ID [--slide]] "
-                        "[--upstream-pid PID [--commit-us US]] [--only latency|throughput]\n");
+                        "[--upstream-pid PID [--commit-us US]] [--only latency|throughput] "
+                        "[--gap-us US]\n");
         return 2;
     }
     size_t plain_len, stream_len;
@@ -522,7 +533,7 @@ int main(int argc, char **argv)
 
     printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
     if (!tp_only)
-        measure_latency(dport, pport, &psrc, lat_only ? NULL : &ssrc, session, n);
+        measure_latency(dport, pport, &psrc, lat_only ? NULL : &ssrc, session, n, gap_us);
     if (!lat_only)
         measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us, session},
                            &psrc);

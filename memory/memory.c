@@ -1081,6 +1081,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->batches_ok = c.ok;
     out->batches_failed = c.failed;
     out->commit_delays = c.delayed;
+    out->checkpoints = c.checkpoints;
     out->replies_pending = c.expected;
     pthread_mutex_lock(&m->mu);
     out->sessions = m->nentries;

@@ -296,13 +296,17 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "storage.commit_delay_us so that replies arriving close together share them.\n"
                    "# TYPE memproxy_store_commit_delays_total counter\n"
                    "memproxy_store_commit_delays_total %llu\n"
+                   "# HELP memproxy_store_checkpoints_total WAL checkpoints the writer ran, "
+                   "each after reporting the commit that filled the WAL.\n"
+                   "# TYPE memproxy_store_checkpoints_total counter\n"
+                   "memproxy_store_checkpoints_total %llu\n"
                    "# HELP memproxy_store_replies_pending Recorded requests under way whose "
                    "reply is not written yet.\n"
                    "# TYPE memproxy_store_replies_pending gauge\n"
                    "memproxy_store_replies_pending %lld\n",
                    (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
-                   (long long)m->replies_pending);
+                   (unsigned long long)m->checkpoints, (long long)m->replies_pending);
     metrics_printf(o,
                    "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"
                    "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"

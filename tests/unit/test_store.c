@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct waiter {
@@ -831,17 +832,22 @@ static void submit_turn(struct store *st, const char *role, int seq, int deferre
     store_submit(st, b, NULL, NULL, NULL);
 }
 
-static size_t turns_in(const char *path)
+static size_t turns_in_session(const char *path, const char *session)
 {
     char *err = NULL;
     struct store *st = open_ok(path);
     struct store_reader *r = store_reader_open(st, &err);
-    json_t *turns = store_turns(r, "t", "call", 0, 0);
+    json_t *turns = store_turns(r, "t", session, 0, 0);
     size_t n = json_array_size(turns);
     json_decref(turns);
     store_reader_close(r);
     store_close(st);
     return n;
+}
+
+static size_t turns_in(const char *path)
+{
+    return turns_in_session(path, "call");
 }
 
 static void test_deferred_turns(void **state)
@@ -882,6 +888,62 @@ static void test_deferred_turns(void **state)
     free(path);
 }
 
+/* The WAL's checkpoint: once a commit leaves 1,000 frames or more in the WAL, the writer copies
+ * them into the database after the group's completions have run, not inside the COMMIT they
+ * waited for (a checkpoint syncs the disk twice); the WAL then starts over from its start. */
+struct ckpt_seen {
+    struct store *st;
+    uint64_t at_report; /* checkpoints counted when the completion ran */
+};
+
+static void ckpt_report(void *arg, int ok)
+{
+    struct ckpt_seen *s = arg;
+    (void)ok;
+    s->at_report = counts_of(s->st).checkpoints;
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+static void test_checkpoint_after_report(void **state)
+{
+    (void)state;
+    char *path = tmp_db(), *wal = xasprintf("%s-wal", path), text[3000];
+    struct store *st = open_ok(path);
+    memset(text, 'x', sizeof(text) - 1);
+    text[sizeof(text) - 1] = '\0'; /* a row of its own on each page: ~3 frames a commit */
+    int after_report = 0, ok = 0;
+    off_t db0 = 0;
+    for (int i = 1; i <= 1500; i++) {
+        struct ckpt_seen s = {.st = st};
+        struct store_batch *b = store_batch_new("t", "long");
+        json_t *t = turn(i % 2 ? "user" : "assistant", text, (i + 1) / 2, 0, i);
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_submit(st, b, NULL, ckpt_report, &s); /* reported on the writer */
+        store_drain(st);                            /* the group and its checkpoint done */
+        if (i == 1)
+            db0 = file_size(path);
+        after_report += counts_of(st).checkpoints > s.at_report;
+    }
+    struct store_counts c = counts_of(st);
+    ok = (int)c.ok;
+    assert_int_equal(ok, 1500);
+    assert_true(c.checkpoints >= 3);                  /* ~4,500 frames written */
+    assert_int_equal(after_report, c.checkpoints);    /* each after its group's report */
+    assert_true(file_size(path) > db0 + 1000 * 4096); /* the pages are in the database */
+    assert_true(file_size(wal) < 1100 * (4096 + 24)); /* and the WAL started over */
+    store_close(st);
+    assert_int_equal(turns_in_session(path, "long"), 1500);
+    unlink(path);
+    free(wal);
+    free(path);
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
@@ -901,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_attached_base),
         cmocka_unit_test(test_commit_delay),
         cmocka_unit_test(test_deferred_turns),
+        cmocka_unit_test(test_checkpoint_after_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
