@@ -392,7 +392,9 @@ struct store {
     pthread_rwlock_t inboxes_lock;
     /* written by the writer, read by /metrics */
     atomic_uint_fast64_t n_tx, n_ok, n_failed, n_delayed, n_ckpt;
-    int wal_frames; /* frames in the WAL after the writer's last commit (store_wal_hook) */
+    /* the writer's alone: frames in the WAL after its last commit (store_wal_hook), and
+     * whether the last checkpoint failed (logged once, until one succeeds again) */
+    int wal_frames, ckpt_failing;
     atomic_int_fast64_t expected; /* store_expect */
     struct store_reader *wr;      /* reads inside the writer's transaction (the stop-time dump) */
     int stopping;
@@ -1444,17 +1446,23 @@ static int store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 
 /* On the writer, with everything committed so far reported (STORE_CKPT_FRAMES). PASSIVE, as
  * SQLite's own: it copies what no reader still needs and never waits; a WAL a reader holds
- * back is tried again after the next commit. */
+ * back, or a checkpoint that failed (a full disk), is tried again after the next commit. */
 static void store_checkpoint(struct store *st)
 {
     if (st->wal_frames < STORE_CKPT_FRAMES)
         return;
     st->wal_frames = 0;
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK) {
         atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
-    else if (rc != SQLITE_BUSY)
-        log_warn("store: checkpoint: %s", sqlite3_errmsg(st->db));
+        if (st->ckpt_failing)
+            log_info("store: checkpoints work again");
+        st->ckpt_failing = 0;
+    } else if (rc != SQLITE_BUSY && !st->ckpt_failing) {
+        log_warn("store: checkpoint: %s (the WAL grows until one succeeds)",
+                 sqlite3_errmsg(st->db));
+        st->ckpt_failing = 1;
+    }
 }
 
 /* Run the batches of list in one transaction: 0 when it committed; -1 when a batch or the
