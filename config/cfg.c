@@ -83,7 +83,8 @@ static const struct cfg_option cfg_options[] = {
     {S_TOP, "memory.session_turns", T_INT, TOP(ws_session_turns), "256", 8, 100000,
      "Recent turns per session kept in memory, so a hot session's request reads no database."},
     {S_TOP, "memory.max_turns", T_INT, TOP(ws_max_turns), "200000", 64, 100000000,
-     "Turns kept in memory over all sessions; the least recently used sessions go first."},
+     "Turns kept in memory over all sessions; the least recently used sessions go first. "
+     "A voice call's turn takes ~4 KiB (the default: ~800 MiB at most)."},
     {S_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
      "Sessions not updated for this many days are deleted in the background; 0 keeps them."},
     {S_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0, 30 * 86400 * SEC,
