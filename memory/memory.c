@@ -11,10 +11,17 @@
 #include "util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
-/* Turns read from the database to match a window older than the working set holds. */
-#define MEMORY_MAX_READ 100000
+/* A turn-id window that reaches back past the working set is matched against the stored
+ * turns of its own span of turn ids, read from the database: at most this many per message
+ * of the window (a turn's user message, reply, tool calls and their results), and a few
+ * more. It used to read every stored turn from the window's oldest id on (100,000 at most):
+ * a client whose turn ids went back (an agent restarted under the same session id) had
+ * every request read its whole session on the worker's loop, ~22 ms for 2,000 turns. */
+#define MEMORY_SPAN_ROWS  4
+#define MEMORY_SPAN_SLACK 16
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
 /* The summarizer's model when neither the profile nor the session names one. */
@@ -32,6 +39,7 @@ struct ws_entry {
     /* under mu */
     int loaded;
     int complete;           /* turns hold the session from its first turn */
+    int warned_back;        /* memory_turn_ids_back() has logged for this session */
     struct turnlist *turns; /* the recent tail; elements never change once added */
     int64_t last_seq;
     /* The last window's fingerprint (reconcile's window_hash). Written with the session in
@@ -61,6 +69,7 @@ struct memory {
     struct ws_entry **buckets;
     size_t nbuckets, nentries, total;
     struct ws_entry *lru_head, *lru_tail;
+    atomic_uint_fast64_t span_rows; /* turns read by memory_stored_for (memory_stats) */
 };
 
 struct memory_reader {
@@ -409,18 +418,21 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
 
 /* What the window is matched against (rec_reconcile_views' stored), *n views: the working
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
- * window reaches further back than the entry holds, the older turns read from the database
- * into *db (the views borrow them: the caller decrefs it; NULL when none were read). oldest:
- * the window's (rec_window_oldest). The array is new. */
+ * window reaches further back than the entry holds, the older turns of its span of turn ids
+ * read from the database into *db (the views borrow them: the caller decrefs it; NULL when
+ * none were read; MEMORY_SPAN_ROWS). The array is new. */
 static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
-                                          int64_t oldest, size_t *n, json_t **db)
+                                          const struct rec_window *w, size_t *n, json_t **db)
 {
+    int64_t oldest = rec_window_oldest(w);
     struct rec_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
     json_t *first = turnlist_get(e->turns, 0);
     *db = NULL;
     if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
         return ws;
-    *db = store_turns(rec->rd->sr, rec->tenant, rec->sid, oldest, MEMORY_MAX_READ);
+    *db = store_turns_span(rec->rd->sr, rec->tenant, rec->sid, oldest, rec_window_newest(w),
+                           MEMORY_SPAN_ROWS * rec_window_size(w) + MEMORY_SPAN_SLACK);
+    atomic_fetch_add_explicit(&rec->rd->m->span_rows, json_array_size(*db), memory_order_relaxed);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
     size_t nd = json_array_size(*db), k = 0;
     struct rec_view *out = xmalloc((nd + *n + 1) * sizeof(*out));
@@ -546,6 +558,24 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
     json_decref(system);
 }
 
+/* A turn-id window whose newest turn is older than the session's newest: a late request, or
+ * an agent restarted under the same session id, whose turn ids begin again. Messages are
+ * identified by their turn ids (DESIGN §6), so its messages are taken as the stored ones of
+ * those ids and a restarted agent's new turns are not recorded: say so, once a session. */
+static void memory_turn_ids_back(struct memory_rec *rec, struct ws_entry *e,
+                                 const struct rec_window *w)
+{
+    size_t n = turnlist_size(e->turns);
+    int64_t newest = rec_window_newest(w), stored = n ? turnlist_turn_id(e->turns, n - 1) : -1;
+    if (e->warned_back || newest < 0 || stored <= newest)
+        return;
+    e->warned_back = 1;
+    log_warn("session %s: a window ends at turn %lld, behind the session's turn %lld; turn "
+             "ids identify messages, so its messages are taken as the stored ones of those "
+             "ids (an agent restarted under the same session id needs a new one)",
+             rec->sid, (long long)newest, (long long)stored);
+}
+
 static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
 {
     if (rec->append) {
@@ -556,9 +586,9 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
     size_t i, ns;
     json_t *x, *db;
     struct rec_window *w = rec_window_read(rec->messages, rec->memo);
-    int64_t oldest = rec_window_oldest(w);
-    int aligned = oldest < 0; /* no turn ids: matched by content */
-    struct rec_view *stored = memory_stored_for(rec, e, oldest, &ns, &db);
+    int aligned = rec_window_oldest(w) < 0; /* no turn ids: matched by content */
+    memory_turn_ids_back(rec, e, w);
+    struct rec_view *stored = memory_stored_for(rec, e, w, &ns, &db);
     rec_reconcile_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
     rec_window_free(w);
     free(stored);
@@ -1082,6 +1112,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->batches_failed = c.failed;
     out->commit_delays = c.delayed;
     out->checkpoints = c.checkpoints;
+    out->span_turns = atomic_load_explicit(&m->span_rows, memory_order_relaxed);
     out->replies_pending = c.expected;
     pthread_mutex_lock(&m->mu);
     out->sessions = m->nentries;

@@ -183,7 +183,7 @@ struct rec_msg {
 struct rec_window {
     struct rec_msg *turns, *system; /* in the window's order */
     size_t nturns, nsystem;
-    int64_t oldest; /* the oldest turn id when every turn has one, else -1 */
+    int64_t oldest, newest; /* the oldest and newest turn ids when every turn has one, else -1 */
     uint64_t hash;
 };
 
@@ -573,7 +573,7 @@ struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
     struct rec_window *w = xcalloc(1, sizeof(*w));
     struct rec_msg x;
     uint64_t h = REC_HASH_SEED;
-    int64_t oldest = INT64_MAX;
+    int64_t oldest = INT64_MAX, newest = -1;
     w->turns = xmalloc((n + 1) * sizeof(*w->turns));
     w->system = xmalloc((n + 1) * sizeof(*w->system));
     json_array_foreach(incoming, i, m)
@@ -586,15 +586,27 @@ struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
         w->turns[w->nturns++] = x;
         h = util_hash64(h, &x.hash, sizeof(x.hash));
         oldest = x.turn_id < 0 || oldest < 0 ? -1 : x.turn_id < oldest ? x.turn_id : oldest;
+        newest = x.turn_id > newest ? x.turn_id : newest;
     }
     w->hash = h ? h : 1;
     w->oldest = w->nturns > 0 ? oldest : -1;
+    w->newest = w->oldest >= 0 ? newest : -1;
     return w;
 }
 
 int64_t rec_window_oldest(const struct rec_window *w)
 {
     return w->oldest;
+}
+
+int64_t rec_window_newest(const struct rec_window *w)
+{
+    return w->newest;
+}
+
+size_t rec_window_size(const struct rec_window *w)
+{
+    return w->nturns;
 }
 
 void rec_window_free(struct rec_window *w)

@@ -86,12 +86,15 @@ void rec_view_read(struct rec_view *v, json_t *t);
  * request whose window has it again (on the memo's thread only). incoming must outlive the
  * window unchanged. rec_window_oldest(): the oldest turn id when every turn of the window
  * (its messages with a string role but system and developer) has one — turn-id mode, where
- * matching needs only the stored turns from that id on — else -1.
+ * matching needs only the stored turns from that id on — else -1; rec_window_newest(): the
+ * newest then, else -1; rec_window_size(): how many turns (messages but system ones) it has.
  */
 struct jmemo;
 struct rec_window;
 struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo);
 int64_t rec_window_oldest(const struct rec_window *w);
+int64_t rec_window_newest(const struct rec_window *w);
+size_t rec_window_size(const struct rec_window *w);
 void rec_window_free(struct rec_window *w);
 
 /*

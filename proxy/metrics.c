@@ -312,8 +312,13 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"
                    "# HELP memproxy_memory_turns Turns in the working set (an empty session "
                    "counts as one).\n"
-                   "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n",
-                   (unsigned long long)m->sessions, (unsigned long long)m->turns);
+                   "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n"
+                   "# HELP memproxy_memory_span_turns_total Stored turns read from the database "
+                   "to match turn-id windows reaching back past the working set.\n"
+                   "# TYPE memproxy_memory_span_turns_total counter\n"
+                   "memproxy_memory_span_turns_total %llu\n",
+                   (unsigned long long)m->sessions, (unsigned long long)m->turns,
+                   (unsigned long long)m->span_turns);
 }
 
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,

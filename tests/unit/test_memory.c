@@ -204,6 +204,50 @@ static void test_window_older_than_working_set(void **state)
     env_close(&v);
 }
 
+/* A turn-id window reaching back past the working set reads only the stored turns of its own
+ * turn ids, however long the session: here 4 rows of a 400-row session, where it read all
+ * 392 the working set did not hold (a restarted agent under the same session id, whose turn
+ * ids begin again at 1, made every request read the whole session). */
+static void test_window_reaching_back_reads_its_span(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 8, 1000);
+    char q[64], a[64];
+    for (int t = 1; t <= 200; t++) { /* Agora's window, shortened: the last turn and the new */
+        json_t *msgs = json_array();
+        if (t > 1) {
+            snprintf(q, sizeof(q), "q%d", t - 1);
+            snprintf(a, sizeof(a), "a%d", t - 1);
+            add(msgs, "user", q, t - 1);
+            add(msgs, "assistant", a, t - 1);
+        }
+        snprintf(q, sizeof(q), "q%d", t);
+        snprintf(a, sizeof(a), "a%d", t);
+        add(msgs, "user", q, t);
+        exchange(&v, "long", msgs, a);
+        json_decref(msgs);
+    }
+    struct memory_stats before, after;
+    memory_stats(v.m, &before);
+    assert_int_equal(before.span_turns, 0); /* a sliding window stays within the working set */
+    json_t *back = json_array();
+    add(back, "user", "q1", 1);
+    add(back, "assistant", "a1", 1);
+    add(back, "user", "q2", 2);
+    exchange(&v, "long", back, "a2");
+    memory_stats(v.m, &after);
+    assert_int_equal(after.span_turns, 4); /* turns 1 and 2: their questions and answers */
+    char *got = rows(&v, "long");
+    int lines = 0;
+    for (const char *c = got; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 400); /* matched, not stored again */
+    assert_non_null(strstr(got, "1|user|q1|0\n1|assistant|a1|0\n2|user|q2|0\n2|assistant|a2|0\n"));
+    free(got);
+    json_decref(back);
+    env_close(&v);
+}
+
 /* The same window again after its reply was recorded is a retry: the new reply replaces the
  * old one instead of adding a second answer to the turn. */
 static void test_retry_replaces_reply(void **state)
@@ -440,6 +484,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_evicted_session_reloads),
         cmocka_unit_test(test_window_older_than_working_set),
+        cmocka_unit_test(test_window_reaching_back_reads_its_span),
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
