@@ -15,13 +15,11 @@
 #include <string.h>
 
 /* A turn-id window that reaches back past the working set is matched against the stored
- * turns of its own span of turn ids, read from the database: at most this many per message
- * of the window (a turn's user message, reply, tool calls and their results), and a few
- * more. It used to read every stored turn from the window's oldest id on (100,000 at most):
- * a client whose turn ids went back (an agent restarted under the same session id) had
- * every request read its whole session on the worker's loop, ~22 ms for 2,000 turns. */
-#define MEMORY_SPAN_ROWS  4
-#define MEMORY_SPAN_SLACK 16
+ * turns of its own turn ids, read from the database (at most this many). It used to read
+ * every stored turn from the window's oldest id on: a client whose turn ids went back (an
+ * agent restarted under the same session id) had every request read its whole session on
+ * the worker's loop, ~22 ms for 2,000 turns. */
+#define MEMORY_MAX_READ 100000
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
 /* The summarizer's model when neither the profile nor the session names one. */
@@ -418,9 +416,9 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
 
 /* What the window is matched against (rec_reconcile_views' stored), *n views: the working
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
- * window reaches further back than the entry holds, the older turns of its span of turn ids
- * read from the database into *db (the views borrow them: the caller decrefs it; NULL when
- * none were read; MEMORY_SPAN_ROWS). The array is new. */
+ * window reaches further back than the entry holds, the older turns of the window's turn
+ * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
+ * when none were read; MEMORY_MAX_READ). The array is new. */
 static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
                                           const struct rec_window *w, size_t *n, json_t **db)
 {
@@ -430,8 +428,10 @@ static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entr
     *db = NULL;
     if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
         return ws;
-    *db = store_turns_span(rec->rd->sr, rec->tenant, rec->sid, oldest, rec_window_newest(w),
-                           MEMORY_SPAN_ROWS * rec_window_size(w) + MEMORY_SPAN_SLACK);
+    size_t nids;
+    int64_t *ids = rec_window_turn_ids(w, &nids);
+    *db = store_turns_of(rec->rd->sr, rec->tenant, rec->sid, ids, nids, MEMORY_MAX_READ);
+    free(ids);
     atomic_fetch_add_explicit(&rec->rd->m->span_rows, json_array_size(*db), memory_order_relaxed);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
     size_t nd = json_array_size(*db), k = 0;

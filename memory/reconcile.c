@@ -604,9 +604,26 @@ int64_t rec_window_newest(const struct rec_window *w)
     return w->newest;
 }
 
-size_t rec_window_size(const struct rec_window *w)
+static int rec_cmp_i64(const void *a, const void *b)
 {
-    return w->nturns;
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t *rec_window_turn_ids(const struct rec_window *w, size_t *count)
+{
+    int64_t *ids = xmalloc((w->nturns + 1) * sizeof(*ids));
+    size_t n = 0;
+    for (size_t i = 0; i < w->nturns; i++)
+        if (w->turns[i].turn_id >= 0)
+            ids[n++] = w->turns[i].turn_id;
+    qsort(ids, n, sizeof(*ids), rec_cmp_i64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    *count = k;
+    return ids;
 }
 
 void rec_window_free(struct rec_window *w)

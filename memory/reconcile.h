@@ -87,14 +87,15 @@ void rec_view_read(struct rec_view *v, json_t *t);
  * window unchanged. rec_window_oldest(): the oldest turn id when every turn of the window
  * (its messages with a string role but system and developer) has one — turn-id mode, where
  * matching needs only the stored turns from that id on — else -1; rec_window_newest(): the
- * newest then, else -1; rec_window_size(): how many turns (messages but system ones) it has.
+ * newest then, else -1. rec_window_turn_ids(): the window's distinct turn ids, ascending, in
+ * a new array (free() it), *count of them.
  */
 struct jmemo;
 struct rec_window;
 struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo);
 int64_t rec_window_oldest(const struct rec_window *w);
 int64_t rec_window_newest(const struct rec_window *w);
-size_t rec_window_size(const struct rec_window *w);
+int64_t *rec_window_turn_ids(const struct rec_window *w, size_t *count);
 void rec_window_free(struct rec_window *w);
 
 /*

@@ -403,7 +403,7 @@ struct store {
 
 enum store_rstmt {
     RS_TURNS,
-    RS_TURNS_SPAN,
+    RS_TURNS_OF,
     RS_SESSION,
     RS_SUMMARY,
     RS_FACTS,
@@ -1846,11 +1846,13 @@ static const char *const store_rsql[RS__COUNT] = {
     [RS_TURNS] = "SELECT * FROM (SELECT " STORE_TURN_COLS " FROM messages WHERE sid = "
                  "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
                  "AND turn_id >= ?3 ORDER BY seq DESC LIMIT ?4) ORDER BY seq",
-    /* by turn_id, not seq: through the index on (sid, turn_id, ...), so that only the span's
-     * rows are visited (ordered by seq, SQLite walks the whole session backwards) */
-    [RS_TURNS_SPAN] = "SELECT * FROM (SELECT " STORE_TURN_COLS " FROM messages WHERE sid = "
-                      "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
-                      "AND turn_id BETWEEN ?3 AND ?5 ORDER BY turn_id DESC LIMIT ?4) ORDER BY seq",
+    /* ordered by turn_id inside (and the LIMIT keeps SQLite from folding that order away):
+     * so the rows are found through the index on (sid, turn_id, ...), one lookup a turn id;
+     * ordered by seq, SQLite walks the whole session instead */
+    [RS_TURNS_OF] = "SELECT * FROM (SELECT " STORE_TURN_COLS " FROM messages WHERE sid = "
+                    "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
+                    "AND turn_id IN (SELECT value FROM json_each(?3)) "
+                    "ORDER BY turn_id, seq LIMIT ?4) ORDER BY seq",
     [RS_SESSION] = "SELECT id, tenant, user_id, profile, status, system_messages, window_hash, "
                    "created_ms, updated_ms, stopped_ms, (SELECT COUNT(*) FROM messages m WHERE "
                    "m.sid = s.sid), runtime_system, labels, metadata, runtime_params "
@@ -2019,19 +2021,27 @@ json_t *store_turns(struct store_reader *r, const char *tenant, const char *sess
     return out;
 }
 
-json_t *store_turns_span(struct store_reader *r, const char *tenant, const char *session_id,
-                         int64_t min_turn, int64_t max_turn, size_t limit)
+json_t *store_turns_of(struct store_reader *r, const char *tenant, const char *session_id,
+                       const int64_t *turn_ids, size_t n, size_t limit)
 {
     json_t *out = json_array();
-    sqlite3_stmt *s = r->stmt[RS_TURNS_SPAN];
+    char *ids = xmalloc(n * 21 + 3), *p = ids; /* "[1,2,...]": 20 digits and a comma each */
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            *p++ = ',';
+        p += sprintf(p, "%lld", (long long)turn_ids[i]);
+    }
+    *p++ = ']';
+    sqlite3_stmt *s = r->stmt[RS_TURNS_OF];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, min_turn);
-    sqlite3_bind_int64(s, 4, (sqlite3_int64)limit);
-    sqlite3_bind_int64(s, 5, max_turn);
+    sqlite3_bind_text(s, 3, ids, (int)(p - ids), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, limit ? (sqlite3_int64)limit : -1);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(out, store_turn_row(s));
     store_rdone(s);
+    free(ids);
     return out;
 }
 

@@ -216,11 +216,11 @@ json_t *store_session_get(struct store_reader *r, const char *tenant, const char
  * limit of them (0 = all). An unknown session gives an empty array. */
 json_t *store_turns(struct store_reader *r, const char *tenant, const char *session_id,
                     int64_t min_turn, size_t limit);
-/* The session's turns whose turn_id is min_turn..max_turn, in seq order, at most limit of
- * them (those of the newest turn ids). Read through the index on turn ids: the session's
- * other turns are never visited, however many it has. */
-json_t *store_turns_span(struct store_reader *r, const char *tenant, const char *session_id,
-                         int64_t min_turn, int64_t max_turn, size_t limit);
+/* The session's turns of these n turn ids (turn_ids >= 0), in seq order, at most limit of
+ * them (0 = all). Read through the index on turn ids: the session's other turns are never
+ * visited, however many it has. */
+json_t *store_turns_of(struct store_reader *r, const char *tenant, const char *session_id,
+                       const int64_t *turn_ids, size_t n, size_t limit);
 
 /* A tenant's sessions, newest first, optionally of one user and/or status, at most limit:
  * {"sessions": [...], "next": cursor|null}; pass next back as before for the next page. */

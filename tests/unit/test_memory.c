@@ -205,9 +205,9 @@ static void test_window_older_than_working_set(void **state)
 }
 
 /* A turn-id window reaching back past the working set reads only the stored turns of its own
- * turn ids, however long the session: here 4 rows of a 400-row session, where it read all
- * 392 the working set did not hold (a restarted agent under the same session id, whose turn
- * ids begin again at 1, made every request read the whole session). */
+ * turn ids, however long the session: here 4 rows of a 400-row session, where it read every
+ * row from the window's oldest turn on (a restarted agent under the same session id, whose
+ * turn ids begin again at 1, made every request read the whole session). */
 static void test_window_reaching_back_reads_its_span(void **state)
 {
     struct env v = {0};
@@ -243,6 +243,20 @@ static void test_window_reaching_back_reads_its_span(void **state)
         lines += *c == '\n';
     assert_int_equal(lines, 400); /* matched, not stored again */
     assert_non_null(strstr(got, "1|user|q1|0\n1|assistant|a1|0\n2|user|q2|0\n2|assistant|a2|0\n"));
+    free(got);
+    json_decref(back);
+    back = json_array(); /* turn ids far apart: their rows only, not the 150 turns between */
+    add(back, "user", "q1", 1);
+    add(back, "assistant", "a1", 1);
+    add(back, "user", "q150", 150);
+    exchange(&v, "long", back, "a150");
+    memory_stats(v.m, &before);
+    assert_int_equal(before.span_turns - after.span_turns, 4);
+    got = rows(&v, "long");
+    lines = 0;
+    for (const char *c = got; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 400);
     free(got);
     json_decref(back);
     env_close(&v);
