@@ -330,6 +330,47 @@ static void test_repeated_exchange(void **state)
     json_decref(store);
 }
 
+/* Many messages of one turn (a tool-heavy turn, or a client that gives every message the same
+ * id): each gets its own index among its turn's messages of its role, in order, whether it
+ * is new, already stored, or new after stored ones; a window that says them again adds
+ * nothing. Matching groups the messages by turn and role rather than scanning them all for
+ * each one. */
+static void test_many_messages_of_one_turn(void **state)
+{
+    (void)state;
+    json_t *store = json_array(), *msgs = json_array();
+    char text[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(text, sizeof(text), "%s %d", i % 2 ? "answer" : "question", i / 2);
+        json_array_append_new(msgs,
+                              json_pack("{s:s, s:s, s:i}", "role", i % 2 ? "assistant" : "user",
+                                        "content", text, "turn_id", 7));
+    }
+    json_t *first = json_array();
+    for (int i = 0; i < 200; i++)
+        json_array_append(first, json_array_get(msgs, (size_t)i));
+    struct rec_result r = run(store, first);
+    assert_int_equal(json_array_size(r.inserts), 200);
+    rec_result_clear(&r);
+    r = run(store, msgs); /* the 200 again, then 100 more */
+    assert_int_equal(json_array_size(r.inserts), 100);
+    assert_int_equal(json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    r = run(store, msgs);
+    assert_int_equal(json_array_size(r.inserts), 0);
+    rec_result_clear(&r);
+    assert_int_equal(json_array_size(store), 300);
+    for (int i = 0; i < 150; i++) {
+        snprintf(text, sizeof(text), "question %d", i);
+        assert_string_equal(str(find(store, 7, "user", i), "content"), text);
+        snprintf(text, sizeof(text), "answer %d", i);
+        assert_string_equal(str(find(store, 7, "assistant", i), "content"), text);
+    }
+    json_decref(first);
+    json_decref(msgs);
+    json_decref(store);
+}
+
 static int64_t oldest_of(json_t *msgs)
 {
     struct rec_window *w = rec_window_read(msgs, NULL);
@@ -404,6 +445,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reworded_replies),
         cmocka_unit_test(test_window_hash_is_stable),
         cmocka_unit_test(test_window_oldest),
+        cmocka_unit_test(test_many_messages_of_one_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
