@@ -67,7 +67,7 @@ struct memory {
     struct ws_entry **buckets;
     size_t nbuckets, nentries, total;
     struct ws_entry *lru_head, *lru_tail;
-    atomic_uint_fast64_t span_rows; /* turns read by memory_stored_for (memory_stats) */
+    atomic_uint_fast64_t reach_back; /* turns read by memory_stored_for (memory_stats) */
 };
 
 struct memory_reader {
@@ -432,7 +432,7 @@ static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entr
     int64_t *ids = rec_window_turn_ids(w, &nids);
     *db = store_turns_of(rec->rd->sr, rec->tenant, rec->sid, ids, nids, MEMORY_MAX_READ);
     free(ids);
-    atomic_fetch_add_explicit(&rec->rd->m->span_rows, json_array_size(*db), memory_order_relaxed);
+    atomic_fetch_add_explicit(&rec->rd->m->reach_back, json_array_size(*db), memory_order_relaxed);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
     size_t nd = json_array_size(*db), k = 0;
     struct rec_view *out = xmalloc((nd + *n + 1) * sizeof(*out));
@@ -1112,7 +1112,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->batches_failed = c.failed;
     out->commit_delays = c.delayed;
     out->checkpoints = c.checkpoints;
-    out->span_turns = atomic_load_explicit(&m->span_rows, memory_order_relaxed);
+    out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;
     pthread_mutex_lock(&m->mu);
     out->sessions = m->nentries;

@@ -58,15 +58,15 @@ struct memory *memory_open(const struct memory_opts *o, char **err);
 
 /* Counters for /metrics: read from any thread, values may be a moment apart. */
 struct memory_stats {
-    uint64_t transactions;   /* committed by the writer */
-    uint64_t batches_ok;     /* requests' and replies' writes committed */
-    uint64_t batches_failed; /* writes that could not be committed (logged) */
-    uint64_t commit_delays;  /* transactions held for storage.commit_delay_us */
-    uint64_t checkpoints;    /* WAL checkpoints the writer ran */
-    uint64_t span_turns;     /* stored turns read for turn-id windows older than the working set */
-    int64_t replies_pending; /* recorded requests under way whose reply is not written yet */
-    uint64_t sessions;       /* sessions in the working set */
-    uint64_t turns;          /* turns in the working set */
+    uint64_t transactions;     /* committed by the writer */
+    uint64_t batches_ok;       /* requests' and replies' writes committed */
+    uint64_t batches_failed;   /* writes that could not be committed (logged) */
+    uint64_t commit_delays;    /* transactions held for storage.commit_delay_us */
+    uint64_t checkpoints;      /* WAL checkpoints the writer ran */
+    uint64_t reach_back_turns; /* turns read for turn-id windows older than the working set */
+    int64_t replies_pending;   /* recorded requests under way whose reply is not written yet */
+    uint64_t sessions;         /* sessions in the working set */
+    uint64_t turns;            /* turns in the working set */
 };
 void memory_stats(struct memory *m, struct memory_stats *out);
 /* Wait until every write submitted so far is committed and its callback handed over. */

@@ -307,18 +307,19 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
                    (unsigned long long)m->checkpoints, (long long)m->replies_pending);
-    metrics_printf(o,
-                   "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"
-                   "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"
-                   "# HELP memproxy_memory_turns Turns in the working set (an empty session "
-                   "counts as one).\n"
-                   "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n"
-                   "# HELP memproxy_memory_span_turns_total Stored turns read from the database "
-                   "to match turn-id windows reaching back past the working set.\n"
-                   "# TYPE memproxy_memory_span_turns_total counter\n"
-                   "memproxy_memory_span_turns_total %llu\n",
-                   (unsigned long long)m->sessions, (unsigned long long)m->turns,
-                   (unsigned long long)m->span_turns);
+    metrics_printf(
+        o,
+        "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"
+        "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"
+        "# HELP memproxy_memory_turns Turns in the working set (an empty session "
+        "counts as one).\n"
+        "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n"
+        "# HELP memproxy_memory_reach_back_turns_total Stored turns read from the database "
+        "to match turn-id windows reaching back past the working set.\n"
+        "# TYPE memproxy_memory_reach_back_turns_total counter\n"
+        "memproxy_memory_reach_back_turns_total %llu\n",
+        (unsigned long long)m->sessions, (unsigned long long)m->turns,
+        (unsigned long long)m->reach_back_turns);
 }
 
 char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,

@@ -229,14 +229,15 @@ static void test_window_reaching_back_reads_its_span(void **state)
     }
     struct memory_stats before, after;
     memory_stats(v.m, &before);
-    assert_int_equal(before.span_turns, 0); /* a sliding window stays within the working set */
+    assert_int_equal(before.reach_back_turns,
+                     0); /* a sliding window stays within the working set */
     json_t *back = json_array();
     add(back, "user", "q1", 1);
     add(back, "assistant", "a1", 1);
     add(back, "user", "q2", 2);
     exchange(&v, "long", back, "a2");
     memory_stats(v.m, &after);
-    assert_int_equal(after.span_turns, 4); /* turns 1 and 2: their questions and answers */
+    assert_int_equal(after.reach_back_turns, 4); /* turns 1 and 2: their questions and answers */
     char *got = rows(&v, "long");
     int lines = 0;
     for (const char *c = got; *c; c++)
@@ -251,7 +252,7 @@ static void test_window_reaching_back_reads_its_span(void **state)
     add(back, "user", "q150", 150);
     exchange(&v, "long", back, "a150");
     memory_stats(v.m, &before);
-    assert_int_equal(before.span_turns - after.span_turns, 4);
+    assert_int_equal(before.reach_back_turns - after.reach_back_turns, 4);
     got = rows(&v, "long");
     lines = 0;
     for (const char *c = got; *c; c++)
