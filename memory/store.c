@@ -2030,7 +2030,7 @@ json_t *store_turns_of(struct store_reader *r, const char *tenant, const char *s
     for (size_t i = 0; i < n; i++) {
         if (i > 0)
             *p++ = ',';
-        p += sprintf(p, "%lld", (long long)turn_ids[i]);
+        p = util_put_u64(p, (uint64_t)turn_ids[i]); /* the window's ids are >= 0 */
     }
     *p++ = ']';
     sqlite3_stmt *s = r->stmt[RS_TURNS_OF];

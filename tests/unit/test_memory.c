@@ -104,6 +104,15 @@ static char *query(struct env *v, const char *sql, const char *sid, int turn_id)
     return out;
 }
 
+/* How many rows rows() gave. */
+static int lines_of(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
 /* "turn_id|role|content|interrupted" of the session's rows in seq order. */
 static char *rows(struct env *v, const char *sid)
 {
@@ -195,10 +204,7 @@ static void test_window_older_than_working_set(void **state)
     assert_non_null(strstr(got, "1|user|q1|0\n1|assistant|a1 long answer|0\n2|user|q2|0\n"
                                 "2|assistant|a2|1\n3|user|q3|0\n"));
     assert_non_null(strstr(got, "13|user|q13|0\n13|assistant|a13 long answer|0\n"));
-    int lines = 0;
-    for (const char *c = got; *c; c++)
-        lines += *c == '\n';
-    assert_int_equal(lines, 26);
+    assert_int_equal(lines_of(got), 26);
     free(got);
     json_decref(msgs);
     env_close(&v);
@@ -239,10 +245,7 @@ static void test_window_reaching_back_reads_its_span(void **state)
     memory_stats(v.m, &after);
     assert_int_equal(after.reach_back_turns, 4); /* turns 1 and 2: their questions and answers */
     char *got = rows(&v, "long");
-    int lines = 0;
-    for (const char *c = got; *c; c++)
-        lines += *c == '\n';
-    assert_int_equal(lines, 400); /* matched, not stored again */
+    assert_int_equal(lines_of(got), 400); /* matched, not stored again */
     assert_non_null(strstr(got, "1|user|q1|0\n1|assistant|a1|0\n2|user|q2|0\n2|assistant|a2|0\n"));
     free(got);
     json_decref(back);
@@ -254,10 +257,7 @@ static void test_window_reaching_back_reads_its_span(void **state)
     memory_stats(v.m, &before);
     assert_int_equal(before.reach_back_turns - after.reach_back_turns, 4);
     got = rows(&v, "long");
-    lines = 0;
-    for (const char *c = got; *c; c++)
-        lines += *c == '\n';
-    assert_int_equal(lines, 400);
+    assert_int_equal(lines_of(got), 400);
     free(got);
     json_decref(back);
     env_close(&v);
@@ -415,10 +415,7 @@ static void test_sliding_window_call(void **state)
     assert_non_null(strstr(got, "35|user|q35|0\n35|assistant|looking it up|0\n35|tool|42|0\n"
                                 "35|assistant|a35 long answer|0\n36|user|q36|0\n"));
     assert_non_null(strstr(got, "40|user|q40|0\n40|assistant|a40 long answer|0\n"));
-    int lines = 0;
-    for (const char *c = got; *c; c++)
-        lines += *c == '\n';
-    assert_int_equal(lines, 82);
+    assert_int_equal(lines_of(got), 82);
     free(got);
     got = working_set(&v, "call"); /* nothing doubled there either */
     assert_string_equal(got, "q38,a38 long answer,q39,a39 long answer,q40,a40 long answer");
