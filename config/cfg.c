@@ -1,7 +1,7 @@
-#include "cfg.h"
+#include "config/cfg.h"
 
-#include "util.h"
-#include "log.h"
+#include "base/util.h"
+#include "base/log.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-#include "cache.h"
+#include "memory/cache.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <ctype.h>
 #include <openssl/evp.h>

@@ -1,6 +1,6 @@
-#include "history.h"
+#include "memory/history.h"
 
-#include "util.h"
+#include "base/util.h"
 
 static const char *const history_full_fields[] = {
     "seq",   "turn_idx",      "tool_calls", "tool_call_id", "name",      "model",

@@ -1,14 +1,14 @@
-#include "memory.h"
+#include "memory/memory.h"
 
-#include "cache.h"
-#include "history.h"
-#include "log.h"
-#include "reconcile.h"
-#include "snapshot.h"
-#include "store.h"
-#include "summary.h"
-#include "turnlist.h"
-#include "util.h"
+#include "memory/cache.h"
+#include "memory/history.h"
+#include "base/log.h"
+#include "memory/reconcile.h"
+#include "memory/snapshot.h"
+#include "memory/store.h"
+#include "memory/summary.h"
+#include "memory/turnlist.h"
+#include "base/util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,8 +1,8 @@
-#include "recall.h"
+#include "memory/recall.h"
 
-#include "jtext.h"
-#include "reconcile.h"
-#include "util.h"
+#include "base/jtext.h"
+#include "memory/reconcile.h"
+#include "base/util.h"
 
 #include <math.h>
 #include <openssl/evp.h>

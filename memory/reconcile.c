@@ -1,7 +1,7 @@
-#include "reconcile.h"
+#include "memory/reconcile.h"
 
-#include "jmemo.h"
-#include "util.h"
+#include "base/jmemo.h"
+#include "base/util.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-#include "snapshot.h"
+#include "memory/snapshot.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>

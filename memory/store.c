@@ -1,12 +1,12 @@
-#include "store.h"
+#include "memory/store.h"
 
-#include "jtext.h"
-#include "log.h"
-#include "util.h"
+#include "base/jtext.h"
+#include "base/log.h"
+#include "base/util.h"
 
-#include "history.h"
-#include "recall.h"
-#include "walbuf.h"
+#include "memory/history.h"
+#include "memory/recall.h"
+#include "memory/walbuf.h"
 
 #include <openssl/rand.h>
 #include <errno.h>

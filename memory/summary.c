@@ -1,8 +1,8 @@
-#include "summary.h"
+#include "memory/summary.h"
 
-#include "jtext.h"
-#include "snapshot.h"
-#include "util.h"
+#include "base/jtext.h"
+#include "memory/snapshot.h"
+#include "base/util.h"
 
 #include <stdio.h>
 #include <string.h>

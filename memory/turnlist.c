@@ -1,6 +1,6 @@
-#include "turnlist.h"
+#include "memory/turnlist.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <string.h>
 

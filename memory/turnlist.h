@@ -24,7 +24,7 @@
 #ifndef MEMPROXY_TURNLIST_H
 #define MEMPROXY_TURNLIST_H
 
-#include "reconcile.h"
+#include "memory/reconcile.h"
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
-#include "walbuf.h"
+#include "memory/walbuf.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <pthread.h>
 #include <sqlite3.h>

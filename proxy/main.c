@@ -1,15 +1,15 @@
 /*
  * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
  */
-#include "cfg.h"
-#include "lifecycle.h"
-#include "jalloc.h"
-#include "log.h"
-#include "memory.h"
-#include "server.h"
-#include "tx.h"
-#include "upstream.h"
-#include "util.h"
+#include "config/cfg.h"
+#include "proxy/jobs/lifecycle.h"
+#include "base/jalloc.h"
+#include "base/log.h"
+#include "memory/memory.h"
+#include "proxy/http/server.h"
+#include "transforms/tx.h"
+#include "proxy/upstream/upstream.h"
+#include "base/util.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>

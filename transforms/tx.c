@@ -1,8 +1,8 @@
-#include "tx.h"
+#include "transforms/tx.h"
 
-#include "jtext.h"
-#include "reconcile.h"
-#include "util.h"
+#include "base/jtext.h"
+#include "memory/reconcile.h"
+#include "base/util.h"
 
 #include <stdint.h>
 #include <stdio.h>

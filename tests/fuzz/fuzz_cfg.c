@@ -2,7 +2,7 @@
  * Fuzz the configuration loader with YAML text: it must load or refuse with a message that
  * names the source, never crash. A loaded config goes through validation too.
  */
-#include "cfg.h"
+#include "config/cfg.h"
 #include "fuzz.h"
 
 #include <stdlib.h>

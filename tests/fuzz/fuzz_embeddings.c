@@ -4,7 +4,7 @@
  * passes must be usable as retrieval's question: finite, one dimension, within the cap.
  */
 #include "fuzz.h"
-#include "recall.h"
+#include "memory/recall.h"
 
 #include <math.h>
 #include <stdlib.h>

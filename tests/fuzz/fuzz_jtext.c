@@ -14,8 +14,8 @@
  * (twice: once learning them, once copying them).
  */
 #include "fuzz.h"
-#include "jmemo.h"
-#include "jtext.h"
+#include "base/jmemo.h"
+#include "base/jtext.h"
 
 #include <stdlib.h>
 #include <string.h>

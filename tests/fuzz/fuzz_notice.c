@@ -4,8 +4,8 @@
  * id, and signature checks of arbitrary headers never crash.
  */
 #include "fuzz.h"
-#include "util.h"
-#include "webhook.h"
+#include "base/util.h"
+#include "proxy/jobs/webhook.h"
 
 #include <jansson.h>
 #include <stdlib.h>

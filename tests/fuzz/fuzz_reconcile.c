@@ -10,9 +10,9 @@
  * themselves.
  */
 #include "fuzz.h"
-#include "jmemo.h"
-#include "reconcile.h"
-#include "turnlist.h"
+#include "base/jmemo.h"
+#include "memory/reconcile.h"
+#include "memory/turnlist.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  * same two ways (reply_set_body, reply_set_body_tree).
  */
 #include "fuzz.h"
-#include "reply.h"
+#include "proxy/chat/reply.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * bytes without control characters, and stripping must remove every routing field.
  */
 #include "fuzz.h"
-#include "session.h"
+#include "proxy/chat/session.h"
 
 #include <stdlib.h>
 #include <string.h>

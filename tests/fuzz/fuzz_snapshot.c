@@ -5,7 +5,7 @@
  * SNAPSHOT_MAX_FACTS facts with confidence in [0, 1].
  */
 #include "fuzz.h"
-#include "snapshot.h"
+#include "memory/snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * type are what a byte-by-byte reading of its raw span gives.
  */
 #include "fuzz.h"
-#include "sse.h"
+#include "proxy/chat/sse.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,8 +7,8 @@
  * so that it evicts.
  */
 #include "fuzz.h"
-#include "jmemo.h"
-#include "tx.h"
+#include "base/jmemo.h"
+#include "transforms/tx.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * through jalloc), never write past what it returns, and never grow the input.
  */
 #include "fuzz.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <event2/http.h>
 #include <stdlib.h>

@@ -54,8 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jmemo.h"
-#include "jtext.h"
+#include "base/jmemo.h"
+#include "base/jtext.h"
 
 struct mock_config {
     char *reply;

@@ -1,0 +1,69 @@
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum log_level log_level = LOG_INFO;
+static _Thread_local const char *log_thread_name;
+
+void log_set_level(enum log_level level)
+{
+    log_level = level;
+}
+
+int log_level_parse(const char *name, enum log_level *out)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *out = (enum log_level)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void log_set_thread_name(const char *name)
+{
+    char comm[16]; /* the kernel's limit, with its NUL */
+    log_thread_name = name;
+    if (name == NULL)
+        return;
+    snprintf(comm, sizeof(comm), "%s", name);
+    pthread_setname_np(pthread_self(), comm); /* what top -H, ps -L and perf show */
+}
+
+int log_enabled(enum log_level level)
+{
+    return level >= log_level;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    static const char *const tags[] = {"debug", "info", "warn", "error"};
+    char line[LOG_LINE_MAX];
+    struct timespec ts;
+    struct tm tm;
+
+    if (!log_enabled(level))
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s%s%s",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, tags[level], log_thread_name ? "[" : "",
+                     log_thread_name ? log_thread_name : "", log_thread_name ? "] " : "");
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof(line) - 1)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    ssize_t rc = write(STDERR_FILENO, line, (size_t)n);
+    (void)rc;
+}

@@ -1,0 +1,549 @@
+#include "proxy/chat/chat.h"
+
+#include "proxy/chat/chatreq.h"
+#include "proxy/jobs/embedder.h"
+#include "base/jmemo.h"
+#include "base/log.h"
+#include "proxy/chat/lookup.h"
+#include "memory/memory.h"
+#include "memory/recall.h"
+#include "proxy/chat/relay.h"
+#include "proxy/chat/reply.h"
+#include "proxy/http/respond.h"
+#include "proxy/http/server.h"
+#include "proxy/chat/session.h"
+#include "proxy/jobs/summarizer.h"
+#include "transforms/tx.h"
+#include "proxy/upstream/upstream.h"
+#include "base/util.h"
+
+#include <event2/keyvalq_struct.h>
+#include <string.h>
+
+struct chat {
+    struct worker *w;
+    struct chatreq creq;
+    struct reply *reply;
+    struct memory_rec *rec; /* NULL: the request names no session */
+    int rec_pending;        /* the request is still to be recorded (after the transfer starts) */
+    struct relay *relay;    /* while its end waits for a commit */
+    const struct cfg_profile *prof;
+    const char *tenant; /* the client key's (the config's string) */
+    char *user;         /* the request's user id, or NULL */
+    enum metrics_route route;
+    uint64_t t_start;
+    char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
+    struct lookup *lookup;          /* the question's embedding on its way */
+    struct evhttp_request *waiting; /* the request, while the lookup runs */
+    char *question;                 /* the question's text, while its lookup runs */
+    float *query;                   /* the question's embedding, or NULL */
+    size_t qdim;
+    char cache_key[65];             /* set when the turn may be answered from the cache */
+    struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
+    char *hit_text;
+    size_t hit_len;
+    uint64_t t_commit; /* when the reply's commit was asked for */
+    int refs;          /* the relay's, and one while a commit is awaited */
+};
+
+static void chat_unref(struct chat *c)
+{
+    if (--c->refs > 0)
+        return;
+    memory_rec_free(c->rec);
+    lookup_cancel(c->lookup);
+    free(c->recall_sid);
+    free(c->question);
+    free(c->query);
+    free(c->user);
+    free(c->hit_text);
+    chatreq_clear(&c->creq);
+    reply_destroy(c->reply);
+    free(c);
+}
+
+/* ---- recording ---- */
+
+static void chat_record_request(struct chat *c)
+{
+    if (!c->rec_pending)
+        return; /* done already, or no session */
+    c->rec_pending = 0;
+    memory_rec_request(c->rec);
+}
+
+static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
+{
+    size_t len = 0;
+    memset(mr, 0, sizeof(*mr));
+    mr->content = reply_content(c->reply, &len);
+    mr->tool_calls = reply_tool_calls(c->reply);
+    mr->model = reply_model(c->reply);
+    mr->finish_reason = reply_finish_reason(c->reply);
+    mr->usage = reply_usage(c->reply);
+    relay_times(r, &mr->ttft_us, &mr->latency_us);
+}
+
+/* The reply's commit is reported: now the end of the response may go. */
+static void chat_committed(void *arg, int ok)
+{
+    struct chat *c = arg;
+    struct relay *r = c->relay;
+    c->relay = NULL;
+    metrics_commit_wait(c->w->metrics, util_now_us() - c->t_commit);
+    if (r == NULL) {
+        server_release(c->w); /* the client left meanwhile */
+    } else if (ok) {
+        relay_finish(r);
+        if (c->prof->summarize && c->prof->summary_threshold > 0) /* a turn more to count */
+            summarizer_wake(server_summarizer(c->w->srv));
+        if (c->prof->retrieval) /* turns to embed */
+            embedder_wake(server_embedder(c->w->srv));
+    } else {
+        struct apierr e;
+        log_error("a turn could not be stored; ending the response with an error");
+        apierr_set(&e, APIERR_STORAGE, NULL, "the turn could not be stored");
+        relay_error(r, &e);
+    }
+    chat_unref(c);
+}
+
+/* ---- relay hooks ---- */
+
+/* The reply is read only to be recorded or cached: otherwise it is never parsed. */
+static int chat_keeps_reply(const struct chat *c)
+{
+    return c->rec != NULL || c->cache_key[0] != '\0';
+}
+
+/* On the forwarding path: decide cheaply, parse later (chat_after_send). */
+static int chat_on_event(void *arg, const struct sse_event *ev)
+{
+    struct chat *c = arg;
+    int usage_only = reply_is_usage_only(ev->data, ev->data_len);
+    if (chat_keeps_reply(c))
+        reply_queue_chunk(c->reply, ev->data, ev->data_len);
+    return !(usage_only && !c->creq.include_usage);
+}
+
+static void chat_after_send(void *arg)
+{
+    struct chat *c = arg;
+    reply_flush(c->reply);
+}
+
+/* A complete, plain-text answer to a cacheable turn goes into the cache. */
+static void chat_cache_keep(struct chat *c, const struct memory_reply *mr)
+{
+    const char *fin = mr->finish_reason;
+    if (c->cache_key[0] == '\0' || mr->content == NULL || *mr->content == '\0' ||
+        mr->tool_calls != NULL || fin == NULL || strcmp(fin, "stop") != 0)
+        return;
+    memory_cache_put(c->w->mem, c->tenant, c->user, c->cache_key, mr->content, mr->model,
+                     c->prof->cache_ttl_ms);
+}
+
+static void chat_on_complete(void *arg, struct relay *r, const char *body, size_t len)
+{
+    struct chat *c = arg;
+    struct memory_reply mr;
+    if (!chat_keeps_reply(c)) {
+        relay_finish(r);
+        return;
+    }
+    reply_flush(c->reply);
+    if (body != NULL && reply_set_body(c->reply, body, len) != 0)
+        log_warn("upstream answered 2xx with a body that is not a JSON object");
+    if (c->rec == NULL) {
+        chat_reply_of(c, r, &mr);
+        chat_cache_keep(c, &mr);
+        relay_finish(r);
+        return;
+    }
+    chat_record_request(c);
+    chat_reply_of(c, r, &mr);
+    chat_cache_keep(c, &mr);
+    c->relay = r;
+    c->refs++;
+    c->t_commit = util_now_us();
+    memory_rec_reply(c->rec, &mr, c->w->base, chat_committed, c);
+}
+
+static void chat_on_client_gone(void *arg, struct relay *r)
+{
+    struct chat *c = arg;
+    struct memory_reply mr;
+    reply_flush(c->reply);
+    if (c->rec == NULL || memory_rec_replied(c->rec))
+        return;
+    chat_record_request(c);
+    chat_reply_of(c, r, &mr);
+    mr.interrupted = 1;
+    mr.finish_reason = "client_disconnected";
+    memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+}
+
+/* The relay is going. A reply cut short by an upstream failure after its request was
+ * recorded is still what the caller heard: record it. */
+static void chat_release(void *arg)
+{
+    struct chat *c = arg;
+    size_t len = 0;
+    if (c->relay != NULL) { /* its commit is still awaited: the loop must wait for it */
+        c->relay = NULL;
+        server_hold(c->w);
+    }
+    reply_content(c->reply, &len);
+    if (c->rec != NULL && !c->rec_pending && !memory_rec_replied(c->rec) && len > 0) {
+        struct memory_reply mr = {.content = reply_content(c->reply, &len),
+                                  .model = reply_model(c->reply),
+                                  .finish_reason = "upstream_error",
+                                  .ttft_us = -1};
+        memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+    }
+    chat_unref(c);
+}
+
+static const struct relay_hooks chat_hooks = {
+    .on_event = chat_on_event,
+    .on_complete = chat_on_complete,
+    .on_client_gone = chat_on_client_gone,
+    .release = chat_release,
+    .after_send = chat_after_send,
+};
+
+/* ---- the request ---- */
+
+static int chat_stored_mode(const struct cfg_profile *prof)
+{
+    return strcmp(prof->history, "stored") == 0;
+}
+
+static int chat_is_system(json_t *m)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    return role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
+}
+
+static int chat_session(struct chat *c, struct evhttp_request *req, const struct route_ctx *rc,
+                        const struct cfg_profile *prof, struct session_ids *ids, struct apierr *e)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct session_input si = {.h_session = evhttp_find_header(in, "X-Session-Id"),
+                               .h_user = evhttp_find_header(in, "X-User-Id"),
+                               .query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)),
+                               .body = c->creq.body,
+                               .id_fields = &c->w->cfg->session_id_fields};
+    if (session_resolve(&si, ids, e) != 0)
+        return -1;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    if (ids->session_id == NULL && c->w->cfg->sessions_require) {
+        apierr_set(e, APIERR_INVALID_REQUEST, "session_id",
+                   "a session id is required: send X-Session-Id, ?session_id= or session_id");
+        return -1;
+    }
+    evhttp_add_header(out, "X-Memproxy-Session", ids->session_id ? ids->session_id : "none");
+    if (ids->session_id != NULL) {
+        struct memory_rec_params p = {.tenant = rc->tenant,
+                                      .session_id = ids->session_id,
+                                      .user_id = ids->user_id,
+                                      .profile = prof->name,
+                                      .messages = c->creq.messages,
+                                      .memo = c->w->memo,
+                                      .turn_id = json_object_get(c->creq.body, "turn_id"),
+                                      .append = chat_stored_mode(prof),
+                                      .embed = prof->retrieval};
+        c->rec = memory_rec_new(c->w->reader, &p);
+        c->rec_pending = 1; /* recorded once chat_forward() has started the transfer */
+    }
+    session_strip(c->creq.body, &c->w->cfg->session_id_fields);
+    return 0;
+}
+
+/* A stored turn's fields other than its text, for the memo's estimate of its size. */
+#define CHAT_TURN_FIELDS 256
+
+/* The stored turns never change (memory.h) and come again with every request: the worker's
+ * memo holds them, so that the transforms' work on a turn and its text are made once. */
+static void chat_hold_history(struct chat *c, json_t *history)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m)
+    {
+        if (jmemo_find(c->w->memo, m) == NULL)
+            jmemo_hold(c->w->memo, m, tx_tokens(m) * TX_CHARS_PER_TOKEN + CHAT_TURN_FIELDS);
+    }
+}
+
+/* What the model is sent, before the transforms: the profile's system messages, then the
+ * client's messages — in stored mode with the session's history between the client's system
+ * messages and its new ones. *history gets the number of stored messages put in. */
+static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
+                             size_t *history_n)
+{
+    json_t *out = json_array(), *m;
+    size_t i;
+    for (i = 0; i < prof->system_messages.n; i++)
+        json_array_append_new(
+            out, json_pack("{s:s, s:s}", "role", "system", "content", prof->system_messages.v[i]));
+    if (history == NULL) {
+        json_array_extend(out, c->creq.messages);
+        return out;
+    }
+    json_array_foreach(c->creq.messages, i, m) if (chat_is_system(m)) json_array_append(out, m);
+    chat_hold_history(c, history);
+    json_array_extend(out, history);
+    *history_n = json_array_size(history);
+    json_array_foreach(c->creq.messages, i, m) if (!chat_is_system(m)) json_array_append(out, m);
+    return out;
+}
+
+/* The retrieved turns' system message, put last among the injected ones; *n gets how many
+ * turns it holds. */
+static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_context *mc,
+                                  size_t *n)
+{
+    const struct cfg_profile *p = c->prof;
+    struct recall_opts o = {.recent = (size_t)p->retrieval_recent,
+                            .importance = p->retrieval_importance,
+                            .similarity = p->retrieval_similarity,
+                            .relevant = (size_t)p->retrieval_relevant,
+                            .budget_tokens = (size_t)p->retrieval_budget};
+    struct recall_stats st;
+    struct recall_pick *pick = recall_pick_new(&o, c->query, c->qdim, msgs);
+    memory_recall(c->w->reader, c->tenant, c->user, c->recall_sid, (size_t)p->retrieval_scan, pick);
+    json_t *m = recall_pick_message(pick, &st);
+    recall_pick_free(pick);
+    *n = st.injected;
+    if (m == NULL)
+        return;
+    if (mc->inject == NULL)
+        mc->inject = json_array();
+    json_array_append_new(mc->inject, m);
+}
+
+/* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N]", the
+ * first n of counts (written by hand: it is on every request, and printf is slow). */
+static void chat_context_header(struct evhttp_request *req, const size_t *counts, size_t n)
+{
+    static const char *const names[] = {
+        "messages=", "; history=", "; trimmed=", "; injected=", "; recalled="};
+    char v[160], *p = v;
+    for (size_t i = 0; i < n && i < UTIL_ARRAY_LEN(names); i++) {
+        size_t k = strlen(names[i]);
+        memcpy(p, names[i], k);
+        p = util_put_u64(p + k, counts[i]);
+    }
+    *p = '\0';
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
+}
+
+/* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
+static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size_t *len)
+{
+    const struct cfg_profile *prof = c->prof;
+    struct memory_context mc = {0};
+    size_t history_n = 0, recalled = 0;
+    /* the session's runtime params and injected memory (from the working set; a cold
+     * session is read once), and its history when the profile keeps it */
+    if (c->rec != NULL)
+        memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
+    json_t *up = chatreq_upstream(&c->creq, prof->model);
+    chatreq_apply_params(up, mc.params);
+    json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
+    if (c->recall_sid != NULL)
+        chat_recalled_message(c, msgs, &mc, &recalled);
+    struct tx_ctx tx = {
+        .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
+    tx_run(&tx, msgs);
+    json_object_set_new(up, "messages", msgs);
+    if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
+        c->cache_key[0] = '\0'; /* it depends on earlier context */
+    if (prof->context_header) {
+        size_t counts[] = {json_array_size(msgs), history_n, tx.trimmed, tx.injected, recalled};
+        chat_context_header(req, counts, prof->retrieval ? 5 : 4);
+    }
+    char *body = chatreq_dump(up, c->w->memo, len);
+    json_decref(up);
+    json_decref(mc.history);
+    json_decref(mc.inject);
+    json_decref(mc.params);
+    return body;
+}
+
+/* Send a cache hit's answer; the chat is done. */
+static void chat_cache_send(struct chat *c, struct evhttp_request *req)
+{
+    respond_send(c->w, METRICS_ROUTE_CHAT, req, 200, c->creq.stream ? "text/event-stream" : NULL,
+                 c->hit_text, c->hit_len);
+    chat_unref(c);
+}
+
+/* A hit's turn is committed: now its answer goes, as a reply's end would. */
+static void chat_cache_committed(void *arg, int ok)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    metrics_commit_wait(w->metrics, util_now_us() - c->t_commit);
+    if (ok) {
+        chat_cache_send(c, c->hit_req);
+    } else {
+        struct apierr e;
+        apierr_set(&e, APIERR_STORAGE, NULL, "the turn could not be stored");
+        respond_error(w, METRICS_ROUTE_CHAT, c->hit_req, &e);
+        chat_unref(c);
+    }
+    server_release(w);
+}
+
+/* Answer from the cache when it holds this turn (1: answered, the chat is taken); the turn
+ * is recorded like any other, its reply with the cached model. Cache-Control: no-cache skips
+ * the lookup (the fresh answer is still kept). */
+static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
+{
+    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    if (cc != NULL && strstr(cc, "no-cache") != NULL)
+        return 0;
+    json_t *hit = memory_cache_get(c->w->reader, c->cache_key);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Cache",
+                      hit ? "hit" : "miss");
+    if (hit == NULL)
+        return 0;
+    const char *content = json_string_value(json_object_get(hit, "content"));
+    const char *model = json_string_value(json_object_get(hit, "model"));
+    char id[48];
+    snprintf(id, sizeof(id), "chatcmpl-cache-%.24s", c->cache_key);
+    c->hit_text =
+        reply_synthesize(id, content, model, c->creq.stream, c->creq.include_usage, &c->hit_len);
+    if (c->rec == NULL) {
+        chat_cache_send(c, req);
+    } else {
+        struct memory_reply mr = {.content = content, .model = model, .finish_reason = "stop"};
+        chat_record_request(c);
+        c->hit_req = req;
+        c->t_commit = util_now_us();
+        server_hold(c->w); /* a draining worker waits for the answer */
+        memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
+    }
+    json_decref(hit);
+    return 1;
+}
+
+/* Build the upstream request and send it (or answer from the cache). The chat is taken. */
+static void chat_forward(struct chat *c, struct evhttp_request *req)
+{
+    struct relay_params p = {.profile = c->prof,
+                             .path = "/chat/completions",
+                             .stream = c->creq.stream,
+                             .route = c->route,
+                             .t_start = c->t_start};
+    p.body = chat_upstream_body(c, req, &p.body_len);
+    if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
+        free(p.body);
+        return;
+    }
+    /* The request is recorded once the transfer has started (relay_start sends the request
+     * on a pooled connection, or starts connecting), so storage never delays it; no loop
+     * turn is spent in between. relay_start may end the relay and release c: a reference
+     * keeps c. If the relay has ended already, its hooks recorded the request, or no
+     * upstream could be started and it is recorded now, as after a later failure. */
+    c->refs++;
+    relay_start(c->w, req, &p, &chat_hooks, c);
+    chat_record_request(c);
+    chat_unref(c);
+}
+
+/* The lookup is over (query NULL: late or failed): the request goes on. */
+static void chat_looked_up(void *arg, float *query, size_t dim)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    struct evhttp_request *req = c->waiting;
+    c->lookup = NULL;
+    c->waiting = NULL;
+    c->query = query;
+    c->qdim = dim;
+    if (query != NULL) /* the question's turn takes this embedding: not embedded twice */
+        memory_rec_question(c->rec, c->prof->retrieval_model, c->question, query, dim);
+    chat_forward(c, req);
+    server_release(w); /* after: the relay now keeps a drain waiting */
+}
+
+/* Retrieval (its candidates are read when the upstream body is built): when some earlier
+ * turn of the caller has an embedding, the question's is asked for and the request waits for
+ * it (1), at most the profile's retrieval_timeout. Without any, relevance could find nothing:
+ * no wait (0). */
+static int chat_recall(struct chat *c, struct evhttp_request *req, const char *session_id)
+{
+    if (!c->prof->retrieval || c->rec == NULL)
+        return 0;
+    c->recall_sid = xstrdup(session_id);
+    if (!memory_recall_embedded(c->w->reader, c->tenant, c->user, session_id))
+        return 0;
+    c->question = recall_query_text(c->creq.messages);
+    if (c->question == NULL)
+        return 0;
+    c->waiting = req;
+    server_hold(c->w); /* a draining worker waits for the request to go on */
+    c->lookup = lookup_start(c->w, c->prof, c->question, chat_looked_up, c);
+    return 1;
+}
+
+/* Whose messages the memo keeps: one tenant's are never another's. */
+static uint64_t chat_memo_seed(const char *tenant)
+{
+    return tenant != NULL ? util_hash64(0, tenant, strlen(tenant)) : 0;
+}
+
+static void chat_memo_report(struct worker *w)
+{
+    struct jmemo_stats st;
+    if (w->memo == NULL)
+        return;
+    jmemo_stats(w->memo, &st);
+    metrics_memo(w->metrics, st.hits, st.misses, st.bytes);
+}
+
+void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+{
+    struct apierr e;
+    struct chatreq_opts opt = {.max_depth = (size_t)w->cfg->max_json_depth,
+                               .max_messages = (size_t)w->cfg->max_messages,
+                               .memo = w->memo,
+                               .memo_seed = chat_memo_seed(rc->tenant)};
+    struct session_ids ids = {0};
+    struct chat *c = xcalloc(1, sizeof(*c));
+    c->w = w;
+    c->refs = 1;
+    c->reply = reply_create();
+    c->route = rc->route;
+    c->t_start = rc->t_start;
+
+    if (rc->body == NULL) {
+        apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
+        goto fail;
+    }
+    int parsed = chatreq_parse(rc->body, rc->body_len, &opt, &c->creq, &e);
+    chat_memo_report(w);
+    if (parsed != 0)
+        goto fail;
+    const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
+    if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)
+        goto fail;
+    c->prof = prof;
+    c->tenant = rc->tenant;
+    c->user = ids.user_id ? xstrdup(ids.user_id) : NULL;
+    if (chat_recall(c, req, ids.session_id)) {
+        session_ids_clear(&ids);
+        upstream_kick(w->up); /* the lookup's request on the wire now (it may end inside) */
+        return;
+    }
+    session_ids_clear(&ids);
+    chat_forward(c, req);
+    return;
+fail:
+    session_ids_clear(&ids);
+    chat_unref(c);
+    respond_error(w, rc->route, req, &e);
+}

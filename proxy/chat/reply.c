@@ -1,0 +1,400 @@
+#include "proxy/chat/reply.h"
+
+#include "proxy/chat/chunkscan.h"
+#include "base/jtext.h"
+#include "base/util.h"
+
+#include <string.h>
+
+struct reply {
+    char *content;
+    size_t len, cap;
+    char *finish_reason;
+    char *model;
+    json_t *usage;
+    json_t *tool_calls; /* array of {id, type, function:{name, arguments}} */
+    size_t chunks;
+    int truncated;
+    char *queue; /* chunks waiting for reply_flush(): [size_t len][bytes]... */
+    struct chunkscan_buf scan;
+    size_t qlen, qcap;
+};
+
+struct reply *reply_create(void)
+{
+    return xcalloc(1, sizeof(struct reply));
+}
+
+void reply_destroy(struct reply *r)
+{
+    if (r == NULL)
+        return;
+    free(r->queue);
+    chunkscan_buf_free(&r->scan);
+    free(r->content);
+    free(r->finish_reason);
+    free(r->model);
+    json_decref(r->usage);
+    json_decref(r->tool_calls);
+    free(r);
+}
+
+static void reply_append(struct reply *r, const char *s, size_t n)
+{
+    if (r->len + n > REPLY_MAX_TEXT) {
+        r->truncated = 1;
+        n = REPLY_MAX_TEXT - r->len;
+    }
+    if (r->len + n + 1 > r->cap) {
+        r->cap = (r->len + n + 1) * 2;
+        r->content = xrealloc(r->content, r->cap);
+    }
+    memcpy(r->content + r->len, s, n);
+    r->len += n;
+    r->content[r->len] = '\0';
+}
+
+/* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
+ * unchanged is not copied again. */
+static void reply_set_span(char **dst, const char *s, size_t n)
+{
+    if (*dst != NULL && strlen(*dst) == n && memcmp(*dst, s, n) == 0)
+        return;
+    free(*dst);
+    *dst = xstrndup(s, n);
+}
+
+static void reply_set_str(char **dst, json_t *v)
+{
+    if (json_is_string(v))
+        reply_set_span(dst, json_string_value(v), json_string_length(v));
+}
+
+/* Append src's string to dst's string value in obj[key] (tool call arguments arrive in parts). */
+static void reply_concat(struct reply *r, json_t *obj, const char *key, json_t *src)
+{
+    if (!json_is_string(src))
+        return;
+    json_t *cur = json_object_get(obj, key);
+    size_t a = json_is_string(cur) ? json_string_length(cur) : 0;
+    size_t b = json_string_length(src);
+    if (a + b > REPLY_MAX_TEXT) {
+        r->truncated = 1;
+        return;
+    }
+    char *joined = xmalloc(a + b + 1);
+    if (a > 0)
+        memcpy(joined, json_string_value(cur), a);
+    memcpy(joined + a, json_string_value(src), b);
+    joined[a + b] = '\0';
+    json_object_set_new(obj, key, json_stringn_nocheck(joined, a + b));
+    free(joined);
+}
+
+static json_t *reply_tool_slot(struct reply *r, json_t *delta_call)
+{
+    json_t *jidx = json_object_get(delta_call, "index");
+    size_t idx = json_is_integer(jidx) && json_integer_value(jidx) >= 0
+                     ? (size_t)json_integer_value(jidx)
+                     : json_array_size(r->tool_calls);
+    if (r->tool_calls == NULL)
+        r->tool_calls = json_array();
+    if (idx > 128) /* a model does not make hundreds of parallel calls; refuse to grow */
+        return NULL;
+    while (json_array_size(r->tool_calls) <= idx)
+        json_array_append_new(r->tool_calls,
+                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", "", "type", "function",
+                                        "function", "name", "", "arguments", ""));
+    return json_array_get(r->tool_calls, idx);
+}
+
+static void reply_add_tool_calls(struct reply *r, json_t *calls)
+{
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call)
+    {
+        json_t *slot = reply_tool_slot(r, call);
+        if (slot == NULL)
+            continue;
+        json_t *fn = json_object_get(call, "function");
+        json_t *sfn = json_object_get(slot, "function");
+        if (json_is_string(json_object_get(call, "id")))
+            json_object_set(slot, "id", json_object_get(call, "id"));
+        if (json_is_string(json_object_get(call, "type")))
+            json_object_set(slot, "type", json_object_get(call, "type"));
+        reply_concat(r, sfn, "name", json_object_get(fn, "name"));
+        reply_concat(r, sfn, "arguments", json_object_get(fn, "arguments"));
+    }
+}
+
+/* One choice's delta (stream) or message (body): only choice 0 is the spoken reply. */
+static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
+{
+    json_t *msg = json_object_get(choice, part);
+    json_t *content = json_object_get(msg, "content");
+    if (json_is_string(content) && json_string_length(content) > 0) {
+        reply_append(r, json_string_value(content), json_string_length(content));
+        r->chunks++;
+    }
+    json_t *calls = json_object_get(msg, "tool_calls");
+    if (json_is_array(calls)) {
+        if (strcmp(part, "message") == 0) { /* whole calls, not deltas */
+            json_decref(r->tool_calls);
+            r->tool_calls = json_deep_copy(calls);
+        } else {
+            reply_add_tool_calls(r, calls);
+        }
+    }
+    reply_set_str(&r->finish_reason, json_object_get(choice, "finish_reason"));
+}
+
+/* Takes a reference to usage when it is an object (the one it replaces is left unchanged:
+ * reply_usage()'s promise). */
+static void reply_take_usage(struct reply *r, json_t *usage)
+{
+    if (json_is_object(usage)) {
+        json_decref(r->usage);
+        r->usage = json_incref(usage);
+    }
+}
+
+static void reply_take_common(struct reply *r, json_t *root)
+{
+    reply_set_str(&r->model, json_object_get(root, "model"));
+    reply_take_usage(r, json_object_get(root, "usage"));
+}
+
+/* A chunk chunkscan read: what reply_take_common and reply_take_choice take from its tree. */
+static void reply_take_scanned(struct reply *r, const struct chunkscan *c)
+{
+    if (c->model.s != NULL)
+        reply_set_span(&r->model, c->model.s, c->model.len);
+    if (c->content.len > 0) {
+        reply_append(r, c->content.s, c->content.len);
+        r->chunks++;
+    }
+    if (c->finish_reason.s != NULL)
+        reply_set_span(&r->finish_reason, c->finish_reason.s, c->finish_reason.len);
+}
+
+enum reply_chunk reply_add_chunk(struct reply *r, const char *data, size_t len)
+{
+    struct chunkscan c;
+    if (chunkscan_delta(data, len, &r->scan, &c)) {
+        reply_take_scanned(r, &c);
+        return REPLY_CHUNK;
+    }
+    return reply_add_chunk_tree(r, data, len);
+}
+
+enum reply_chunk reply_add_chunk_tree(struct reply *r, const char *data, size_t len)
+{
+    json_t *root = jtext_load(data, len, 0, NULL);
+    enum reply_chunk kind = REPLY_CHUNK;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return REPLY_INVALID;
+    }
+    json_t *choices = json_object_get(root, "choices");
+    if (json_object_get(root, "error") != NULL) {
+        kind = REPLY_ERROR;
+    } else if (json_is_array(choices) && json_array_size(choices) == 0 &&
+               json_is_object(json_object_get(root, "usage"))) {
+        kind = REPLY_USAGE_ONLY;
+    }
+    reply_take_common(r, root);
+    json_t *choice = json_array_get(choices, 0);
+    if (json_is_object(choice))
+        reply_take_choice(r, choice, "delta");
+    json_decref(root);
+    return kind;
+}
+
+int reply_set_body(struct reply *r, const char *body, size_t len)
+{
+    struct chunkscan c;
+    if (chunkscan_message(body, len, &r->scan, &c)) {
+        reply_take_scanned(r, &c);
+        if (c.usage.s != NULL) {
+            json_t *usage = jtext_load(c.usage.s, c.usage.len, 0, NULL);
+            reply_take_usage(r, usage);
+            json_decref(usage);
+        }
+        return 0;
+    }
+    return reply_set_body_tree(r, body, len);
+}
+
+int reply_set_body_tree(struct reply *r, const char *body, size_t len)
+{
+    json_t *root = jtext_load(body, len, 0, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return -1;
+    }
+    reply_take_common(r, root);
+    json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
+    if (json_is_object(choice))
+        reply_take_choice(r, choice, "message");
+    json_decref(root);
+    return 0;
+}
+
+const char *reply_content(const struct reply *r, size_t *len)
+{
+    *len = r->len;
+    return r->content ? r->content : "";
+}
+
+const char *reply_finish_reason(const struct reply *r)
+{
+    return r->finish_reason;
+}
+
+const char *reply_model(const struct reply *r)
+{
+    return r->model;
+}
+
+json_t *reply_usage(const struct reply *r)
+{
+    return r->usage;
+}
+
+json_t *reply_tool_calls(const struct reply *r)
+{
+    return r->tool_calls;
+}
+
+size_t reply_chunks(const struct reply *r)
+{
+    return r->chunks;
+}
+
+int reply_truncated(const struct reply *r)
+{
+    return r->truncated;
+}
+
+/* "choices" followed by an empty array, outside any string (a quote inside a JSON string is
+ * escaped, so the key's opening quote is never preceded by a backslash). */
+static int reply_has_empty_choices(const char *data, size_t len)
+{
+    static const char key[] = "\"choices\"";
+    const char *end = data + len, *p = data;
+    while ((p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1)) != NULL) {
+        const char *q = p + sizeof(key) - 1;
+        int escaped = p > data && p[-1] == '\\';
+        p = q;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (escaped || q >= end || *q++ != ':')
+            continue;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (q >= end || *q++ != '[')
+            continue;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
+        if (q < end && *q == ']')
+            return 1;
+    }
+    return 0;
+}
+
+int reply_is_usage_only(const char *data, size_t len)
+{
+    if (!reply_has_empty_choices(data, len))
+        return 0;
+    json_t *root = jtext_load(data, len, 0, NULL); /* rare: confirm it */
+    json_t *choices = json_object_get(root, "choices");
+    int yes = json_is_array(choices) && json_array_size(choices) == 0 &&
+              json_is_object(json_object_get(root, "usage"));
+    json_decref(root);
+    return yes;
+}
+
+void reply_queue_chunk(struct reply *r, const char *data, size_t len)
+{
+    if (r->qlen + sizeof(size_t) + len > REPLY_MAX_QUEUE)
+        reply_flush(r);
+    if (sizeof(size_t) + len > REPLY_MAX_QUEUE) {
+        reply_add_chunk(r, data, len);
+        return;
+    }
+    if (r->qlen + sizeof(size_t) + len > r->qcap) {
+        r->qcap = (r->qlen + sizeof(size_t) + len) * 2;
+        r->queue = xrealloc(r->queue, r->qcap);
+    }
+    memcpy(r->queue + r->qlen, &len, sizeof(size_t));
+    memcpy(r->queue + r->qlen + sizeof(size_t), data, len);
+    r->qlen += sizeof(size_t) + len;
+}
+
+void reply_flush(struct reply *r)
+{
+    size_t off = 0;
+    while (off < r->qlen) {
+        size_t len;
+        memcpy(&len, r->queue + off, sizeof(size_t));
+        reply_add_chunk(r, r->queue + off + sizeof(size_t), len);
+        off += sizeof(size_t) + len;
+    }
+    r->qlen = 0;
+}
+
+static json_t *reply_usage_zero(void)
+{
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", 0, "completion_tokens", 0, "total_tokens",
+                     0);
+}
+
+/* Append one "data: ..." event for chunk (taken) to *out. */
+static void reply_sse(char **out, json_t *chunk)
+{
+    char *text = jtext_dump(chunk, NULL);
+    char *n = xasprintf("%sdata: %s\n\n", *out, text);
+    free(text);
+    free(*out);
+    *out = n;
+    json_decref(chunk);
+}
+
+static char *reply_stream_text(const char *id, const char *content, const char *model,
+                               json_int_t created, int include_usage, size_t *len)
+{
+    char *out = xstrdup("");
+    reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:n}]}", "id", id,
+                              "object", "chat.completion.chunk", "created", created, "model", model,
+                              "choices", "index", 0, "delta", "role", "assistant", "content",
+                              content, "finish_reason"));
+    reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{}, s:s}]}", "id", id, "object",
+                              "chat.completion.chunk", "created", created, "model", model,
+                              "choices", "index", 0, "delta", "finish_reason", "stop"));
+    if (include_usage)
+        reply_sse(&out, json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", id, "object",
+                                  "chat.completion.chunk", "created", created, "model", model,
+                                  "choices", "usage", reply_usage_zero()));
+    char *n = xasprintf("%sdata: [DONE]\n\n", out);
+    free(out);
+    *len = strlen(n);
+    return n;
+}
+
+char *reply_synthesize(const char *id, const char *content, const char *model, int stream,
+                       int include_usage, size_t *len)
+{
+    json_int_t created = util_wall_ms() / 1000;
+    if (model == NULL)
+        model = "";
+    if (stream)
+        return reply_stream_text(id, content, model, created, include_usage, len);
+    json_t *b = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:o}", "id", id,
+                          "object", "chat.completion", "created", created, "model", model,
+                          "choices", "index", 0, "message", "role", "assistant", "content", content,
+                          "finish_reason", "stop", "usage", reply_usage_zero());
+    char *text = jtext_dump(b, len);
+    json_decref(b);
+    return text;
+}

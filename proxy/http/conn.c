@@ -1,0 +1,329 @@
+#include "proxy/http/conn.h"
+
+#include "base/log.h"
+#include "base/util.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+enum conn_mode {
+    CONN_OFF,    /* no event on the socket */
+    CONN_KEEP,   /* read and peer-closed: the socket's interest never changes per request */
+    CONN_CLOSED, /* peer-closed only: bytes of a pipelined request are waiting */
+};
+
+struct conn {
+    struct conn_table *t;
+    struct evhttp_connection *evcon;
+    evutil_socket_t fd;
+    /* EV_READ | EV_CLOSED, two of them so that one can be put ahead of evhttp's read event
+     * without the socket's interest ever dropping (conn_sent): keep[front] is the one added */
+    struct event *keep[2];
+    int front;
+    struct event *closed; /* EV_CLOSED, made when first needed */
+    enum conn_mode mode;
+    int fresh; /* watched since the last wake-up: a read wake-up may be the request's bytes */
+    void (*on_hup)(void *);
+    void *hup_arg;
+    conn_close_cb on_close;
+    void *close_arg;
+};
+
+struct conn_table {
+    struct event_base *base;
+    int early_close; /* the backend reports a peer's close apart from readable bytes */
+    struct conn **byfd;
+    size_t cap;
+};
+
+static void conn_event_cb(evutil_socket_t fd, short what, void *arg);
+
+enum {
+    CONN_LIBEVENT_READ = 4096, /* libevent 2.1's most per read (EVBUFFER_MAX_READ) */
+    /* One read ahead asks for this much: the rest of libevent's chain (8 KiB for its 4 KiB
+     * read) and a new one of 16 KiB with its header, a size jalloc keeps. evbuffer rounds a
+     * chain up to a power of two, so asking for 64 KiB would cost a 128 KiB block, past
+     * malloc's mmap threshold, per request. */
+    CONN_READ_AHEAD = 16 * 1024 - 64,
+    CONN_READ_AHEAD_MAX = 256 * 1024, /* one wake-up reads ahead no more, then others' turn */
+};
+
+/* Our own commit calls the callback again: it must not read ahead of itself. */
+static _Thread_local int conn_reading_ahead;
+/* The conn whose bytes we are handing to evhttp (conn_read_first): the request evhttp finds
+ * in them is not one it read in this loop turn behind our back (conn_watch's fresh). */
+static _Thread_local const struct conn *conn_serving;
+
+/* One read of what is queued on fd into buf: the bytes read (0 when there were none, or at
+ * the end, or on an error: libevent's next read sees those), *full when it filled the space. */
+static size_t conn_read_ahead(struct evbuffer *buf, evutil_socket_t fd, int *full)
+{
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    size_t room = 0;
+    int nv = evbuffer_reserve_space(buf, CONN_READ_AHEAD, v, 2);
+    for (int i = 0; i < nv; i++) {
+        iov[i] = (struct iovec){.iov_base = v[i].iov_base, .iov_len = v[i].iov_len};
+        room += v[i].iov_len;
+    }
+    ssize_t got = nv > 0 ? readv(fd, iov, nv) : -1;
+    *full = got > 0 && (size_t)got == room;
+    if (got <= 0)
+        return 0;
+    size_t left = (size_t)got;
+    for (int i = 0; i < nv; i++) {
+        v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
+        left -= v[i].iov_len;
+    }
+    conn_reading_ahead = 1;
+    evbuffer_commit_space(buf, v, nv);
+    conn_reading_ahead = 0;
+    return (size_t)got;
+}
+
+/* Read what is queued on fd into buf while reads come back full, up to CONN_READ_AHEAD_MAX:
+ * the bytes read. */
+static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
+{
+    size_t total = 0;
+    int full = 1;
+    while (full && total < CONN_READ_AHEAD_MAX)
+        total += conn_read_ahead(buf, fd, &full);
+    return total;
+}
+
+static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    if (info->n_added != CONN_LIBEVENT_READ || conn_reading_ahead)
+        return; /* most calls: evhttp draining what it parsed */
+    evutil_socket_t fd = bufferevent_getfd(arg);
+    if (fd >= 0)
+        conn_read_all(buf, fd);
+}
+
+struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused)
+{
+    (void)unused;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL)
+        abort();
+    evbuffer_add_cb(bufferevent_get_input(bev), conn_input_cb, bev);
+    return bev;
+}
+
+struct conn_table *conn_table_create(struct event_base *base)
+{
+    struct conn_table *t = xcalloc(1, sizeof(*t));
+    t->base = base;
+    t->early_close = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
+    return t;
+}
+
+static void conn_free(struct conn *c)
+{
+    c->t->byfd[c->fd] = NULL;
+    event_free(c->keep[0]);
+    event_free(c->keep[1]);
+    if (c->closed != NULL)
+        event_free(c->closed);
+    free(c);
+}
+
+void conn_table_destroy(struct conn_table *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->byfd[i] != NULL)
+            conn_free(t->byfd[i]);
+    free(t->byfd);
+    free(t);
+}
+
+static evutil_socket_t conn_fd(struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    return bev != NULL ? bufferevent_getfd(bev) : -1;
+}
+
+/* The conn of evcon, or NULL. */
+static struct conn *conn_find(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    evutil_socket_t fd = conn_fd(evcon);
+    if (fd < 0 || (size_t)fd >= t->cap || t->byfd[fd] == NULL)
+        return NULL;
+    if (t->byfd[fd]->evcon != evcon) { /* cannot happen: evhttp closes through conn_closed */
+        log_warn("conn: socket %d changed hands unseen", (int)fd);
+        conn_free(t->byfd[fd]);
+        return NULL;
+    }
+    return t->byfd[fd];
+}
+
+static void conn_set_mode(struct conn *c, enum conn_mode mode)
+{
+    if (c->mode == mode)
+        return;
+    if (c->mode == CONN_KEEP)
+        event_del(c->keep[c->front]);
+    else if (c->mode == CONN_CLOSED)
+        event_del(c->closed);
+    if (mode == CONN_CLOSED && !c->t->early_close)
+        mode = CONN_OFF; /* nothing tells a close from bytes without reading them */
+    if (mode == CONN_KEEP) {
+        event_add(c->keep[c->front], NULL);
+    } else if (mode == CONN_CLOSED) {
+        if (c->closed == NULL)
+            c->closed = event_new(c->t->base, c->fd, EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+        event_add(c->closed, NULL);
+    }
+    c->mode = mode;
+}
+
+/* evhttp is freeing the connection: the conn goes first, then whoever else asked is told. */
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct conn *c = arg;
+    conn_close_cb cb = c->on_close;
+    void *cb_arg = c->close_arg;
+    conn_free(c);
+    if (cb != NULL)
+        cb(evcon, cb_arg);
+}
+
+static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    evutil_socket_t fd = conn_fd(evcon);
+    if (c != NULL || fd < 0)
+        return c;
+    t->byfd = xgrow(t->byfd, &t->cap, (size_t)fd, sizeof(*t->byfd));
+    c = xcalloc(1, sizeof(*c));
+    c->t = t;
+    c->evcon = evcon;
+    c->fd = fd;
+    for (int i = 0; i < 2; i++)
+        c->keep[i] = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+    t->byfd[fd] = c;
+    evhttp_connection_set_closecb(evcon, conn_closed, c);
+    return c;
+}
+
+/* 1: the peer closed (or the socket failed), 0: bytes are waiting, -1: nothing after all. */
+static int conn_peek(evutil_socket_t fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return 0;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return -1;
+    return 1;
+}
+
+/* evhttp is waiting for bytes on c and our event came first: read them into evhttp's input
+ * and hand them over, so that libevent's own read, next in this loop turn, finds evhttp no
+ * longer reading (it stops once it has a whole request) and does not run. When nothing was
+ * read (an end, an error) it is left to libevent's read, which reports it to evhttp. evhttp
+ * may free the connection, and c with it. */
+static void conn_read_first(struct conn *c, struct bufferevent *bev, evutil_socket_t fd)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_unfreeze(in, 0); /* the bufferevent keeps its input's end frozen but to read */
+    size_t got = conn_read_all(in, fd);
+    evbuffer_freeze(in, 0);
+    if (got == 0)
+        return;
+    conn_serving = c;
+    bufferevent_trigger(bev, EV_READ, 0);
+    conn_serving = NULL;
+}
+
+static void conn_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->evcon);
+    if (bufferevent_get_enabled(bev) & EV_READ) { /* the bytes, and an end, are evhttp's */
+        if (what & EV_READ)
+            conn_read_first(c, bev, fd);
+        return;
+    }
+    int closed = (what & EV_CLOSED) != 0;
+    if (!closed) {
+        if (c->fresh) { /* possibly the request evhttp read in this same loop turn */
+            c->fresh = 0;
+            return;
+        }
+        closed = conn_peek(fd);
+        if (closed < 0)
+            return;
+    }
+    if (closed && c->on_hup != NULL) {
+        c->on_hup(c->hup_arg); /* frees the connection, and c */
+        return;
+    }
+    /* a pipelined request waits (evhttp reads it after this response), or the peer went
+     * while nobody watches (the response's write will fail): stop waking up for it */
+    conn_set_mode(c, closed ? CONN_OFF : CONN_CLOSED);
+}
+
+/* The close callback of evcon, whose conn (found already) is c or NULL: the conn passes it
+ * on once it owns evhttp's, else it goes to evhttp directly. */
+static void conn_closecb(struct conn *c, struct evhttp_connection *evcon, conn_close_cb cb,
+                         void *arg)
+{
+    if (c == NULL) {
+        evhttp_connection_set_closecb(evcon, cb, arg);
+        return;
+    }
+    c->on_close = cb;
+    c->close_arg = arg;
+}
+
+void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,
+                      void *arg)
+{
+    conn_closecb(conn_find(t, evcon), evcon, cb, arg);
+}
+
+void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on_hup)(void *),
+                conn_close_cb on_close, void *arg)
+{
+    struct conn *c = conn_get(t, evcon);
+    conn_closecb(c, evcon, on_close, arg);
+    if (c == NULL)
+        return;
+    c->on_hup = on_hup;
+    c->hup_arg = arg;
+    c->fresh = c != conn_serving;
+    conn_set_mode(c, CONN_KEEP);
+}
+
+void conn_sent(struct conn_table *t, evutil_socket_t fd)
+{
+    struct conn *c = fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+    if (c == NULL || c->mode != CONN_KEEP ||
+        !(bufferevent_get_enabled(evhttp_connection_get_bufferevent(c->evcon)) & EV_READ))
+        return;
+    /* the other one first: the socket's interest never drops, so the kernel is not told */
+    struct event *old = c->keep[c->front];
+    c->front ^= 1;
+    event_add(c->keep[c->front], NULL);
+    event_del(old);
+}
+
+void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c != NULL) {
+        c->on_hup = NULL;
+        c->hup_arg = NULL;
+        c->fresh = 0;
+    }
+    conn_closecb(c, evcon, NULL, NULL);
+}

@@ -1,0 +1,347 @@
+#include "proxy/http/metrics.h"
+
+#include "memory/memory.h"
+#include "base/util.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Status codes counted by exact value; anything else lands in "other". */
+static const int metrics_statuses[] = {200, 400, 401, 403, 404, 405, 409,
+                                       413, 429, 500, 502, 503, 504};
+#define METRICS_NSTATUS (UTIL_ARRAY_LEN(metrics_statuses) + 1)
+
+/* Upper bounds in microseconds. */
+static const uint64_t metrics_bounds_us[] = {
+    25,    50,     100,    250,    500,     1000,    2500,    5000,     10000,   25000,
+    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
+#define METRICS_NBUCKETS (UTIL_ARRAY_LEN(metrics_bounds_us) + 1)
+
+static const char *const metrics_route_names[] = {"chat",    "models", "embeddings", "health",
+                                                  "metrics", "rest",   "other"};
+static const char *const metrics_failure_names[] = {"unreachable", "timeout", "broken", "status"};
+
+struct metrics_hist {
+    _Atomic uint64_t buckets[METRICS_NBUCKETS];
+    _Atomic uint64_t sum_us;
+    _Atomic uint64_t count;
+};
+
+struct metrics {
+    _Atomic uint64_t requests[METRICS_ROUTE__COUNT][METRICS_NSTATUS];
+    struct metrics_hist ttft, added, commit_wait;
+    _Atomic int64_t active_streams;
+    _Atomic uint64_t failures[METRICS_FAIL__COUNT];
+    _Atomic uint64_t fallbacks;
+    _Atomic uint64_t disconnects;
+    _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
+    _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
+    struct metrics_hist recall_wait;
+    _Atomic uint64_t embeds[METRICS_EMBED__COUNT];
+    _Atomic uint64_t memo_hits, memo_misses, memo_bytes;
+};
+
+/* Single writer per set: a relaxed load and store is enough and needs no locked instruction. */
+static inline void metrics_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+static inline uint64_t metrics_get(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+struct metrics *metrics_create(void)
+{
+    return xcalloc(1, sizeof(struct metrics));
+}
+
+void metrics_destroy(struct metrics *m)
+{
+    free(m);
+}
+
+void metrics_request(struct metrics *m, enum metrics_route route, int status)
+{
+    size_t i = 0;
+    while (i < UTIL_ARRAY_LEN(metrics_statuses) && metrics_statuses[i] != status)
+        i++;
+    metrics_add(&m->requests[route][i], 1);
+}
+
+static void metrics_observe(struct metrics_hist *h, uint64_t us)
+{
+    size_t i = 0;
+    while (i < UTIL_ARRAY_LEN(metrics_bounds_us) && us > metrics_bounds_us[i])
+        i++;
+    metrics_add(&h->buckets[i], 1);
+    metrics_add(&h->sum_us, us);
+    metrics_add(&h->count, 1);
+}
+
+void metrics_ttft(struct metrics *m, uint64_t us)
+{
+    metrics_observe(&m->ttft, us);
+}
+
+void metrics_added_latency(struct metrics *m, uint64_t us)
+{
+    metrics_observe(&m->added, us);
+}
+
+void metrics_stream_delta(struct metrics *m, int delta)
+{
+    int64_t v = atomic_load_explicit(&m->active_streams, memory_order_relaxed);
+    atomic_store_explicit(&m->active_streams, v + delta, memory_order_relaxed);
+}
+
+void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind)
+{
+    metrics_add(&m->failures[kind], 1);
+}
+
+void metrics_fallback(struct metrics *m)
+{
+    metrics_add(&m->fallbacks, 1);
+}
+
+void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes)
+{
+    atomic_store_explicit(&m->memo_hits, hits, memory_order_relaxed);
+    atomic_store_explicit(&m->memo_misses, misses, memory_order_relaxed);
+    atomic_store_explicit(&m->memo_bytes, bytes, memory_order_relaxed);
+}
+
+void metrics_client_disconnect(struct metrics *m)
+{
+    metrics_add(&m->disconnects, 1);
+}
+
+void metrics_hook(struct metrics *m, enum metrics_hook outcome)
+{
+    metrics_add(&m->hooks[outcome], 1);
+}
+
+void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us)
+{
+    metrics_add(&m->recalls[outcome], 1);
+    metrics_observe(&m->recall_wait, waited_us);
+}
+
+void metrics_commit_wait(struct metrics *m, uint64_t waited_us)
+{
+    metrics_observe(&m->commit_wait, waited_us);
+}
+
+void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
+{
+    metrics_add(&m->embeds[outcome], n);
+}
+
+/* ---- rendering ---- */
+
+struct metrics_out {
+    char *buf;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3))) static void metrics_printf(struct metrics_out *o,
+                                                                 const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        o->cap = o->cap * 2 + (size_t)(n > 0 ? n : 64);
+        o->buf = xrealloc(o->buf, o->cap);
+    }
+}
+
+static void metrics_render_requests(struct metrics_out *o, struct metrics *const *sets, size_t n)
+{
+    metrics_printf(o, "# HELP memproxy_requests_total Requests answered, by route and status.\n"
+                      "# TYPE memproxy_requests_total counter\n");
+    for (size_t r = 0; r < METRICS_ROUTE__COUNT; r++) {
+        for (size_t s = 0; s < METRICS_NSTATUS; s++) {
+            uint64_t v = 0;
+            for (size_t k = 0; k < n; k++)
+                v += metrics_get(&sets[k]->requests[r][s]);
+            if (v == 0)
+                continue;
+            char status[8] = "other";
+            if (s < UTIL_ARRAY_LEN(metrics_statuses))
+                snprintf(status, sizeof(status), "%d", metrics_statuses[s]);
+            metrics_printf(o, "memproxy_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                           metrics_route_names[r], status, (unsigned long long)v);
+        }
+    }
+}
+
+static void metrics_render_hist(struct metrics_out *o, struct metrics *const *sets, size_t n,
+                                size_t offset, const char *name, const char *help)
+{
+    uint64_t cum = 0, sum = 0, count = 0;
+    metrics_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t b = 0; b < METRICS_NBUCKETS; b++) {
+        for (size_t k = 0; k < n; k++) {
+            struct metrics_hist *h = (struct metrics_hist *)((char *)sets[k] + offset);
+            cum += metrics_get(&h->buckets[b]);
+        }
+        if (b < UTIL_ARRAY_LEN(metrics_bounds_us))
+            metrics_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name,
+                           (double)metrics_bounds_us[b] / 1e6, (unsigned long long)cum);
+        else
+            metrics_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    }
+    for (size_t k = 0; k < n; k++) {
+        struct metrics_hist *h = (struct metrics_hist *)((char *)sets[k] + offset);
+        sum += metrics_get(&h->sum_us);
+        count += metrics_get(&h->count);
+    }
+    metrics_printf(o, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum / 1e6, name,
+                   (unsigned long long)count);
+}
+
+static uint64_t metrics_sum(struct metrics *const *sets, size_t n, size_t offset)
+{
+    uint64_t v = 0;
+    for (size_t k = 0; k < n; k++)
+        v += metrics_get((_Atomic uint64_t *)((char *)sets[k] + offset));
+    return v;
+}
+
+/* A counter family: one series per label value, from the array of counters at offset. */
+static void metrics_render_family(struct metrics_out *o, struct metrics *const *sets, size_t n,
+                                  size_t offset, const char *name, const char *help,
+                                  const char *label, const char *const *values, size_t count)
+{
+    metrics_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (size_t i = 0; i < count; i++)
+        metrics_printf(
+            o, "%s{%s=\"%s\"} %llu\n", name, label, values[i],
+            (unsigned long long)metrics_sum(sets, n, offset + i * sizeof(_Atomic uint64_t)));
+}
+
+static void metrics_render_misc(struct metrics_out *o, struct metrics *const *sets, size_t n)
+{
+    int64_t active = 0;
+    for (size_t k = 0; k < n; k++)
+        active += atomic_load_explicit(&sets[k]->active_streams, memory_order_relaxed);
+    metrics_printf(o,
+                   "# HELP memproxy_active_streams Responses being streamed now.\n"
+                   "# TYPE memproxy_active_streams gauge\nmemproxy_active_streams %lld\n",
+                   (long long)active);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, failures),
+                          "memproxy_upstream_failures_total", "Upstream attempts that failed.",
+                          "kind", metrics_failure_names, METRICS_FAIL__COUNT);
+    metrics_printf(o,
+                   "# HELP memproxy_upstream_fallbacks_total Requests moved to a fallback.\n"
+                   "# TYPE memproxy_upstream_fallbacks_total counter\n"
+                   "memproxy_upstream_fallbacks_total %llu\n",
+                   (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, fallbacks)));
+    metrics_printf(o,
+                   "# HELP memproxy_client_disconnects_total Clients that hung up mid-response.\n"
+                   "# TYPE memproxy_client_disconnects_total counter\n"
+                   "memproxy_client_disconnects_total %llu\n",
+                   (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, disconnects)));
+    metrics_printf(
+        o,
+        "# HELP memproxy_parse_memo_lookups_total Chat messages looked up in the workers' "
+        "parse memo (server.parse_memo): a hit is a message not read again.\n"
+        "# TYPE memproxy_parse_memo_lookups_total counter\n"
+        "memproxy_parse_memo_lookups_total{result=\"hit\"} %llu\n"
+        "memproxy_parse_memo_lookups_total{result=\"miss\"} %llu\n"
+        "# HELP memproxy_parse_memo_bytes What the parse memos hold (messages' text and estimated "
+        "trees, what was learned of them, held stored turns).\n"
+        "# TYPE memproxy_parse_memo_bytes gauge\nmemproxy_parse_memo_bytes %llu\n",
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_hits)),
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_misses)),
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, memo_bytes)));
+    static const char *const hook_names[METRICS_HOOK__COUNT] = {"delivered", "retry", "failed"};
+    static const char *const recall_names[METRICS_RECALL__COUNT] = {"ready", "late", "failed"};
+    static const char *const embed_names[METRICS_EMBED__COUNT] = {"stored", "retry", "failed"};
+    metrics_render_family(o, sets, n, offsetof(struct metrics, hooks),
+                          "memproxy_webhook_tries_total", "Webhook dump tries by outcome.",
+                          "result", hook_names, METRICS_HOOK__COUNT);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, recalls),
+                          "memproxy_recall_lookups_total",
+                          "Retrieval lookups by outcome of the question's embedding.", "result",
+                          recall_names, METRICS_RECALL__COUNT);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, embeds), "memproxy_embeddings_total",
+                          "Stored turns' embeddings by outcome.", "result", embed_names,
+                          METRICS_EMBED__COUNT);
+}
+
+static void metrics_render_memory(struct metrics_out *o, const struct memory_stats *m)
+{
+    metrics_printf(o,
+                   "# HELP memproxy_store_transactions_total Transactions the writer committed.\n"
+                   "# TYPE memproxy_store_transactions_total counter\n"
+                   "memproxy_store_transactions_total %llu\n"
+                   "# HELP memproxy_store_writes_total Batches of writes (a request's turns, a "
+                   "reply) by outcome.\n"
+                   "# TYPE memproxy_store_writes_total counter\n"
+                   "memproxy_store_writes_total{result=\"ok\"} %llu\n"
+                   "memproxy_store_writes_total{result=\"failed\"} %llu\n"
+                   "# HELP memproxy_store_commit_delays_total Transactions held for "
+                   "storage.commit_delay_us so that replies arriving close together share them.\n"
+                   "# TYPE memproxy_store_commit_delays_total counter\n"
+                   "memproxy_store_commit_delays_total %llu\n"
+                   "# HELP memproxy_store_checkpoints_total WAL checkpoints the writer ran, "
+                   "each after reporting the commit that filled the WAL.\n"
+                   "# TYPE memproxy_store_checkpoints_total counter\n"
+                   "memproxy_store_checkpoints_total %llu\n"
+                   "# HELP memproxy_store_replies_pending Recorded requests under way whose "
+                   "reply is not written yet.\n"
+                   "# TYPE memproxy_store_replies_pending gauge\n"
+                   "memproxy_store_replies_pending %lld\n",
+                   (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
+                   (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
+                   (unsigned long long)m->checkpoints, (long long)m->replies_pending);
+    metrics_printf(
+        o,
+        "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"
+        "# TYPE memproxy_memory_sessions gauge\nmemproxy_memory_sessions %llu\n"
+        "# HELP memproxy_memory_turns Turns in the working set (an empty session "
+        "counts as one).\n"
+        "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n"
+        "# HELP memproxy_memory_reach_back_turns_total Stored turns read from the database "
+        "to match turn-id windows reaching back past the working set.\n"
+        "# TYPE memproxy_memory_reach_back_turns_total counter\n"
+        "memproxy_memory_reach_back_turns_total %llu\n",
+        (unsigned long long)m->sessions, (unsigned long long)m->turns,
+        (unsigned long long)m->reach_back_turns);
+}
+
+char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_stats *mem,
+                     size_t *len)
+{
+    struct metrics_out o = {.cap = 4096};
+    o.buf = xmalloc(o.cap);
+    metrics_render_requests(&o, sets, n);
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, ttft),
+                        "memproxy_upstream_ttft_seconds",
+                        "Upstream time to first token on streams.");
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, added),
+                        "memproxy_added_latency_seconds",
+                        "Time memproxy itself spends on a request, upstream time excluded.");
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, commit_wait),
+                        "memproxy_commit_wait_seconds",
+                        "Time a recorded response's end waited for its turn's commit.");
+    metrics_render_misc(&o, sets, n);
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, recall_wait),
+                        "memproxy_recall_wait_seconds",
+                        "Time a request waited for its retrieval lookup.");
+    metrics_render_memory(&o, mem);
+    *len = o.len;
+    return o.buf;
+}

@@ -1,0 +1,232 @@
+#include "proxy/http/routes.h"
+
+#include "proxy/http/auth.h"
+#include "proxy/chat/chat.h"
+#include "proxy/chat/forward.h"
+#include "memory/memory.h"
+#include "proxy/http/metrics.h"
+#include "proxy/rest/notify.h"
+#include "proxy/http/respond.h"
+#include "proxy/rest/rest.h"
+#include "proxy/http/server.h"
+#include "base/util.h"
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <string.h>
+
+struct route_def {
+    const char *path; /* after the optional /p/{profile} and /v1 prefixes */
+    enum evhttp_cmd_type method;
+    enum metrics_route route;
+    const char *upstream_path; /* for forwarded routes */
+};
+
+static const struct route_def route_defs[] = {
+    {"/chat/completions", EVHTTP_REQ_POST, METRICS_ROUTE_CHAT, NULL},
+    {"/models", EVHTTP_REQ_GET, METRICS_ROUTE_MODELS, "/models"},
+    {"/embeddings", EVHTTP_REQ_POST, METRICS_ROUTE_EMBEDDINGS, "/embeddings"},
+};
+
+static int routes_is(const char *path, size_t len, const char *want)
+{
+    return strlen(want) == len && memcmp(path, want, len) == 0;
+}
+
+static void routes_health(struct worker *w, struct evhttp_request *req)
+{
+    if (w->draining) {
+        static const char body[] = "{\"status\":\"draining\"}";
+        respond_send(w, METRICS_ROUTE_HEALTH, req, 503, NULL, body, sizeof(body) - 1);
+        return;
+    }
+    static const char body[] = "{\"status\":\"ok\"}";
+    respond_send(w, METRICS_ROUTE_HEALTH, req, 200, NULL, body, sizeof(body) - 1);
+}
+
+static void routes_free_text(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
+static void routes_metrics(struct worker *w, struct evhttp_request *req)
+{
+    size_t n = 0, len = 0;
+    struct memory_stats ms;
+    struct metrics *const *sets = server_metrics(w->srv, &n);
+    memory_stats(w->mem, &ms);
+    char *text = metrics_render(sets, n, &ms, &len);
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, text, len, routes_free_text, NULL); /* freed once sent */
+    respond_send_buffer(w, METRICS_ROUTE_METRICS, req, 200,
+                        "text/plain; version=0.0.4; charset=utf-8", buf);
+    evbuffer_free(buf);
+}
+
+const struct cfg_profile *routes_profile(const struct worker *w, struct evhttp_request *req,
+                                         const struct route_ctx *rc, const char *body_profile,
+                                         struct apierr *e)
+{
+    const char *name = rc->path_profile;
+    size_t len = rc->path_profile_len;
+    const char *param = "profile";
+    if (name == NULL) {
+        name = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Memproxy-Profile");
+        param = "X-Memproxy-Profile";
+        if (name == NULL) {
+            name = body_profile;
+            param = "profile";
+        }
+        if (name == NULL)
+            return &w->cfg->profiles[w->cfg->default_profile];
+        len = strlen(name);
+    }
+    const struct cfg_profile *p = cfg_profile_find(w->cfg, name, len);
+    if (p == NULL)
+        apierr_set(e, rc->path_profile ? APIERR_NOT_FOUND : APIERR_INVALID_REQUEST, param,
+                   "there is no profile named '%.*s'", (int)(len > 64 ? 64 : len), name);
+    return p;
+}
+
+/* Split "/p/{profile}" and "/v1" off the front of the path. */
+static void routes_strip(const char **path, size_t *len, struct route_ctx *rc)
+{
+    if (*len > 3 && memcmp(*path, "/p/", 3) == 0) {
+        const char *name = *path + 3;
+        const char *slash = memchr(name, '/', *len - 3);
+        if (slash != NULL && slash > name) {
+            rc->path_profile = name;
+            rc->path_profile_len = (size_t)(slash - name);
+            *len -= (size_t)(slash - *path);
+            *path = slash;
+        }
+    }
+    if (*len >= 4 && memcmp(*path, "/v1/", 4) == 0) {
+        *path += 3;
+        *len -= 3;
+    }
+}
+
+/* The body within its cap into rc; 0 to go on, -1 when an error was sent. */
+static int routes_body(struct worker *w, struct evhttp_request *req, struct route_ctx *rc)
+{
+    struct apierr e;
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    if (len > (size_t)w->cfg->max_body_size) {
+        apierr_set(&e, APIERR_TOO_LARGE, NULL, "the request body is %zu bytes; the limit is %ld",
+                   len, w->cfg->max_body_size);
+        respond_error(w, rc->route, req, &e);
+        return -1;
+    }
+    if (len > 0) {
+        rc->body = (const char *)evbuffer_pullup(body, -1);
+        rc->body_len = len;
+    }
+    return 0;
+}
+
+/* Auth (a client key, or an admin key for the REST API) and body cap; 0 to go on, -1 when
+ * an error was sent. */
+static int routes_admit(struct worker *w, struct evhttp_request *req, struct route_ctx *rc,
+                        int admin)
+{
+    struct apierr e;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *authz = evhttp_find_header(in, "Authorization");
+    if ((admin ? auth_admin(w->cfg, authz, &rc->tenant)
+               : auth_client(w->cfg, authz, &rc->tenant)) != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+        if (admin && w->cfg->nadmin_keys == 0)
+            apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
+                       "the REST API is off: no admin key is configured (auth.admin_keys or "
+                       "MEMPROXY_ADMIN_KEY)");
+        else
+            apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
+                       "a valid %s key is required: Authorization: Bearer <key>",
+                       admin ? "admin" : "client");
+        respond_error(w, rc->route, req, &e);
+        return -1;
+    }
+    return routes_body(w, req, rc);
+}
+
+static void routes_api(struct worker *w, struct evhttp_request *req, const struct route_def *d,
+                       struct route_ctx *rc)
+{
+    struct apierr e;
+    rc->route = d->route;
+    if (evhttp_request_get_command(req) != d->method) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          d->method == EVHTTP_REQ_GET ? "GET" : "POST");
+        apierr_set(&e, APIERR_METHOD, NULL, "use %s for this route",
+                   d->method == EVHTTP_REQ_GET ? "GET" : "POST");
+        respond_error(w, rc->route, req, &e);
+        return;
+    }
+    if (w->draining) {
+        apierr_set(&e, APIERR_UNAVAILABLE, NULL, "memproxy is shutting down; retry");
+        respond_error(w, rc->route, req, &e);
+        return;
+    }
+    if (routes_admit(w, req, rc, 0) != 0)
+        return;
+    if (d->upstream_path == NULL)
+        chat_handle(w, req, rc);
+    else
+        forward_handle(w, req, rc, d->upstream_path);
+}
+
+static void routes_rest(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+                        struct route_ctx *rc)
+{
+    rc->route = METRICS_ROUTE_REST;
+    if (w->draining) {
+        struct apierr e;
+        apierr_set(&e, APIERR_UNAVAILABLE, NULL, "memproxy is shutting down; retry");
+        respond_error(w, rc->route, req, &e);
+        return;
+    }
+    if (routes_is(path, len, NOTIFY_PATH)) { /* signed by Agora instead of a key */
+        if (routes_body(w, req, rc) == 0)
+            notify_handle(w, req, rc);
+        return;
+    }
+    if (routes_admit(w, req, rc, 1) == 0)
+        rest_handle(w, req, path, len, rc);
+}
+
+void routes_handle(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    struct route_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
+    const char *uri = evhttp_request_get_uri(req);
+    size_t len = strcspn(uri, "?#");
+    const char *path = uri;
+    int get = evhttp_request_get_command(req) & (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+
+    if (get && routes_is(path, len, "/healthz")) {
+        routes_health(w, req);
+        return;
+    }
+    if (get && w->cfg->metrics_enabled && routes_is(path, len, "/metrics")) {
+        routes_metrics(w, req);
+        return;
+    }
+    routes_strip(&path, &len, &rc);
+    if (rc.path_profile == NULL && (rest_match(path, len) || routes_is(path, len, NOTIFY_PATH))) {
+        routes_rest(w, req, path, len, &rc);
+        return;
+    }
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(route_defs); i++) {
+        if (routes_is(path, len, route_defs[i].path)) {
+            routes_api(w, req, &route_defs[i], &rc);
+            return;
+        }
+    }
+    struct apierr e;
+    apierr_set(&e, APIERR_NOT_FOUND, NULL, "no route for this path");
+    respond_error(w, METRICS_ROUTE_OTHER, req, &e);
+}

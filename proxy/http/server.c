@@ -1,0 +1,439 @@
+#include "proxy/http/server.h"
+
+#include "proxy/http/conn.h"
+#include "proxy/jobs/hook.h"
+#include "base/jmemo.h"
+#include "proxy/jobs/lifecycle.h"
+#include "base/log.h"
+#include "memory/memory.h"
+#include "proxy/http/metrics.h"
+#include "proxy/chat/relay.h"
+#include "proxy/http/routes.h"
+#include "proxy/jobs/summarizer.h"
+#include "proxy/jobs/embedder.h"
+#include "proxy/upstream/upstream.h"
+#include "base/util.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct server {
+    const struct cfg *cfg;
+    int fd;
+    int port;
+    struct worker *workers;
+    struct metrics **metrics;
+    struct memory *mem;
+    struct hook *hooks;            /* on workers[0] */
+    struct summarizer *summarizer; /* on workers[0] */
+    struct embedder *embedder;     /* on workers[0] */
+    size_t nworkers;
+    atomic_int running;   /* workers whose loop has not returned */
+    atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
+};
+
+static int server_bind(const struct cfg *cfg, int *port_out, char **err)
+{
+    char *host = NULL, portstr[8];
+    int port = 0, fd = -1, one = 1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
+
+    cfg_parse_listen(cfg->listen, &host, &port); /* validated already */
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(*host ? host : NULL, portstr, &hints, &res);
+    if (rc != 0) {
+        *err = xasprintf("server.listen: cannot resolve '%s': %s", host, gai_strerror(rc));
+        goto out;
+    }
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        *err = xasprintf("server.listen: cannot listen on %s: %s", cfg->listen, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        goto out;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+out:
+    if (res)
+        freeaddrinfo(res);
+    free(host);
+    return fd;
+}
+
+static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
+{
+    const struct cfg *cfg = srv->cfg;
+    w->id = id;
+    snprintf(w->name, sizeof(w->name), "w%d", id);
+    w->cfg = cfg;
+    w->srv = srv;
+    /* The epoll changelist folds the interest changes made while handling one batch of
+     * events (evhttp toggling read/write, curl re-arming its socket) into one epoll_ctl. */
+    struct event_config *ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = event_base_new_with_config(ec);
+    event_config_free(ec);
+    w->http = evhttp_new(w->base);
+    if (w->base == NULL || w->http == NULL)
+        abort();
+    /* Past 4x the limit evhttp refuses the body unread (its own 413 page); up to that,
+     * routes answer 413 in JSON. The read is bounded either way. */
+    evhttp_set_max_body_size(w->http, (ev_ssize_t)cfg->max_body_size * 4);
+    evhttp_set_max_headers_size(w->http, (ev_ssize_t)cfg->max_header_size);
+    struct timeval tv = {.tv_sec = cfg->client_timeout_ms / 1000,
+                         .tv_usec = (cfg->client_timeout_ms % 1000) * 1000};
+    evhttp_set_timeout_tv(w->http, &tv);
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_OPTIONS);
+    evhttp_set_default_content_type(w->http, "application/json");
+    evhttp_set_gencb(w->http, routes_handle, w);
+    evhttp_set_bevcb(w->http, conn_bufferevent_new, NULL);
+    w->conns = conn_table_create(w->base);
+    struct evconnlistener *l =
+        evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
+    if (l == NULL)
+        abort();
+    w->bound = evhttp_bind_listener(w->http, l);
+    w->up = upstream_create(w->base, cfg);
+    w->metrics = metrics_create();
+    srv->metrics[id] = w->metrics;
+    w->mem = srv->mem;
+    w->memo = jmemo_create((size_t)cfg->parse_memo);
+    if (memory_attach(srv->mem, w->base) != 0) {
+        *err = xasprintf("worker %d: cannot create its commit inbox: %s", id, strerror(errno));
+        return -1;
+    }
+    w->reader = memory_reader_open(srv->mem, err);
+    return w->reader != NULL ? 0 : -1;
+}
+
+struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err)
+{
+    struct server *srv = xcalloc(1, sizeof(*srv));
+    srv->cfg = cfg;
+    srv->mem = mem;
+    srv->fd = server_bind(cfg, &srv->port, err);
+    if (srv->fd < 0) {
+        free(srv);
+        return NULL;
+    }
+    long n = cfg->workers;
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    srv->nworkers = n > 0 ? (size_t)n : 1;
+    srv->workers = xcalloc(srv->nworkers, sizeof(*srv->workers));
+    srv->metrics = xcalloc(srv->nworkers, sizeof(*srv->metrics));
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        if (server_worker_init(srv, &srv->workers[i], (int)i, err) != 0) {
+            srv->nworkers = i + 1; /* free what was made */
+            server_destroy(srv);
+            return NULL;
+        }
+    }
+    /* The background work of the whole process runs on the first worker. */
+    if (cfg->nwebhooks > 0)
+        srv->hooks = hook_create(&srv->workers[0]);
+    srv->summarizer = summarizer_create(&srv->workers[0]);
+    srv->embedder = embedder_create(&srv->workers[0]);
+    srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
+    return srv;
+}
+
+struct hook *server_hooks(const struct server *srv)
+{
+    return srv->hooks;
+}
+
+struct summarizer *server_summarizer(const struct server *srv)
+{
+    return srv->summarizer;
+}
+
+struct embedder *server_embedder(const struct server *srv)
+{
+    return srv->embedder;
+}
+
+int server_port(const struct server *srv)
+{
+    return srv->port;
+}
+
+struct metrics *const *server_metrics(const struct server *srv, size_t *n)
+{
+    *n = srv->nworkers;
+    return srv->metrics;
+}
+
+/* ---- draining (each runs on the worker's own thread) ---- */
+
+/* Nothing in flight, being written or held: a draining worker may end its loop. */
+static int server_worker_idle(const struct worker *w)
+{
+    return w->active == 0 && w->sending == 0 && w->held == 0;
+}
+
+void server_worker_idle_check(struct worker *w)
+{
+    if (w->draining && server_worker_idle(w))
+        event_base_loopexit(w->base, NULL);
+}
+
+void server_hold(struct worker *w)
+{
+    w->held++;
+}
+
+void server_release(struct worker *w)
+{
+    w->held--;
+    server_worker_idle_check(w);
+}
+
+static void server_sent(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
+        conn_set_closecb(w->conns, evcon, NULL, NULL);
+    w->sending--;
+    server_worker_idle_check(w);
+}
+
+/* The client went away before the response was written: evhttp will not complete it. */
+static void server_send_failed(struct evhttp_connection *evcon, void *arg)
+{
+    struct worker *w = arg;
+    (void)evcon;
+    w->sending--;
+    server_worker_idle_check(w);
+}
+
+void server_response_sending(struct worker *w, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon == NULL)
+        return;
+    w->sending++;
+    evhttp_request_set_on_complete_cb(req, server_sent, w);
+    conn_set_closecb(w->conns, evcon, server_send_failed, w);
+}
+
+void server_write_now(struct worker *w, struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0)
+        return;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    /* the bufferevent keeps its output's front frozen except while it writes itself */
+    evbuffer_unfreeze(out, 1);
+    evbuffer_write(out, fd);
+    evbuffer_freeze(out, 1);
+    if (evbuffer_get_length(out) == 0) {
+        /* what libevent's write event would do on finding the output empty */
+        bufferevent_disable(bev, EV_WRITE);
+        bufferevent_trigger(bev, EV_WRITE, 0); /* may free evcon */
+        conn_sent(w->conns, fd);
+    }
+}
+
+static void server_exit_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    w->forced = 1;
+    event_base_loopexit(w->base, NULL);
+}
+
+/* The drain deadline: end what is still in flight, give those last bytes a short while to
+ * reach their clients, then stop whatever remains. */
+static void server_force_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (w->active > 0)
+        log_warn("shutdown timeout: ending %zu request(s) still in flight", w->active);
+    relay_abort_all(w);
+    struct timeval grace = {.tv_sec = 1, .tv_usec = 0};
+    event_del(w->force_timer);
+    evtimer_assign(w->force_timer, w->base, server_exit_cb, w);
+    evtimer_add(w->force_timer, &grace);
+    server_worker_idle_check(w);
+}
+
+static void server_drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)fd;
+    (void)what;
+    if (w->draining) { /* second signal: stop now */
+        if (w->force_timer != NULL)
+            server_force_cb(-1, 0, w);
+        return;
+    }
+    w->draining = 1;
+    evconnlistener_disable(evhttp_bound_socket_get_listener(w->bound));
+    /* Close the socket once nobody accepts from it, so new clients are refused at once
+     * instead of waiting in the backlog until exit. */
+    if (atomic_fetch_sub(&w->srv->accepting, 1) == 1) {
+        close(w->srv->fd);
+        w->srv->fd = -1;
+    }
+    long ms = w->cfg->shutdown_timeout_ms;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    w->force_timer = evtimer_new(w->base, server_force_cb, w);
+    evtimer_add(w->force_timer, &tv);
+    server_worker_idle_check(w);
+}
+
+static void *server_worker_main(void *arg)
+{
+    struct worker *w = arg;
+    log_set_thread_name(w->name);
+    /* event_base_loopexit() (server_worker_idle_check) ends the loop once the callbacks of
+     * its turn have run, and one of those may have taken a hold meanwhile (a webhook's
+     * outcome or a stop sent to the writer): its report would then run in server_destroy(),
+     * after its owner was freed. So the loop goes on until the worker is idle again, unless
+     * the drain deadline forced it out (server_exit_cb). */
+    do
+        event_base_dispatch(w->base);
+    while (w->draining && !w->forced && !server_worker_idle(w));
+    atomic_fetch_sub(&w->srv->running, 1);
+    return NULL;
+}
+
+static void server_signal_workers(struct server *srv)
+{
+    struct timeval zero = {0, 0};
+    for (size_t i = 0; i < srv->nworkers; i++)
+        event_base_once(srv->workers[i].base, -1, EV_TIMEOUT, server_drain_cb, &srv->workers[i],
+                        &zero);
+}
+
+/* Wait for signals on the main thread until every worker loop has returned. */
+static void server_wait(struct server *srv, sigset_t *set)
+{
+    int sig = 0, signals = 0;
+    struct timespec poll = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+    sigwait(set, &sig);
+    log_info("%s: draining (up to %ld ms), send again to stop at once", strsignal(sig),
+             srv->cfg->shutdown_timeout_ms);
+    server_signal_workers(srv);
+    while (atomic_load(&srv->running) > 0) {
+        if (sigtimedwait(set, NULL, &poll) > 0 && signals++ == 0)
+            server_signal_workers(srv);
+    }
+}
+
+int server_run(struct server *srv)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* workers inherit the mask */
+
+    atomic_store(&srv->running, (int)srv->nworkers);
+    atomic_store(&srv->accepting, (int)srv->nworkers);
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main, &srv->workers[i]) !=
+            0)
+            abort();
+    }
+    log_info("memproxy %s listening on %s (port %d), %zu worker(s)", MEMPROXY_VERSION,
+             srv->cfg->listen, srv->port, srv->nworkers);
+    server_wait(srv, &set);
+    for (size_t i = 0; i < srv->nworkers; i++)
+        pthread_join(srv->workers[i].thread, NULL);
+    log_info("stopped");
+    return 0;
+}
+
+/* Run the reports still owed to held work (a worker forced out by the drain deadline left
+ * them), while their owners exist: draining, nobody starts new work from them. A try that
+ * finishes meanwhile takes a hold of its own, hence the rounds (bounded: a writer that does
+ * not answer must not keep the process from exiting). */
+static void server_settle(struct server *srv)
+{
+    for (int round = 0; round < 100; round++) {
+        size_t held = 0;
+        for (size_t i = 0; i < srv->nworkers; i++)
+            held += srv->workers[i].base != NULL ? srv->workers[i].held : 0;
+        if (held == 0)
+            return;
+        memory_drain(srv->mem);
+        for (size_t i = 0; i < srv->nworkers; i++)
+            if (srv->workers[i].base != NULL)
+                event_base_loop(srv->workers[i].base, EVLOOP_NONBLOCK);
+    }
+}
+
+void server_destroy(struct server *srv)
+{
+    if (srv == NULL)
+        return;
+    server_settle(srv);
+    /* Then the background work, so that nothing below starts more: a webhook try still on
+     * the wire is dropped (its row stays pending for the next start); no stop or delivery
+     * outcome is waiting (server_settle). */
+    hook_destroy(srv->hooks);
+    srv->hooks = NULL;
+    summarizer_destroy(srv->summarizer);
+    srv->summarizer = NULL;
+    embedder_destroy(srv->embedder);
+    srv->embedder = NULL;
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        lifecycle_destroy(srv->workers[i].lifecycle);
+        srv->workers[i].lifecycle = NULL;
+    }
+    memory_drain(srv->mem); /* every report is now queued on its worker's base... */
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        struct worker *w = &srv->workers[i];
+        if (w->base != NULL) /* ...and runs here: the worker threads are gone */
+            event_base_loop(w->base, EVLOOP_NONBLOCK);
+        relay_abort_all(w);
+        /* after the loop above ran its reports, before its base goes (a base never attached,
+         * its worker's setup having failed first, is ignored) */
+        memory_detach(srv->mem, w->base);
+        evhttp_free(w->http); /* closes kept-alive client connections */
+        conn_table_destroy(w->conns);
+        upstream_destroy(w->up);
+        if (w->force_timer)
+            event_free(w->force_timer);
+        event_base_free(w->base);
+        metrics_destroy(w->metrics);
+        memory_reader_close(w->reader);
+        jmemo_destroy(w->memo);
+    }
+    if (srv->fd >= 0)
+        close(srv->fd);
+    free(srv->workers);
+    free(srv->metrics);
+    free(srv);
+}

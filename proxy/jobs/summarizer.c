@@ -1,0 +1,248 @@
+#include "proxy/jobs/summarizer.h"
+
+#include "proxy/upstream/fetch.h"
+#include "proxy/jobs/hook.h"
+#include "base/jtext.h"
+#include "base/log.h"
+#include "memory/memory.h"
+#include "proxy/http/server.h"
+#include "proxy/jobs/task.h"
+#include "proxy/upstream/upstream.h"
+#include "base/util.h"
+
+#include <event2/event.h>
+#include <string.h>
+
+#define SUMMARIZER_MAX_INFLIGHT 4
+#define SUMMARIZER_POLL_MS      30000
+#define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
+#define SUMMARIZER_SCAN_MS      1000 /* running sessions are looked at most this often */
+#define SUMMARIZER_MAX_TRIES    5    /* a stopped session's summary failing upstream */
+
+struct summarizer_job {
+    struct summarizer *s;
+    char *tenant, *id, *user;
+    json_int_t from_ms, to_ms;
+    json_int_t seq;   /* a running session's pass: its last turn; 0 for a stopped session */
+    json_int_t tries; /* a stopped session's earlier tries that failed upstream */
+    long retry_ms;    /* its profile's summary_retry */
+    int64_t retry_at; /* set when this try failed upstream and another is due then */
+    struct fetch *fx; /* the summary request while it runs */
+};
+
+struct summarizer {
+    struct worker *w;
+    struct task *task; /* runs summarizer_poll: every SUMMARIZER_POLL_MS, or on a wake */
+    struct summarizer_job *inflight[SUMMARIZER_MAX_INFLIGHT];
+    size_t ninflight;
+    int64_t scanned_ms; /* the last look at running sessions */
+};
+
+static void summarizer_poll(void *arg);
+
+static void summarizer_job_free(struct summarizer_job *j)
+{
+    struct summarizer *s = j->s;
+    for (size_t i = 0; i < s->ninflight; i++) {
+        if (s->inflight[i] == j) {
+            s->inflight[i] = s->inflight[--s->ninflight];
+            break;
+        }
+    }
+    free(j->tenant);
+    free(j->id);
+    free(j->user);
+    free(j);
+}
+
+static void summarizer_stored(void *arg, int ok)
+{
+    struct summarizer_job *j = arg;
+    struct summarizer *s = j->s;
+    if (!ok)
+        log_error("session %s: the summary could not be stored", j->id);
+    summarizer_job_free(j);
+    hook_wake(server_hooks(s->w->srv)); /* the dumps that waited for it */
+    server_release(s->w);
+    summarizer_poll(s);
+}
+
+/* Store the outcome (mem may be NULL: none made); takes mem. */
+static void summarizer_finish(struct summarizer_job *j, json_t *mem)
+{
+    json_t *outcome =
+        json_pack("{s:s, s:s?, s:o, s:I, s:I}", "session_id", j->id, "user_id", j->user, "memory",
+                  mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
+    if (j->seq > 0)
+        json_object_set_new(outcome, "seq", json_integer(j->seq));
+    if (j->retry_at > 0)
+        json_object_set_new(outcome, "retry_ms", json_integer(j->retry_at));
+    j->fx = NULL;
+    server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
+    memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
+    json_decref(outcome);
+}
+
+/* The summary in an OpenAI chat completion, or NULL (logged). */
+static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_t len)
+{
+    char err[256];
+    json_t *resp = jtext_load(body, len, 0, NULL);
+    json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
+    const char *text = json_string_value(json_object_get(msg, "content"));
+    json_t *mem = NULL;
+    if (text == NULL)
+        snprintf(err, sizeof(err), "the upstream's answer is not a chat completion");
+    else
+        mem = memory_summary_parse(text, strlen(text), err, sizeof(err));
+    if (mem == NULL)
+        log_warn("session %s: summary not stored: %s", j->id, err);
+    json_decref(resp);
+    return mem;
+}
+
+static void summarizer_answered(void *arg, long status, const char *body, size_t len,
+                                const char *err)
+{
+    struct summarizer_job *j = arg;
+    json_t *mem = NULL;
+    if (*err == '\0' && status >= 200 && status < 300) {
+        mem = summarizer_read(j, body, len);
+    } else {
+        /* the upstream failed, not the model: a stopped session's summary is tried again */
+        if (j->seq == 0 && j->tries + 1 < SUMMARIZER_MAX_TRIES)
+            j->retry_at = util_wall_ms() + ((int64_t)j->retry_ms << j->tries);
+        log_warn("session %s: summary not made: upstream %s (HTTP %ld)%s", j->id,
+                 *err ? err : "failed", status, j->retry_at ? "; it will be tried again" : "");
+    }
+    summarizer_finish(j, mem);
+}
+
+/* The model to ask: the profile's summarizer_model, its model, else "" (memory picks). */
+static const char *summarizer_model(const struct cfg_profile *p)
+{
+    return *p->summarizer_model ? p->summarizer_model : p->model;
+}
+
+static int summarizer_is_inflight(const struct summarizer *s, const char *tenant, const char *id)
+{
+    for (size_t i = 0; i < s->ninflight; i++) {
+        if (strcmp(s->inflight[i]->id, id) == 0 && strcmp(s->inflight[i]->tenant, tenant) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Start the summary of one waiting session (a row of memory_to_summarize()). */
+static void summarizer_start(struct summarizer *s, json_t *row)
+{
+    const char *pname = json_string_value(json_object_get(row, "profile"));
+    const struct cfg_profile *p = cfg_profile_find(s->w->cfg, pname, strlen(pname));
+    const char *user = json_string_value(json_object_get(row, "user_id"));
+    struct summarizer_job *j = xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->tenant = xstrdup(json_string_value(json_object_get(row, "tenant")));
+    j->id = xstrdup(json_string_value(json_object_get(row, "id")));
+    j->user = user ? xstrdup(user) : NULL;
+    j->from_ms = json_integer_value(json_object_get(row, "created_ms"));
+    j->seq = json_integer_value(json_object_get(row, "seq"));
+    j->tries = json_integer_value(json_object_get(row, "tries"));
+    j->retry_ms = p ? p->summary_retry_ms : 60000;
+    j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
+    s->inflight[s->ninflight++] = j;
+    json_t *body = p && p->summarize && user
+                       ? memory_summary_request(s->w->reader, j->tenant, j->id, user,
+                                                summarizer_model(p), p->summary_prompt)
+                       : NULL;
+    if (body == NULL) { /* nothing to summarize, or not wanted: only marked done */
+        summarizer_finish(j, NULL);
+        return;
+    }
+    j->fx = fetch_start(s->w->up, &s->w->cfg->upstreams[p->chain[0]], "/chat/completions", body,
+                        SUMMARIZER_MAX_RESPONSE, summarizer_answered, j);
+    json_decref(body);
+}
+
+/* Start the rows' summaries that are not on their way already, within the in-flight cap. */
+static void summarizer_start_rows(struct summarizer *s, json_t *rows)
+{
+    json_t *row;
+    size_t i;
+    json_array_foreach(rows, i, row)
+    {
+        if (s->ninflight == SUMMARIZER_MAX_INFLIGHT)
+            break;
+        if (!summarizer_is_inflight(s, json_string_value(json_object_get(row, "tenant")),
+                                    json_string_value(json_object_get(row, "id"))))
+            summarizer_start(s, row);
+    }
+    json_decref(rows);
+}
+
+/* Running sessions past their profile's summary_threshold, looked at no more than once per
+ * SUMMARIZER_SCAN_MS however often replies wake the summarizer. */
+static void summarizer_running(struct summarizer *s)
+{
+    const struct cfg *cfg = s->w->cfg;
+    int64_t since = util_wall_ms() - s->scanned_ms;
+    if (since < SUMMARIZER_SCAN_MS) {
+        task_within(s->task, SUMMARIZER_SCAN_MS - since);
+        return;
+    }
+    s->scanned_ms += since;
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        const struct cfg_profile *p = &cfg->profiles[i];
+        if (p->summarize && p->summary_threshold > 0)
+            summarizer_start_rows(s, memory_running_to_summarize(s->w->reader, p->name,
+                                                                 p->summary_threshold,
+                                                                 SUMMARIZER_MAX_INFLIGHT));
+    }
+}
+
+static void summarizer_poll(void *arg)
+{
+    struct summarizer *s = arg;
+    int64_t now = util_wall_ms(), retry = memory_summary_next(s->w->reader);
+    task_within(s->task, SUMMARIZER_POLL_MS);
+    if (retry > now) /* a failed summary's next try (those due now are read below) */
+        task_within(s->task, retry - now);
+    if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
+        return;
+    summarizer_start_rows(s, memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT));
+    summarizer_running(s);
+    upstream_kick(s->w->up);
+}
+
+struct summarizer *summarizer_create(struct worker *w)
+{
+    size_t i = 0;
+    while (i < w->cfg->nprofiles && !w->cfg->profiles[i].summarize)
+        i++;
+    if (i == w->cfg->nprofiles)
+        return NULL;
+    struct summarizer *s = xcalloc(1, sizeof(*s));
+    s->w = w;
+    s->task = task_create(w->base, summarizer_poll, s); /* sessions the last run left waiting */
+    return s;
+}
+
+void summarizer_wake(struct summarizer *s)
+{
+    if (s != NULL)
+        task_wake(s->task);
+}
+
+void summarizer_destroy(struct summarizer *s)
+{
+    if (s == NULL)
+        return;
+    /* Only requests still on the wire are left (a storing one holds the loop open): their
+     * sessions stay waiting and are summarized after the next start. */
+    while (s->ninflight > 0) {
+        struct summarizer_job *j = s->inflight[0];
+        fetch_cancel(j->fx);
+        summarizer_job_free(j);
+    }
+    task_destroy(s->task);
+    free(s);
+}

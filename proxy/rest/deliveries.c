@@ -1,0 +1,113 @@
+#include "proxy/rest/deliveries.h"
+
+#include "proxy/jobs/hook.h"
+#include "memory/memory.h"
+#include "proxy/rest/rest.h"
+#include "proxy/http/server.h"
+#include "base/util.h"
+
+#include <event2/keyvalq_struct.h>
+#include <string.h>
+
+#define DELIVERIES_DEFAULT 50
+#define DELIVERIES_MAX     1000
+
+/* The tenant's delivery by notice id, or NULL. */
+static json_t *deliveries_one(struct worker *w, const char *tenant, const char *notice)
+{
+    json_t *page = memory_deliveries(w->reader, tenant, NULL, NULL, notice, 0, 1);
+    json_t *d = json_incref(json_array_get(json_object_get(page, "deliveries"), 0));
+    json_decref(page);
+    return d;
+}
+
+static void deliveries_list(struct worker *w, struct evhttp_request *req, const char *tenant,
+                            struct evkeyvalq *q)
+{
+    const char *status = evhttp_find_header(q, "status");
+    const char *sid = evhttp_find_header(q, "session_id");
+    long limit = rest_limit(q, DELIVERIES_DEFAULT, DELIVERIES_MAX);
+    long long before = rest_cursor(q);
+    if (limit < 0) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, "limit",
+                   "limit must be a whole number from 1 to 1000");
+    } else if (status != NULL && strcmp(status, "pending") != 0 &&
+               strcmp(status, "delivered") != 0 && strcmp(status, "failed") != 0) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, "status",
+                   "status must be pending, delivered or failed");
+    } else if (before < 0) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, "cursor",
+                   "cursor must be the next value of a previous page");
+    } else {
+        json_t *page =
+            memory_deliveries(w->reader, tenant, status, sid, NULL, before, (size_t)limit);
+        rest_page_cursor(page);
+        rest_json(w, req, 200, page);
+    }
+}
+
+static void deliveries_answer_retry(struct worker *w, struct evhttp_request *req, int ok,
+                                    const char *tenant, const char *notice)
+{
+    json_t *d = ok ? deliveries_one(w, tenant, notice) : NULL;
+    if (d == NULL) {
+        rest_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered meanwhile");
+        return;
+    }
+    hook_wake(server_hooks(w->srv));
+    rest_json(w, req, 200, d);
+}
+
+static void deliveries_retry(struct worker *w, struct evhttp_request *req, const char *tenant,
+                             const char *notice)
+{
+    json_t *d = deliveries_one(w, tenant, notice);
+    const char *status = json_string_value(json_object_get(d, "status"));
+    if (d == NULL)
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+    else if (strcmp(status, "delivered") == 0)
+        rest_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered already");
+    else
+        memory_delivery_retry(w->mem, tenant, notice, w->base, rest_waited,
+                              rest_wait(w, req, deliveries_answer_retry, tenant, notice));
+    json_decref(d);
+}
+
+static void deliveries_get(struct worker *w, struct evhttp_request *req, const char *tenant,
+                           const char *notice)
+{
+    json_t *d = deliveries_one(w, tenant, notice);
+    if (d != NULL)
+        rest_json(w, req, 200, d);
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+}
+
+void deliveries_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+                       const struct route_ctx *rc, struct evkeyvalq *q)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const char *end = path + len, *slash = len > 1 ? memchr(path + 1, '/', len - 1) : NULL;
+    char *notice = NULL;
+    if (len <= 1) { /* the collection */
+        if (m == EVHTTP_REQ_GET)
+            deliveries_list(w, req, rc->tenant, q);
+        else
+            rest_method(w, req, "GET");
+        return;
+    }
+    notice = rest_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
+    if (notice == NULL)
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+    else if (slash == NULL && m == EVHTTP_REQ_GET)
+        deliveries_get(w, req, rc->tenant, notice);
+    else if (slash == NULL)
+        rest_method(w, req, "GET");
+    else if ((size_t)(end - slash) != 6 || memcmp(slash, "/retry", 6) != 0)
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+    else if (m == EVHTTP_REQ_POST)
+        deliveries_retry(w, req, rc->tenant, notice);
+    else
+        rest_method(w, req, "POST");
+    free(notice);
+}

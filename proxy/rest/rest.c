@@ -1,0 +1,525 @@
+#include "proxy/rest/rest.h"
+
+#include "proxy/rest/deliveries.h"
+#include "base/jtext.h"
+#include "proxy/jobs/lifecycle.h"
+#include "memory/memory.h"
+#include "proxy/http/respond.h"
+#include "proxy/http/server.h"
+#include "proxy/chat/session.h"
+#include "proxy/rest/users.h"
+#include "base/util.h"
+
+#include <ctype.h>
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+
+#define REST_LIST_DEFAULT   50
+#define REST_LIST_MAX       1000
+#define REST_HISTORY_MAX    100000
+#define REST_MAX_RUNTIME    64 /* runtime system messages */
+#define REST_MAX_RUNTIME_SZ (32 * 1024)
+#define REST_MAX_PARAMS_SZ  (16 * 1024)
+
+/* The parts of a session path: /{sessions|agents}/{id}/{action}. */
+struct rest_path {
+    int agents;         /* /agents/... (Agora's names) rather than /sessions/... */
+    char *id;           /* decoded; NULL for the collection */
+    const char *action; /* "", "history", "update", "stop", "leave", "export" */
+    size_t action_len;
+};
+
+/* A change waiting for its commit. */
+struct rest_waiting {
+    struct worker *w;
+    struct evhttp_request *req;
+    rest_answer_fn answer;
+    char *a, *b;
+};
+
+static int rest_prefix(const char *path, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && memcmp(path, prefix, n) == 0 && (len == n || path[n] == '/');
+}
+
+int rest_match(const char *path, size_t len)
+{
+    return rest_prefix(path, len, "/sessions") || (len > 8 && memcmp(path, "/agents/", 8) == 0) ||
+           rest_prefix(path, len, "/users") || rest_prefix(path, len, "/webhooks/deliveries");
+}
+
+/* ---- shared helpers ---- */
+
+void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
+                const char *param, const char *msg)
+{
+    struct apierr e;
+    apierr_set(&e, kind, param, "%s", msg);
+    respond_error(w, METRICS_ROUTE_REST, req, &e);
+}
+
+void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
+{
+    size_t len = 0;
+    char *text = jtext_dump(body, &len);
+    respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, len);
+    free(text);
+    json_decref(body);
+}
+
+json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+{
+    json_error_t jerr;
+    json_t *b = rc->body ? jtext_load(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    if (json_is_object(b))
+        return b;
+    json_decref(b);
+    rest_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
+               "the body must be a JSON object");
+    return NULL;
+}
+
+long rest_limit(struct evkeyvalq *q, long def, long max)
+{
+    const char *v = evhttp_find_header(q, "limit");
+    long long n = 0;
+    if (v == NULL)
+        return def;
+    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
+        return -1;
+    return (long)n;
+}
+
+long long rest_cursor(struct evkeyvalq *q)
+{
+    const char *v = evhttp_find_header(q, "cursor");
+    long long n = 0;
+    if (v == NULL)
+        return 0;
+    return util_parse_ll(v, &n) == 0 && n >= 1 ? n : -1;
+}
+
+void rest_page_cursor(json_t *page)
+{
+    json_t *next = json_object_get(page, "next");
+    if (json_is_integer(next)) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(next));
+        json_object_set_new(page, "next", json_string(buf));
+    }
+}
+
+void rest_method(struct worker *w, struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    rest_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
+}
+
+char *rest_id(const char *s, size_t len)
+{
+    size_t n = 0;
+    char *id = util_uridecode(s, len, &n);
+    if (!util_id_valid(id, n)) {
+        free(id);
+        id = NULL;
+    }
+    return id;
+}
+
+void *rest_wait(struct worker *w, struct evhttp_request *req, rest_answer_fn answer, const char *a,
+                const char *b)
+{
+    struct rest_waiting *p = xcalloc(1, sizeof(*p));
+    *p = (struct rest_waiting){.w = w, .req = req, .answer = answer};
+    p->a = a ? xstrdup(a) : NULL;
+    p->b = b ? xstrdup(b) : NULL;
+    server_hold(w);
+    return p;
+}
+
+void rest_waited(void *arg, int ok)
+{
+    struct rest_waiting *p = arg;
+    struct worker *w = p->w;
+    p->answer(w, p->req, ok, p->a, p->b);
+    free(p->a);
+    free(p->b);
+    free(p);
+    server_release(w);
+}
+
+/* ---- sessions: reads ---- */
+
+/* Split a session path; -1 when its id is unusable. */
+static int rest_parse(const char *path, size_t len, struct rest_path *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->agents = path[1] == 'a';
+    const char *rest = path + (p->agents ? 8 : 9), *end = path + len;
+    p->action = "";
+    if (!p->agents && (rest == end || (rest + 1 == end && *rest == '/')))
+        return 0; /* the collection */
+    if (!p->agents)
+        rest++; /* the '/' after "sessions" */
+    const char *slash = memchr(rest, '/', (size_t)(end - rest));
+    p->id = rest_id(rest, (size_t)((slash ? slash : end) - rest));
+    if (p->id == NULL)
+        return -1;
+    if (slash != NULL) {
+        p->action = slash + 1;
+        p->action_len = (size_t)(end - slash - 1);
+    }
+    return 0;
+}
+
+static int rest_action_is(const struct rest_path *p, const char *name)
+{
+    return p->action_len == strlen(name) && memcmp(p->action, name, p->action_len) == 0;
+}
+
+static void rest_history_text(struct worker *w, struct evhttp_request *req, json_t *turns)
+{
+    struct evbuffer *out = evbuffer_new();
+    size_t i;
+    json_t *t;
+    json_array_foreach(turns, i, t)
+    {
+        char role[16] = "";
+        snprintf(role, sizeof(role), "%s", json_string_value(json_object_get(t, "role")));
+        for (char *r = role; *r; r++)
+            *r = (char)toupper((unsigned char)*r);
+        evbuffer_add_printf(out, "%s%s: %s", i ? "\n\n" : "", role,
+                            json_string_value(json_object_get(t, "content")));
+    }
+    respond_send_buffer(w, METRICS_ROUTE_REST, req, 200, "text/plain; charset=utf-8", out);
+    evbuffer_free(out);
+}
+
+static void rest_history(struct worker *w, struct evhttp_request *req, const char *tenant,
+                         const char *id, struct evkeyvalq *q)
+{
+    const char *format = evhttp_find_header(q, "format");
+    long limit = rest_limit(q, 0, REST_HISTORY_MAX);
+    if (format == NULL)
+        format = "standard";
+    if (limit < 0) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, "limit",
+                   "limit must be a whole number from 1 to 100000");
+        return;
+    }
+    if (strcmp(format, "full") != 0 && strcmp(format, "standard") != 0 &&
+        strcmp(format, "text") != 0) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, "format",
+                   "format must be full, standard or text");
+        return;
+    }
+    json_t *sess = memory_session(w->reader, tenant, id);
+    if (sess == NULL) {
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        return;
+    }
+    json_t *turns = memory_turns(w->reader, tenant, id, (size_t)limit);
+    if (strcmp(format, "text") == 0)
+        rest_history_text(w, req, turns);
+    else
+        rest_json(w, req, 200, memory_history(sess, turns, format[0] == 'f'));
+    json_decref(turns);
+    json_decref(sess);
+}
+
+static void rest_list(struct worker *w, struct evhttp_request *req, const char *tenant,
+                      struct evkeyvalq *q)
+{
+    const char *status = evhttp_find_header(q, "status");
+    long long before = rest_cursor(q);
+    long limit = rest_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
+    const char *bad = NULL, *why = NULL;
+    if (limit < 0)
+        bad = "limit", why = "limit must be a whole number from 1 to 1000";
+    else if (status != NULL && strcmp(status, "RUNNING") != 0 && strcmp(status, "STOPPED") != 0)
+        bad = "status", why = "status must be RUNNING or STOPPED";
+    else if (before < 0)
+        bad = "cursor", why = "cursor must be the next value of a previous page";
+    if (bad != NULL) {
+        rest_error(w, req, APIERR_INVALID_REQUEST, bad, why);
+        return;
+    }
+    json_t *page = memory_sessions(w->reader, tenant, evhttp_find_header(q, "user_id"), status,
+                                   before, (size_t)limit);
+    rest_page_cursor(page);
+    rest_json(w, req, 200, page);
+}
+
+/* The session without memproxy's internals. */
+static json_t *rest_session_view(json_t *sess)
+{
+    json_object_del(sess, "tenant");
+    json_object_del(sess, "window_hash");
+    return sess;
+}
+
+/* body (taken) with 200, or the session's 404 when it is NULL. */
+static void rest_found(struct worker *w, struct evhttp_request *req, json_t *body)
+{
+    if (body != NULL)
+        rest_json(w, req, 200, body);
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+}
+
+static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
+                             const char *id)
+{
+    json_t *sess = memory_session(w->reader, tenant, id);
+    rest_found(w, req, sess ? rest_session_view(sess) : NULL);
+}
+
+static void rest_export(struct worker *w, struct evhttp_request *req, const char *tenant,
+                        const char *id)
+{
+    rest_found(w, req, memory_export(w->reader, tenant, id));
+}
+
+/* ---- sessions: changes ---- */
+
+/* After a change of session b (tenant a): the session as it is now. */
+static void rest_answer_session(struct worker *w, struct evhttp_request *req, int ok,
+                                const char *tenant, const char *id)
+{
+    if (ok)
+        rest_get_session(w, req, tenant, id);
+    else
+        rest_found(w, req, NULL);
+}
+
+static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, int ok,
+                                const char *tenant, const char *id)
+{
+    (void)tenant;
+    if (ok)
+        rest_json(w, req, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+    else
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+}
+
+static void rest_answer_imported(struct worker *w, struct evhttp_request *req, int ok,
+                                 const char *tenant, const char *id)
+{
+    json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
+    if (sess == NULL)
+        rest_error(w, req, APIERR_CONFLICT, "session.id",
+                   "a session with this id was created meanwhile");
+    else
+        rest_json(w, req, 201, rest_session_view(sess));
+}
+
+/* Submit the change to a session that exists; the answer goes out once committed. Takes
+ * data. */
+static void rest_change(struct worker *w, struct evhttp_request *req, const char *tenant,
+                        const char *id, enum memory_change what, json_t *data)
+{
+    json_t *sess = memory_session(w->reader, tenant, id);
+    if (sess == NULL) {
+        json_decref(data);
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        return;
+    }
+    void *p = rest_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
+                        tenant, id);
+    if (what == MEMORY_STOP)
+        lifecycle_stop(w, tenant, id, json_string_value(json_object_get(sess, "profile")), 0,
+                       rest_waited, p);
+    else
+        memory_change(w->mem, tenant, id, what, data, w->base, rest_waited, p);
+    json_decref(sess);
+    json_decref(data);
+}
+
+/* Agora's update body: properties.llm.system_messages (strings or {role, content}) and/or
+ * properties.llm.params (an object). */
+static json_t *rest_runtime(json_t *body, struct apierr *e)
+{
+    json_t *llm = json_object_get(json_object_get(body, "properties"), "llm");
+    json_t *sm = json_object_get(llm, "system_messages"), *params = json_object_get(llm, "params");
+    json_t *out = json_object(), *m;
+    size_t i;
+    if ((sm == NULL && params == NULL) || (sm != NULL && !json_is_array(sm)) ||
+        json_array_size(sm) > REST_MAX_RUNTIME) {
+        apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.system_messages",
+                   "properties.llm needs system_messages (an array of at most %d messages) "
+                   "and/or params (an object)",
+                   REST_MAX_RUNTIME);
+        goto fail;
+    }
+    if (sm != NULL) /* absent: the session's are kept */
+        json_object_set_new(out, "system_messages", json_array());
+    json_array_foreach(sm, i, m)
+    {
+        json_t *c = json_is_string(m) ? m : json_object_get(m, "content");
+        if (!json_is_string(c) || json_string_length(c) > REST_MAX_RUNTIME_SZ) {
+            apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.system_messages",
+                       "system_messages[%zu] must be a string or {role, content} of at most "
+                       "32 KiB of text",
+                       i);
+            goto fail;
+        }
+        json_array_append_new(json_object_get(out, "system_messages"),
+                              json_pack("{s:s, s:O}", "role", "system", "content", c));
+    }
+    if (params != NULL) {
+        char *text = json_is_object(params) ? jtext_dump(params, NULL) : NULL;
+        size_t n = text ? strlen(text) : 0;
+        free(text);
+        if (!json_is_object(params) || n > REST_MAX_PARAMS_SZ) {
+            apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.params",
+                       "properties.llm.params must be an object of at most 16 KiB");
+            goto fail;
+        }
+        json_object_set(out, "params", params);
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* PATCH: labels and metadata objects, user_id a valid id; nothing else. */
+static json_t *rest_patch(json_t *body, struct apierr *e)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        int obj = strcmp(key, "labels") == 0 || strcmp(key, "metadata") == 0;
+        int user = strcmp(key, "user_id") == 0;
+        if ((obj && json_is_object(v)) ||
+            (user && json_is_string(v) &&
+             util_id_valid(json_string_value(v), json_string_length(v))))
+            continue;
+        apierr_set(e, APIERR_INVALID_REQUEST, key,
+                   obj || user ? "%s has the wrong type"
+                               : "%s cannot be changed (labels, metadata, user_id can)",
+                   key);
+        return NULL;
+    }
+    if (json_object_size(body) == 0) {
+        apierr_set(e, APIERR_INVALID_REQUEST, NULL, "nothing to change");
+        return NULL;
+    }
+    return json_incref(body);
+}
+
+static void rest_write(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+                       const char *id, int update)
+{
+    struct apierr e;
+    json_t *body = rest_body(w, req, rc);
+    if (body == NULL)
+        return;
+    json_t *data = update ? rest_runtime(body, &e) : rest_patch(body, &e);
+    json_decref(body);
+    if (data == NULL) {
+        respond_error(w, METRICS_ROUTE_REST, req, &e);
+        return;
+    }
+    rest_change(w, req, rc->tenant, id, update ? MEMORY_RUNTIME : MEMORY_PATCH, data);
+}
+
+/* POST /sessions/import: a snapshot from GET /sessions/{id}/export. */
+static void rest_import(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+{
+    char why[256];
+    json_t *snap = rest_body(w, req, rc);
+    if (snap == NULL)
+        return;
+    const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
+    json_t *have = NULL;
+    if (memory_import_check(snap, why, sizeof(why)) != 0)
+        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+    else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
+        rest_error(w, req, APIERR_CONFLICT, "session.id",
+                   "a session with this id exists; delete it first to restore the snapshot");
+    else
+        memory_import(w->mem, rc->tenant, snap, w->base, rest_waited,
+                      rest_wait(w, req, rest_answer_imported, rc->tenant, id));
+    json_decref(have);
+    json_decref(snap);
+}
+
+/* ---- dispatch ---- */
+
+/* A route on one session: its action or the session itself. */
+static void rest_one(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+                     const struct rest_path *p, struct evkeyvalq *q)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const char *allow = "POST";
+    if (rest_action_is(p, "history")) {
+        allow = "GET";
+        if (m == EVHTTP_REQ_GET)
+            allow = NULL, rest_history(w, req, rc->tenant, p->id, q);
+    } else if (rest_action_is(p, "update")) {
+        if (m == EVHTTP_REQ_POST)
+            allow = NULL, rest_write(w, req, rc, p->id, 1);
+    } else if (rest_action_is(p, p->agents ? "leave" : "stop")) {
+        if (m == EVHTTP_REQ_POST)
+            allow = NULL, rest_change(w, req, rc->tenant, p->id, MEMORY_STOP, NULL);
+    } else if (!p->agents && rest_action_is(p, "export")) {
+        allow = "GET";
+        if (m == EVHTTP_REQ_GET)
+            allow = NULL, rest_export(w, req, rc->tenant, p->id);
+    } else if (p->action_len > 0 || p->agents) {
+        allow = NULL;
+        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+    } else if (strcmp(p->id, "import") == 0) {
+        if (m == EVHTTP_REQ_POST)
+            allow = NULL, rest_import(w, req, rc);
+    } else {
+        allow = "GET, PATCH, DELETE";
+        if (m == EVHTTP_REQ_GET)
+            allow = NULL, rest_get_session(w, req, rc->tenant, p->id);
+        else if (m == EVHTTP_REQ_PATCH)
+            allow = NULL, rest_write(w, req, rc, p->id, 0);
+        else if (m == EVHTTP_REQ_DELETE)
+            allow = NULL, rest_change(w, req, rc->tenant, p->id, MEMORY_DELETE, NULL);
+    }
+    if (allow != NULL)
+        rest_method(w, req, allow);
+}
+
+static void rest_sessions(struct worker *w, struct evhttp_request *req, const char *path,
+                          size_t len, const struct route_ctx *rc, struct evkeyvalq *q)
+{
+    struct rest_path p;
+    if (rest_parse(path, len, &p) != 0) {
+        rest_error(w, req, APIERR_NOT_FOUND, NULL,
+                   "no session with this id (ids are 1 to 256 bytes without control characters)");
+    } else if (p.id == NULL) {
+        if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
+            rest_list(w, req, rc->tenant, q);
+        else
+            rest_method(w, req, "GET");
+    } else {
+        rest_one(w, req, rc, &p, q);
+    }
+    free(p.id);
+}
+
+void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+                 const struct route_ctx *rc)
+{
+    struct evkeyvalq q;
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (evhttp_parse_query_str(query ? query : "", &q) != 0) /* also initialises q */
+        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
+    else if (rest_prefix(path, len, "/users"))
+        users_handle(w, req, path + 6, len - 6, rc);
+    else if (rest_prefix(path, len, "/webhooks/deliveries"))
+        deliveries_handle(w, req, path + 20, len - 20, rc, &q);
+    else
+        rest_sessions(w, req, path, len, rc, &q);
+    evhttp_clear_headers(&q);
+}

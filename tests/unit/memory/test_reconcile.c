@@ -1,0 +1,451 @@
+/* Unit tests: reconciling incoming windows with stored turns (memory/reconcile.c). The
+ * conversation is the Agora custom-mode fixture (tests/fixtures), replayed as the growing and
+ * sliding windows the platform sends. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "memory/reconcile.h"
+
+#include <string.h>
+
+static const char *fixture_path;
+static const int64_t NOW = 1763800200000;
+
+/* A toy store: apply a result the way the store will. */
+static void apply(json_t *store, struct rec_result *r)
+{
+    size_t i, j;
+    json_t *u, *s;
+    json_array_foreach(r->updates, i, u)
+    {
+        json_array_foreach(store, j, s)
+        {
+            if (json_integer_value(json_object_get(s, "seq")) ==
+                json_integer_value(json_object_get(u, "seq")))
+                json_object_update(s, u);
+        }
+    }
+    json_array_extend(store, r->inserts);
+}
+
+/* Each test passes the fingerprint back like the store will; alignment must also work
+ * without it (a restarted process has none), so every other call drops it. */
+static uint64_t last_hash;
+static int calls;
+
+static struct rec_result run(json_t *store, json_t *window)
+{
+    struct rec_result r;
+    rec_reconcile(store, window, calls++ % 2 ? last_hash : 0, NOW, &r);
+    last_hash = r.window_hash;
+    apply(store, &r);
+    return r;
+}
+
+static void record_reply(json_t *store, const char *text, int64_t turn, int interrupted)
+{
+    json_t *t = rec_reply_turn(text, turn, 0, interrupted, NOW);
+    json_object_set_new(t, "seq", json_integer((json_int_t)json_array_size(store) + 1));
+    json_array_append_new(store, t);
+}
+
+static json_t *window(json_t *msgs, size_t from, size_t to)
+{
+    json_t *w = json_array();
+    json_array_append(w, json_array_get(msgs, 0)); /* the system message stays in front */
+    for (size_t i = from; i < to; i++)
+        json_array_append(w, json_array_get(msgs, i));
+    return w;
+}
+
+static json_t *find(json_t *store, int64_t turn, const char *role, int64_t idx)
+{
+    size_t i;
+    json_t *s, *hit = NULL;
+    int n = 0;
+    json_array_foreach(store, i, s)
+    {
+        if (json_integer_value(json_object_get(s, "turn_id")) == turn &&
+            strcmp(json_string_value(json_object_get(s, "role")), role) == 0 &&
+            json_integer_value(json_object_get(s, "turn_idx")) == idx) {
+            hit = s;
+            n++;
+        }
+    }
+    assert_int_equal(n, 1);
+    return hit;
+}
+
+static const char *str(json_t *t, const char *k)
+{
+    return json_string_value(json_object_get(t, k));
+}
+
+static void test_normalize(void **state)
+{
+    json_t *m =
+        json_loads("{\"role\":\"user\",\"turn_id\":\"7\",\"timestamp\":1763800104,"
+                   "\"content\":[{\"type\":\"text\",\"text\":\"look\"},{\"type\":"
+                   "\"image_url\",\"image_url\":{\"url\":\"data:x\"}},{\"type\":\"text\","
+                   "\"text\":\"here\"}],\"metadata\":{\"source\":\"asr\",\"user\":\"1002\"}}",
+                   0, NULL);
+    json_t *t = rec_normalize(m, NOW);
+    assert_string_equal(str(t, "content"), "look\nhere");
+    assert_int_equal(json_integer_value(json_object_get(t, "turn_id")), 7);
+    assert_int_equal(json_integer_value(json_object_get(t, "timestamp")), 1763800104000);
+    assert_string_equal(str(t, "source"), "asr");
+    json_t *meta = json_object_get(t, "metadata");
+    assert_int_equal(json_integer_value(json_object_get(meta, "dropped_parts")), 1);
+    assert_string_equal(str(meta, "user"), "1002");
+    assert_null(json_object_get(meta, "source"));
+    assert_true(json_real_value(json_object_get(t, "importance")) == 0.5);
+    json_decref(t);
+    json_decref(m);
+    json_t *one = json_integer(1), *ms = json_integer(1763800104000), *x = json_string("x");
+    assert_null(rec_normalize(one, NOW));
+    assert_int_equal(rec_timestamp_ms(ms), 1763800104000);
+    assert_int_equal(rec_timestamp_ms(one), 1000);
+    assert_int_equal(rec_turn_id(x), -1);
+    json_decref(one);
+    json_decref(ms);
+    json_decref(x);
+}
+
+static void test_agora_custom_conversation(void **state)
+{
+    json_t *req = json_load_file(fixture_path, 0, NULL);
+    assert_non_null(req);
+    json_t *msgs = json_object_get(req, "messages"); /* 0 system, 1..8 turns */
+    json_t *store = json_array();
+    struct rec_result r;
+
+    /* turn 2 asked: greeting + question */
+    json_t *w = window(msgs, 1, 3);
+    r = run(store, w);
+    assert_int_equal(json_array_size(r.inserts), 2);
+    assert_int_equal(json_array_size(r.system), 1);
+    rec_result_clear(&r);
+    json_decref(w);
+    json_t *orig =
+        json_object_get(json_object_get(json_array_get(msgs, 3), "metadata"), "original");
+    record_reply(store, json_string_value(orig), 2, 0); /* what memproxy streamed */
+
+    /* turn 3 asked: the reply comes back cut, with what was heard */
+    w = window(msgs, 1, 5);
+    r = run(store, w);
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_int_equal(json_array_size(r.updates), 1);
+    rec_result_clear(&r);
+    r = run(store, w); /* the same request again: nothing */
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    r = run(store, w);
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    json_decref(w);
+    record_reply(store, "I can't look up live weather, but Oslo is usually cool in November.", 3,
+                 0);
+
+    /* turn 4: silence reminder and follow-up */
+    r = run(store, msgs);
+    assert_int_equal(json_array_size(r.inserts), 2);
+    assert_int_equal(json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+
+    /* the window slides past the greeting and the first question: nothing changes */
+    w = window(msgs, 3, 9);
+    r = run(store, w);
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    json_decref(w);
+
+    assert_int_equal(json_array_size(store), 7);
+    assert_string_equal(str(find(store, 1, "assistant", 0), "source"), "greeting");
+    json_t *cut = find(store, 2, "assistant", 0);
+    assert_string_equal(str(cut, "content"), "A cat walks into a");
+    assert_string_equal(str(cut, "original"), json_string_value(orig));
+    assert_true(json_is_true(json_object_get(cut, "interrupted")));
+    assert_int_equal(json_integer_value(json_object_get(cut, "interrupt_timestamp")),
+                     1763800106500);
+    assert_string_equal(str(find(store, 3, "assistant", 1), "source"), "silence");
+    assert_string_equal(str(find(store, 3, "assistant", 0), "source"), "llm");
+    assert_string_equal(str(find(store, 4, "user", 0), "content"),
+                        "Yes. Remind me what I asked first?");
+    json_decref(store);
+    json_decref(req);
+}
+
+static json_t *msgs_of(const char *json)
+{
+    return json_loads(json, 0, NULL);
+}
+
+static void test_normal_mode_alignment(void **state)
+{
+    json_t *store = json_array();
+    struct rec_result r;
+    json_t *w1 = msgs_of("[{\"role\":\"system\",\"content\":\"s\"},"
+                         "{\"role\":\"assistant\",\"content\":\"Hello! How can I help?\"},"
+                         "{\"role\":\"user\",\"content\":\"A name for a goldfish?\"}]");
+    r = run(store, w1);
+    assert_int_equal(json_array_size(r.inserts), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r.inserts, 0), "turn_id")),
+                     1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r.inserts, 1), "turn_id")),
+                     2);
+    rec_result_clear(&r);
+    record_reply(store, "Bubbles is a classic.", 2, 0);
+
+    json_t *w2 = msgs_of("[{\"role\":\"assistant\",\"content\":\"Hello! How can I help?\"},"
+                         "{\"role\":\"user\",\"content\":\"A name for a goldfish?\"},"
+                         "{\"role\":\"assistant\",\"content\":\"Bubbles is\"},"
+                         "{\"role\":\"user\",\"content\":\"Another?\"}]");
+    r = run(store, w2);
+    assert_int_equal(json_array_size(r.inserts), 1); /* only the new question */
+    assert_int_equal(json_array_size(r.updates), 1); /* the reply was heard only in part */
+    json_t *q = json_array_get(r.inserts, 0);
+    assert_int_equal(json_integer_value(json_object_get(q, "turn_id")), 3);
+    rec_result_clear(&r);
+    r = run(store, w2);
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    r = run(store, w2); /* with and without the fingerprint */
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    json_t *cut = json_array_get(store, 2);
+    assert_string_equal(str(cut, "content"), "Bubbles is");
+    assert_string_equal(str(cut, "original"), "Bubbles is a classic.");
+    assert_true(json_is_true(json_object_get(cut, "interrupted")));
+    assert_int_equal(json_integer_value(json_object_get(cut, "interrupt_timestamp")), NOW);
+
+    /* the window slid: only its tail is sent, nothing is new */
+    json_t *w3 = msgs_of("[{\"role\":\"assistant\",\"content\":\"Bubbles is\"},"
+                         "{\"role\":\"user\",\"content\":\"Another?\"}]");
+    r = run(store, w3);
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    assert_int_equal(json_array_size(store), 4);
+    json_decref(w1);
+    json_decref(w2);
+    json_decref(w3);
+    json_decref(store);
+}
+
+static void test_hangup_then_heard(void **state)
+{
+    json_t *store = json_array();
+    struct rec_result r;
+    json_t *w = msgs_of("[{\"role\":\"user\",\"content\":\"hi\",\"turn_id\":1}]");
+    r = run(store, w);
+    rec_result_clear(&r);
+    json_decref(w);
+    record_reply(store, "Hello there, how", 1, 1); /* client hung up mid-stream */
+    json_t *t = json_array_get(store, 1);
+    assert_string_equal(str(t, "original"), "Hello there, how");
+    assert_int_equal(json_integer_value(json_object_get(t, "interrupt_timestamp")), NOW);
+    w = msgs_of("[{\"role\":\"user\",\"content\":\"hi\",\"turn_id\":1},"
+                "{\"role\":\"assistant\",\"content\":\"Hello\",\"turn_id\":1,\"metadata\":"
+                "{\"interrupted\":true,\"interrupt_timestamp\":1763800199}}]");
+    r = run(store, w);
+    assert_int_equal(json_array_size(r.updates), 1);
+    rec_result_clear(&r);
+    assert_string_equal(str(t, "content"), "Hello");
+    assert_string_equal(str(t, "original"), "Hello there, how");
+    assert_int_equal(json_integer_value(json_object_get(t, "interrupt_timestamp")), NOW);
+    json_decref(w);
+    json_decref(store);
+}
+
+/* A platform that sends memproxy's replies back in words of its own (its rendering of the
+ * text, not a cut): each reply stays the one row recorded, in the window that first shows it
+ * and in the ones where its turn is the oldest, cut at its start or whole; an assistant
+ * message past the stored ones in the oldest turn is still new. */
+static void test_reworded_replies(void **state)
+{
+    json_t *store = json_array();
+    struct rec_result r;
+    static const char *const windows[] = {
+        "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1}]",
+        "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1},"
+        "{\"role\":\"assistant\",\"content\":\"Answer one.\",\"turn_id\":1},"
+        "{\"role\":\"user\",\"content\":\"q2\",\"turn_id\":2}]",
+        "[{\"role\":\"assistant\",\"content\":\"Answer one.\",\"turn_id\":1},"
+        "{\"role\":\"user\",\"content\":\"q2\",\"turn_id\":2},"
+        "{\"role\":\"assistant\",\"content\":\"Answer two.\",\"turn_id\":2},"
+        "{\"role\":\"user\",\"content\":\"q3\",\"turn_id\":3}]",
+        "[{\"role\":\"assistant\",\"content\":\"Answer two.\",\"turn_id\":2},"
+        "{\"role\":\"assistant\",\"content\":\"Still there?\",\"turn_id\":2},"
+        "{\"role\":\"user\",\"content\":\"q3\",\"turn_id\":3}]",
+    };
+    static const size_t inserts[] = {1, 1, 1, 1};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *w = msgs_of(windows[i]);
+        r = run(store, w);
+        assert_int_equal(json_array_size(r.inserts), inserts[i]);
+        assert_int_equal(json_array_size(r.updates), 0);
+        rec_result_clear(&r);
+        json_decref(w);
+        if (i < 2)
+            record_reply(store, i ? "The generated answer two." : "The generated answer one.",
+                         (int64_t)i + 1, 0);
+    }
+    assert_int_equal(json_array_size(store), 6); /* q1 a1 q2 a2 q3, and turn 2's reminder */
+    assert_string_equal(str(find(store, 1, "assistant", 0), "content"),
+                        "The generated answer one.");
+    assert_string_equal(str(find(store, 2, "assistant", 0), "content"),
+                        "The generated answer two.");
+    assert_string_equal(str(find(store, 2, "assistant", 1), "content"), "Still there?");
+    json_decref(store);
+}
+
+/* A window that repeats an exchange word for word: both copies are kept, and replaying the
+ * window (with its fingerprint) adds nothing. */
+static void test_repeated_exchange(void **state)
+{
+    json_t *store = json_array();
+    struct rec_result r;
+    json_t *w1 = msgs_of("[{\"role\":\"user\",\"content\":\"yes\"},"
+                         "{\"role\":\"assistant\",\"content\":\"ok\"}]");
+    json_t *w2 = msgs_of("[{\"role\":\"user\",\"content\":\"yes\"},"
+                         "{\"role\":\"assistant\",\"content\":\"ok\"},"
+                         "{\"role\":\"user\",\"content\":\"yes\"},"
+                         "{\"role\":\"assistant\",\"content\":\"ok\"}]");
+    rec_reconcile(store, w1, 0, NOW, &r);
+    apply(store, &r);
+    rec_result_clear(&r);
+    rec_reconcile(store, w2, 0, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts), 2);
+    uint64_t h = r.window_hash;
+    apply(store, &r);
+    rec_result_clear(&r);
+    rec_reconcile(store, w2, h, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    assert_int_equal(json_array_size(store), 4);
+    json_decref(w1);
+    json_decref(w2);
+    json_decref(store);
+}
+
+/* Many messages of one turn (a tool-heavy turn, or a client that gives every message the same
+ * id): each gets its own index among its turn's messages of its role, in order, whether it
+ * is new, already stored, or new after stored ones; a window that says them again adds
+ * nothing. Matching groups the messages by turn and role rather than scanning them all for
+ * each one. */
+static void test_many_messages_of_one_turn(void **state)
+{
+    (void)state;
+    json_t *store = json_array(), *msgs = json_array();
+    char text[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(text, sizeof(text), "%s %d", i % 2 ? "answer" : "question", i / 2);
+        json_array_append_new(msgs,
+                              json_pack("{s:s, s:s, s:i}", "role", i % 2 ? "assistant" : "user",
+                                        "content", text, "turn_id", 7));
+    }
+    json_t *first = json_array();
+    for (int i = 0; i < 200; i++)
+        json_array_append(first, json_array_get(msgs, (size_t)i));
+    struct rec_result r = run(store, first);
+    assert_int_equal(json_array_size(r.inserts), 200);
+    rec_result_clear(&r);
+    r = run(store, msgs); /* the 200 again, then 100 more */
+    assert_int_equal(json_array_size(r.inserts), 100);
+    assert_int_equal(json_array_size(r.updates), 0);
+    rec_result_clear(&r);
+    r = run(store, msgs);
+    assert_int_equal(json_array_size(r.inserts), 0);
+    rec_result_clear(&r);
+    assert_int_equal(json_array_size(store), 300);
+    for (int i = 0; i < 150; i++) {
+        snprintf(text, sizeof(text), "question %d", i);
+        assert_string_equal(str(find(store, 7, "user", i), "content"), text);
+        snprintf(text, sizeof(text), "answer %d", i);
+        assert_string_equal(str(find(store, 7, "assistant", i), "content"), text);
+    }
+    json_decref(first);
+    json_decref(msgs);
+    json_decref(store);
+}
+
+static int64_t oldest_of(json_t *msgs)
+{
+    struct rec_window *w = rec_window_read(msgs, NULL);
+    int64_t oldest = rec_window_oldest(w);
+    rec_window_free(w);
+    return oldest;
+}
+
+/* What memory reads older turns for: the window's oldest turn, its system messages aside. */
+static void test_window_oldest(void **state)
+{
+    json_t *m = msgs_of("[{\"role\":\"system\",\"content\":\"s\"},"
+                        "{\"role\":\"user\",\"content\":\"a\",\"turn_id\":\"7\"},"
+                        "{\"role\":\"assistant\",\"content\":\"b\",\"turn_id\":9},"
+                        "{\"role\":\"developer\",\"content\":\"d\",\"turn_id\":2},"
+                        "{\"content\":\"no role\"}]");
+    assert_int_equal(oldest_of(m), 7);
+    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", "c"));
+    assert_int_equal(oldest_of(m), -1); /* a turn without an id: not turn-id mode */
+    json_decref(m);
+    m = msgs_of("[{\"role\":\"system\",\"content\":\"s\"}]");
+    assert_int_equal(oldest_of(m), -1);
+    json_decref(m);
+    m = msgs_of("[{\"role\":\"user\",\"content\":\"a\",\"turn_id\":1.5}]");
+    assert_int_equal(oldest_of(m), -1); /* not an integer */
+    json_decref(m);
+}
+
+/* The window fingerprint is stored with each session (window_hash): a new version computing
+ * other values would take every session's next request for a changed window (one full
+ * reconciliation each; a replayed window is then matched by content alone). These are the
+ * values memproxy stores for these windows since 0.1.2 (each turn's hash, kept with its
+ * message in the worker's memo, chained; 0.1.1 chained the turns' fields through util_hash64,
+ * and before that FNV-1a). */
+static void test_window_hash_is_stable(void **state)
+{
+    static const struct {
+        const char *window;
+        uint64_t hash;
+    } cases[] = {
+        {"[{\"role\":\"user\",\"content\":\"hi\"}]", 0x137847ff83e80767ULL},
+        {"[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"assistant\",\"content\":"
+         "\"Hi, what can I do?\",\"turn_id\":1},{\"role\":\"user\",\"content\":\"Where is my "
+         "order \\u00e9?\",\"turn_id\":12345678901},{\"role\":\"assistant\",\"content\":\"It "
+         "is\",\"turn_id\":\"12345678901\",\"metadata\":{\"interrupted\":true,\"original\":\"It "
+         "is on its way\"}}]",
+         0x71be144642408a71ULL},
+        {"[{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"tool_call_id\":"
+         "\"c1\"},{\"role\":\"user\",\"content\":\"\",\"turn_id\":0}]",
+         0x94aec78ee209f52cULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *store = json_array(), *w = msgs_of(cases[i].window);
+        struct rec_result r;
+        rec_reconcile(store, w, 0, NOW, &r);
+        assert_true(r.window_hash == cases[i].hash);
+        rec_result_clear(&r);
+        json_decref(w);
+        json_decref(store);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    fixture_path = argc > 1 ? argv[1] : "tests/fixtures/agora-custom-request.json";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_agora_custom_conversation),
+        cmocka_unit_test(test_normal_mode_alignment),
+        cmocka_unit_test(test_hangup_then_heard),
+        cmocka_unit_test(test_repeated_exchange),
+        cmocka_unit_test(test_reworded_replies),
+        cmocka_unit_test(test_window_hash_is_stable),
+        cmocka_unit_test(test_window_oldest),
+        cmocka_unit_test(test_many_messages_of_one_turn),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,92 @@
+/* Unit tests: the summarizer's request and the reading of its answer (memory/summary.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "memory/summary.h"
+
+#include <jansson.h>
+#include <string.h>
+
+static void test_request_holds_what_was_heard(void **state)
+{
+    json_t *turns = json_loads(
+        "[{\"role\":\"system\",\"content\":\"secret instructions\"},"
+        "{\"role\":\"user\",\"content\":\"Tell me a joke\"},"
+        "{\"role\":\"assistant\",\"content\":\"A cat walks into a\",\"interrupted\":true,"
+        "\"original\":\"A cat walks into a bar and orders a milk.\"},"
+        "{\"role\":\"tool\",\"content\":\"{}\"}]",
+        0, NULL);
+    json_t *facts =
+        json_loads("[{\"category\":\"pet\",\"key\":\"cat\",\"value\":\"Misu\"}]", 0, NULL);
+    json_t *body = summary_request("m", "PROMPT", turns, "Likes jokes.", facts);
+    json_t *msgs = json_object_get(body, "messages");
+    assert_string_equal(json_string_value(json_object_get(body, "model")), "m");
+    assert_true(json_is_false(json_object_get(body, "stream")));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                        "PROMPT");
+    const char *user = json_string_value(json_object_get(json_array_get(msgs, 1), "content"));
+    assert_non_null(strstr(user, "Earlier summary: Likes jokes."));
+    assert_non_null(strstr(user, "pet cat: Misu"));
+    assert_non_null(strstr(user, "USER: Tell me a joke\nASSISTANT: A cat walks into a\n"));
+    assert_null(strstr(user, "orders a milk"));
+    assert_null(strstr(user, "secret instructions"));
+    json_decref(body);
+    json_decref(turns);
+    json_decref(facts);
+}
+
+static void test_request_keeps_the_newest_of_a_long_call(void **state)
+{
+    json_t *turns = json_array();
+    char text[1001];
+    memset(text, 'x', 1000);
+    text[1000] = '\0';
+    for (int i = 0; i < 200; i++)
+        json_array_append_new(turns, json_pack("{s:s, s:s}", "role", "user", "content", text));
+    json_array_append_new(turns, json_pack("{s:s, s:s}", "role", "user", "content", "the end"));
+    json_t *body = summary_request("m", "P", turns, NULL, NULL);
+    const char *user = json_string_value(
+        json_object_get(json_array_get(json_object_get(body, "messages"), 1), "content"));
+    assert_true(strlen(user) <= SUMMARY_MAX_TRANSCRIPT + 200);
+    assert_non_null(strstr(user, "USER: the end"));
+    json_decref(body);
+    json_decref(turns);
+}
+
+static void test_parse(void **state)
+{
+    char err[256];
+    const char *fenced = "```json\n{\"summary\": \"Likes cats.\", \"facts\": []}\n```\n";
+    json_t *m = summary_parse(fenced, strlen(fenced), err, sizeof(err));
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m, "summary"), "text")),
+                        "Likes cats.");
+    json_decref(m);
+    const char *bad[] = {"Sure! Here is the summary",
+                         "{\"summary\": 1}",
+                         "{\"facts\": []}",
+                         "{\"summary\": \"\"}",
+                         "[]",
+                         "{\"summary\": \"x\", \"mood\": \"ok\"}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        assert_null(summary_parse(bad[i], strlen(bad[i]), err, sizeof(err)));
+        assert_true(err[0] != '\0');
+    }
+    static char huge[SUMMARY_MAX_ANSWER + 2];
+    memset(huge, ' ', sizeof(huge) - 1);
+    assert_null(summary_parse(huge, sizeof(huge) - 1, err, sizeof(err)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_holds_what_was_heard),
+        cmocka_unit_test(test_request_keeps_the_newest_of_a_long_call),
+        cmocka_unit_test(test_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

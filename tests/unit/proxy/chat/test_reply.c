@@ -1,0 +1,264 @@
+/* Unit tests: accumulating a reply from stream chunks and bodies (proxy/reply.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "proxy/chat/chunkscan.h"
+#include "proxy/chat/reply.h"
+
+#include <string.h>
+
+static enum reply_chunk add(struct reply *r, const char *s)
+{
+    return reply_add_chunk(r, s, strlen(s));
+}
+
+static void test_stream_text_finish_usage(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    assert_int_equal(add(r, "{\"model\":\"gpt\",\"choices\":[{\"delta\":{\"role\":\"assistant\","
+                            "\"content\":\"\"}}]}"),
+                     REPLY_CHUNK);
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\"Hello\"}}],\"usage\":null}");
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\", world\"}}]}");
+    add(r, "{\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}");
+    assert_int_equal(add(r, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                            "\"completion_tokens\":2,\"total_tokens\":5}}"),
+                     REPLY_USAGE_ONLY);
+    assert_string_equal(reply_content(r, &len), "Hello, world");
+    assert_int_equal(len, 12);
+    assert_string_equal(reply_finish_reason(r), "stop");
+    assert_string_equal(reply_model(r), "gpt");
+    assert_int_equal(json_integer_value(json_object_get(reply_usage(r), "total_tokens")), 5);
+    assert_int_equal(reply_chunks(r), 2);
+    reply_destroy(r);
+}
+
+static void test_tool_calls_merge_by_index(void **state)
+{
+    struct reply *r = reply_create();
+    add(r,
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"{\\\"city\\\":\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\","
+           "\"function\":{\"name\":\"t\",\"arguments\":\"{}\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"\\\"Oslo\\\"}\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}");
+    json_t *calls = reply_tool_calls(r);
+    assert_int_equal(json_array_size(calls), 2);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
+                        "call_1");
+    assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"city\":\"Oslo\"}");
+    assert_string_equal(reply_finish_reason(r), "tool_calls");
+    reply_destroy(r);
+}
+
+static void test_odd_chunks(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    assert_int_equal(add(r, "not json"), REPLY_INVALID);
+    assert_int_equal(add(r, "[1]"), REPLY_INVALID);
+    assert_int_equal(add(r, "{\"error\":{\"message\":\"x\"}}"), REPLY_ERROR);
+    assert_int_equal(add(r, "{\"choices\":\"x\"}"), REPLY_CHUNK);
+    assert_int_equal(add(r, "{\"choices\":[{\"delta\":{\"content\":5,\"tool_calls\":"
+                            "[{\"index\":99999}]}}]}"),
+                     REPLY_CHUNK);
+    assert_string_equal(reply_content(r, &len), "");
+    assert_null(reply_finish_reason(r));
+    reply_destroy(r);
+}
+
+static void test_body(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *body = "{\"model\":\"m\",\"choices\":[{\"message\":{\"role\":\"assistant\","
+                       "\"content\":\"Hi there\"},\"finish_reason\":\"stop\"}],"
+                       "\"usage\":{\"total_tokens\":9}}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_content(r, &len), "Hi there");
+    assert_string_equal(reply_finish_reason(r), "stop");
+    assert_int_equal(reply_set_body(r, "oops", 4), -1);
+    reply_destroy(r);
+}
+
+static void test_content_cap(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    char *chunk = malloc(300 * 1024);
+    strcpy(chunk, "{\"choices\":[{\"delta\":{\"content\":\"");
+    size_t off = strlen(chunk);
+    memset(chunk + off, 'a', 256 * 1024);
+    strcpy(chunk + off + 256 * 1024, "\"}}]}");
+    for (int i = 0; i < 5; i++)
+        add(r, chunk);
+    reply_content(r, &len);
+    assert_int_equal(len, REPLY_MAX_TEXT);
+    assert_true(reply_truncated(r));
+    free(chunk);
+    reply_destroy(r);
+}
+
+static void test_usage_only_check(void **state)
+{
+    const char *yes[] = {"{\"choices\":[],\"usage\":{\"total_tokens\":1}}",
+                         "{\"id\":\"x\", \"choices\" : [ ] , \"usage\": {}}"};
+    const char *no[] = {"{\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":null}",
+                        "{\"choices\":[],\"usage\":null}",
+                        "{\"choices\":[{\"delta\":{\"content\":\"say \\\"choices\\\":[] now\"}}]}",
+                        "{\"choices\":[]",
+                        "\"choices\"",
+                        ""};
+    for (size_t i = 0; i < 2; i++)
+        assert_true(reply_is_usage_only(yes[i], strlen(yes[i])));
+    for (size_t i = 0; i < 6; i++)
+        assert_false(reply_is_usage_only(no[i], strlen(no[i])));
+}
+
+static void test_queue_then_flush(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *a = "{\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}";
+    const char *b = "{\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}";
+    reply_queue_chunk(r, a, strlen(a));
+    reply_queue_chunk(r, b, strlen(b));
+    assert_string_equal(reply_content(r, &len), ""); /* parsed only on flush */
+    reply_flush(r);
+    assert_string_equal(reply_content(r, &len), "Hello");
+    assert_string_equal(reply_finish_reason(r), "stop");
+    /* the queue is bounded: enough chunks flush themselves */
+    for (int i = 0; i < 20000; i++)
+        reply_queue_chunk(r, a, strlen(a));
+    reply_content(r, &len);
+    assert_true(len > 5);
+    reply_flush(r);
+    reply_content(r, &len);
+    assert_int_equal(len, 5 + 20000 * 3);
+    reply_destroy(r);
+}
+
+/* The common chunk is read without a tree; anything outside its shape is declined (and the
+ * general parse takes it), never read differently. */
+static void test_chunkscan(void **state)
+{
+    struct chunkscan c;
+    struct chunkscan_buf buf = {0};
+    const char *ok =
+        " {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":-17,"
+        "\"model\":\"gpt-4o-mini\",\"system_fingerprint\":null,\"choices\":[{\"index\":0,"
+        "\"delta\":{\"role\":\"assistant\",\"content\":\"Hi there\"},\"logprobs\":null,"
+        "\"finish_reason\":\"stop\"}],\"usage\":null,\"x\":true}\r\n";
+    assert_true(chunkscan_delta(ok, strlen(ok), &buf, &c));
+    assert_int_equal(c.model.len, 11);
+    assert_memory_equal(c.model.s, "gpt-4o-mini", 11);
+    assert_int_equal(c.content.len, 8);
+    assert_memory_equal(c.content.s, "Hi there", 8);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    const char *empty = "{\"choices\":[{\"delta\":{},\"finish_reason\":null}]}";
+    assert_true(chunkscan_delta(empty, strlen(empty), &buf, &c));
+    assert_null(c.content.s);
+    assert_null(c.finish_reason.s);
+    static const char *const declined[] = {
+        "{\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}",           /* \u0000 */
+        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\"}}]}",             /* bad UTF-8 */
+        "{\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}",                   /* tool calls */
+        "{\"choices\":[],\"usage\":{\"total_tokens\":3}}",                   /* usage */
+        "{\"choices\":[{\"delta\":{}},{\"delta\":{}}]}",                     /* two choices */
+        "{\"created\":1.5,\"choices\":[]}",                                  /* a real */
+        "{\"created\":01}",                                                  /* a leading zero */
+        "{\"choices\":[{\"delta\":{\"content\":\"a\",\"content\":\"b\"}}]}", /* twice */
+        "{\"error\":{\"message\":\"x\"}}",                                   /* an error */
+        "{\"model\":\"m\"} x",                                               /* trailing */
+        "{\"model\":\"m\",}",                                                /* a comma */
+        "[]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++)
+        assert_false(chunkscan_delta(declined[i], strlen(declined[i]), &buf, &c));
+    /* escapes and UTF-8 read as jtext reads them; a decoded string outlives the next one */
+    const char *esc =
+        "{\"model\":\"m\\u00e9\",\"choices\":[{\"delta\":{\"content\":"
+        "\"caf\xc3\xa9\\n\\\"ok\\\" \\ud83d\\ude00\"},\"finish_reason\":\"st\\u006fp\"}],"
+        "\"x\\u0079\":\"\\t\"}";
+    assert_true(chunkscan_delta(esc, strlen(esc), &buf, &c));
+    assert_int_equal(c.model.len, 3);
+    assert_memory_equal(c.model.s, "m\xc3\xa9", 3);
+    const char *want = "caf\xc3\xa9\n\"ok\" \xf0\x9f\x98\x80";
+    assert_int_equal(c.content.len, strlen(want));
+    assert_memory_equal(c.content.s, want, strlen(want));
+    assert_int_equal(c.finish_reason.len, 4);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    chunkscan_buf_free(&buf);
+}
+
+/* A whole body as OpenAI sends it is read without a tree, usage and its token details
+ * included; the same things as in a chunk, and tool calls, are declined. */
+static void test_chunkscan_message(void **state)
+{
+    struct chunkscan c;
+    struct chunkscan_buf buf = {0};
+    const char *ok =
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1741569952,"
+        "\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+        "\"content\":\"Hello!\",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
+        "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":19,\"completion_tokens\":10,"
+        "\"total_tokens\":29,\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":null}},"
+        "\"service_tier\":\"default\"}";
+    assert_true(chunkscan_message(ok, strlen(ok), &buf, &c));
+    assert_memory_equal(c.content.s, "Hello!", 6);
+    assert_memory_equal(c.model.s, "gpt-4.1", 7);
+    assert_memory_equal(c.finish_reason.s, "stop", 4);
+    const char *usage = strstr(ok, "{\"prompt_tokens\"");
+    assert_ptr_equal(c.usage.s, usage);
+    assert_int_equal(c.usage.len, strlen(usage) - strlen(",\"service_tier\":\"default\"}"));
+    assert_false(chunkscan_delta(ok, strlen(ok), &buf, &c)); /* a body is no chunk */
+
+    struct reply *r = reply_create();
+    assert_int_equal(reply_set_body(r, ok, strlen(ok)), 0);
+    json_t *details = json_object_get(reply_usage(r), "prompt_tokens_details");
+    assert_int_equal(json_integer_value(json_object_get(details, "cached_tokens")), 0);
+    assert_int_equal(json_integer_value(json_object_get(reply_usage(r), "total_tokens")), 29);
+    assert_int_equal(reply_chunks(r), 1);
+    reply_destroy(r);
+
+    static const char *const declined[] = {
+        "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}", /* a chunk */
+        "{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"c\"}]}}]}",
+        "{\"choices\":[{\"message\":{\"annotations\":[{\"type\":\"url\"}]}}]}",
+        "{\"choices\":[],\"usage\":{\"a\":{\"b\":{\"c\":1}}}}", /* too deep */
+        "{\"choices\":[],\"usage\":{\"cost\":0.5}}",            /* a real */
+        "{\"choices\":[],\"usage\":{\"a\":1},\"usage\":null}",  /* twice */
+        "{\"choices\":[],\"usage\":[1]}",
+    };
+    for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++)
+        assert_false(chunkscan_message(declined[i], strlen(declined[i]), &buf, &c));
+    chunkscan_buf_free(&buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_text_finish_usage),
+        cmocka_unit_test(test_tool_calls_merge_by_index),
+        cmocka_unit_test(test_odd_chunks),
+        cmocka_unit_test(test_body),
+        cmocka_unit_test(test_content_cap),
+        cmocka_unit_test(test_usage_only_check),
+        cmocka_unit_test(test_queue_then_flush),
+        cmocka_unit_test(test_chunkscan),
+        cmocka_unit_test(test_chunkscan_message),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
