@@ -1,4 +1,5 @@
 #include "memory/cache.h"
+#include "base/msg.h"
 
 #include "base/util.h"
 
@@ -6,12 +7,6 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
-
-static int cache_is_system(json_t *m)
-{
-    const char *role = json_string_value(json_object_get(m, "role"));
-    return role && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
-}
 
 /* The user's text lower-cased, trimmed, runs of whitespace as one space. */
 static char *cache_normalize(const char *s)
@@ -48,7 +43,7 @@ int cache_key(const char *tenant, const char *profile, json_t *body, char *key)
         json_object_get(body, "tools") != NULL)
         return -1;
     for (i = 0; i + 1 < n; i++) {
-        if (!cache_is_system(json_array_get(msgs, i)))
+        if (!msg_role_is_system(msg_role(json_array_get(msgs, i))))
             return -1;
     }
     unsigned char md[EVP_MAX_MD_SIZE];

@@ -1,4 +1,5 @@
 #include "memory/memory.h"
+#include "base/msg.h"
 
 #include "memory/cache.h"
 #include "memory/history.h"
@@ -414,30 +415,30 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
     json_decref(sess);
 }
 
-/* What the window is matched against (rec_reconcile_views' stored), *n views: the working
+/* What the window is matched against (reconcile_run_views' stored), *n views: the working
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
  * window reaches further back than the entry holds, the older turns of the window's turn
  * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
  * when none were read; MEMORY_MAX_READ). The array is new. */
-static struct rec_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
-                                          const struct rec_window *w, size_t *n, json_t **db)
+static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
+                                          const struct reconcile_window *w, size_t *n, json_t **db)
 {
-    int64_t oldest = rec_window_oldest(w);
-    struct rec_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
+    int64_t oldest = reconcile_window_oldest(w);
+    struct reconcile_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
     json_t *first = turnlist_get(e->turns, 0);
     *db = NULL;
     if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
         return ws;
     size_t nids;
-    int64_t *ids = rec_window_turn_ids(w, &nids);
+    int64_t *ids = reconcile_window_turn_ids(w, &nids);
     *db = store_turns_of(rec->rd->sr, rec->tenant, rec->sid, ids, nids, MEMORY_MAX_READ);
     free(ids);
     atomic_fetch_add_explicit(&rec->rd->m->reach_back, json_array_size(*db), memory_order_relaxed);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
     size_t nd = json_array_size(*db), k = 0;
-    struct rec_view *out = xmalloc((nd + *n + 1) * sizeof(*out));
+    struct reconcile_view *out = xmalloc((nd + *n + 1) * sizeof(*out));
     for (size_t i = 0; i < nd; i++) {
-        rec_view_read(&out[k], json_array_get(*db, i));
+        reconcile_view_read(&out[k], json_array_get(*db, i));
         k += out[k].seq < from;
     }
     memcpy(out + k, ws, *n * sizeof(*ws));
@@ -538,9 +539,9 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
     int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
     json_array_foreach(rec->messages, i, msg)
     {
-        json_t *t = rec_normalize(msg, now);
+        json_t *t = reconcile_normalize(msg, now);
         const char *role = memory_str(t, "role");
-        if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
+        if (msg_role_is_system(role)) {
             if (system == NULL)
                 system = json_array();
             json_array_append_new(system, json_pack("{s:s, s:O}", "role", role, "content",
@@ -563,10 +564,10 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
  * identified by their turn ids (DESIGN §6), so its messages are taken as the stored ones of
  * those ids and a restarted agent's new turns are not recorded: say so, once a session. */
 static void memory_turn_ids_back(struct memory_rec *rec, struct ws_entry *e,
-                                 const struct rec_window *w)
+                                 const struct reconcile_window *w)
 {
     size_t n = turnlist_size(e->turns);
-    int64_t newest = rec_window_newest(w), stored = n ? turnlist_turn_id(e->turns, n - 1) : -1;
+    int64_t newest = reconcile_window_newest(w), stored = n ? turnlist_turn_id(e->turns, n - 1) : -1;
     if (e->warned_back || newest < 0 || stored <= newest)
         return;
     e->warned_back = 1;
@@ -582,15 +583,15 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
         memory_append(rec, e, b);
         return;
     }
-    struct rec_result res;
+    struct reconcile_result res;
     size_t i, ns;
     json_t *x, *db;
-    struct rec_window *w = rec_window_read(rec->messages, rec->memo);
-    int aligned = rec_window_oldest(w) < 0; /* no turn ids: matched by content */
+    struct reconcile_window *w = reconcile_window_read(rec->messages, rec->memo);
+    int aligned = reconcile_window_oldest(w) < 0; /* no turn ids: matched by content */
     memory_turn_ids_back(rec, e, w);
-    struct rec_view *stored = memory_stored_for(rec, e, w, &ns, &db);
-    rec_reconcile_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
-    rec_window_free(w);
+    struct reconcile_view *stored = memory_stored_for(rec, e, w, &ns, &db);
+    reconcile_run_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
+    reconcile_window_free(w);
     free(stored);
     json_decref(db);
     json_t *last = turnlist_get(e->turns, turnlist_size(e->turns) - 1);
@@ -605,7 +606,7 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
         memory_apply_update(e, x);
         store_batch_update(b, x);
     }
-    rec_result_clear(&res);
+    reconcile_result_clear(&res);
 }
 
 /* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
@@ -721,7 +722,7 @@ static void memory_set_str(json_t *t, const char *key, const char *v)
 
 static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id, int64_t idx)
 {
-    json_t *t = rec_reply_turn(rp->content ? rp->content : "", turn_id, idx, rp->interrupted,
+    json_t *t = reconcile_reply_turn(rp->content ? rp->content : "", turn_id, idx, rp->interrupted,
                                util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
@@ -1060,7 +1061,7 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->profile = p->profile ? xstrdup(p->profile) : NULL;
     rec->messages = json_incref(p->messages);
     rec->memo = p->memo;
-    rec->turn_id = rec_turn_id(p->turn_id);
+    rec->turn_id = msg_turn_id(p->turn_id);
     rec->append = p->append;
     rec->embed = p->embed;
     return rec;

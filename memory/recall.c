@@ -1,4 +1,5 @@
 #include "memory/recall.h"
+#include "base/msg.h"
 
 #include "base/jtext.h"
 #include "memory/reconcile.h"
@@ -138,7 +139,7 @@ char *recall_query_text(json_t *messages)
     if (role == NULL || strcmp(role, "user") != 0)
         return NULL;
     int dropped;
-    json_t *text = rec_text(json_object_get(last, "content"), &dropped); /* as it is stored */
+    json_t *text = msg_text(json_object_get(last, "content"), &dropped); /* as it is stored */
     char *out = json_string_length(text) > 0 ? xstrdup(json_string_value(text)) : NULL;
     json_decref(text);
     return out;

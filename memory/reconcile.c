@@ -1,6 +1,7 @@
 #include "memory/reconcile.h"
 
 #include "base/jmemo.h"
+#include "base/msg.h"
 #include "base/util.h"
 
 #include <stdio.h>
@@ -8,46 +9,18 @@
 
 /* ---- normalization ---- */
 
-static int64_t rec_number(json_t *v)
-{
-    long long n = -1;
-    if (json_is_integer(v))
-        return json_integer_value(v);
-    if (json_is_real(v)) { /* in range only: converting 1e300 is undefined */
-        double d = json_real_value(v);
-        return d >= 0 && d < 9.2e18 ? (int64_t)d : -1;
-    }
-    if (json_is_string(v) && util_parse_ll(json_string_value(v), &n) == 0)
-        return n;
-    return -1;
-}
-
-int64_t rec_timestamp_ms(json_t *v)
-{
-    int64_t n = rec_number(v);
-    if (n <= 0)
-        return -1;
-    return n < REC_MS_THRESHOLD ? n * 1000 : n;
-}
-
-int64_t rec_turn_id(json_t *v)
-{
-    int64_t n = rec_number(v);
-    return n >= 0 && !json_is_real(v) ? n : -1;
-}
-
-static double rec_role_importance(const char *role)
+static double reconcile_role_importance(const char *role)
 {
     if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0)
         return 0.3;
-    if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)
+    if (msg_role_is_system(role))
         return 0.1;
     return 0.5;
 }
 
 /* A message's importance: its own (importance, or metadata.importance: a number from 0 to 1,
  * e.g. a platform flagging what the caller must not be asked again), else its role's. */
-static double rec_importance(json_t *msg, const char *role)
+static double reconcile_importance(json_t *msg, const char *role)
 {
     json_t *v = json_object_get(msg, "importance");
     if (!json_is_number(v))
@@ -55,76 +28,48 @@ static double rec_importance(json_t *msg, const char *role)
     double d = json_number_value(v);
     if (json_is_number(v) && d >= 0 && d <= 1)
         return d;
-    return rec_role_importance(role);
+    return reconcile_role_importance(role);
 }
 
-json_t *rec_text(json_t *content, int *dropped)
-{
-    size_t i;
-    json_t *part;
-    *dropped = 0;
-    if (json_is_string(content))
-        return json_copy(content);
-    if (!json_is_array(content))
-        return json_string("");
-    char *text = xstrdup("");
-    json_array_foreach(content, i, part)
-    {
-        json_t *t = json_object_get(part, "text");
-        if (!json_is_string(t)) {
-            (*dropped)++;
-            continue;
-        }
-        char *joined = xasprintf("%s%s%s", text, *text ? "\n" : "", json_string_value(t));
-        free(text);
-        text = joined;
-    }
-    json_t *s = json_string(text);
-    free(text);
-    return s ? s : json_string("");
-}
-
-static void rec_set_opt_string(json_t *turn, const char *key, json_t *v)
+static void reconcile_set_opt_string(json_t *turn, const char *key, json_t *v)
 {
     json_object_set_new(turn, key, json_is_string(v) ? json_copy(v) : json_null());
 }
 
 /* Lift the voice fields out of the client's metadata; the rest stays in metadata. */
-static void rec_voice_fields(json_t *turn, json_t *meta)
+static void reconcile_voice_fields(json_t *turn, json_t *meta)
 {
     json_t *rest = json_is_object(meta) ? json_deep_copy(meta) : json_object();
-    int64_t its = rec_timestamp_ms(json_object_get(rest, "interrupt_timestamp"));
-    rec_set_opt_string(turn, "source", json_object_get(rest, "source"));
-    rec_set_opt_string(turn, "original", json_object_get(rest, "original"));
+    int64_t its = msg_timestamp_ms(json_object_get(rest, "interrupt_timestamp"));
+    reconcile_set_opt_string(turn, "source", json_object_get(rest, "source"));
+    reconcile_set_opt_string(turn, "original", json_object_get(rest, "original"));
     json_object_set_new(turn, "interrupted",
                         json_boolean(json_is_true(json_object_get(rest, "interrupted"))));
     json_object_set_new(turn, "interrupt_timestamp", its > 0 ? json_integer(its) : json_null());
-    static const char *const lifted[] = {"source", "original", "interrupted",
-                                         "interrupt_timestamp"};
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(lifted); i++)
-        json_object_del(rest, lifted[i]);
+    for (size_t i = 0; i < MSG_VOICE_FIELDS; i++)
+        json_object_del(rest, msg_voice_fields[i]);
     json_object_set_new(turn, "metadata", rest);
 }
 
-json_t *rec_normalize(json_t *msg, int64_t now_ms)
+json_t *reconcile_normalize(json_t *msg, int64_t now_ms)
 {
     json_t *role = json_object_get(msg, "role");
     if (!json_is_string(role))
         return NULL;
     int dropped = 0;
-    int64_t ts = rec_timestamp_ms(json_object_get(msg, "timestamp"));
+    int64_t ts = msg_timestamp_ms(json_object_get(msg, "timestamp"));
     json_t *turn = json_object();
     json_object_set(turn, "role", role);
-    json_object_set_new(turn, "content", rec_text(json_object_get(msg, "content"), &dropped));
+    json_object_set_new(turn, "content", msg_text(json_object_get(msg, "content"), &dropped));
     json_object_set_new(turn, "turn_id",
-                        json_integer(rec_turn_id(json_object_get(msg, "turn_id"))));
-    rec_voice_fields(turn, json_object_get(msg, "metadata"));
+                        json_integer(msg_turn_id(json_object_get(msg, "turn_id"))));
+    reconcile_voice_fields(turn, json_object_get(msg, "metadata"));
     if (dropped > 0)
         json_object_set_new(json_object_get(turn, "metadata"), "dropped_parts",
                             json_integer(dropped));
     json_object_set_new(turn, "timestamp", json_integer(ts > 0 ? ts : now_ms));
     json_object_set_new(turn, "importance",
-                        json_real(rec_importance(msg, json_string_value(role))));
+                        json_real(reconcile_importance(msg, json_string_value(role))));
     static const char *const copied[] = {"tool_calls", "tool_call_id", "name"};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(copied); i++) {
         json_t *v = json_object_get(msg, copied[i]);
@@ -136,7 +81,7 @@ json_t *rec_normalize(json_t *msg, int64_t now_ms)
 
 /* Built key by key: json_pack's format parsing cost more than the turn on every recorded
  * reply. */
-json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
+json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
                        int64_t now_ms)
 {
     json_t *text = json_string(content);
@@ -162,37 +107,37 @@ json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, i
 /* ---- matching ---- */
 
 /* A window message as matching sees it, read in place from the client's message: a whole
- * turn object is built (rec_normalize) only for a message that is inserted. A 32-message
+ * turn object is built (reconcile_normalize) only for a message that is inserted. A 32-message
  * window that is mostly stored already costs 32 of these, not 32 objects and their copies,
  * and a message the worker's memo holds (jmemo.h: it came in an earlier request's window) is
  * read once for all the requests it comes in. */
-enum rec_kind { REC_NOT_A_TURN, REC_TURN, REC_SYSTEM };
+enum reconcile_kind { RECONCILE_NOT_A_TURN, RECONCILE_TURN, RECONCILE_SYSTEM };
 
-struct rec_msg {
+struct reconcile_msg {
     json_t *msg;          /* the client's message */
-    enum rec_kind kind;   /* no string role: neither */
+    enum reconcile_kind kind;   /* no string role: neither */
     const char *role;     /* its role */
-    json_t *text;         /* its content as stored (rec_text); a reference */
+    json_t *text;         /* its content as stored (msg_text); a reference */
     int64_t turn_id;      /* -1 when it has none */
     int interrupted;      /* metadata.interrupted */
     json_t *original;     /* metadata.original when a string, else NULL */
     int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
-    uint64_t hash;        /* a turn's share of the window's fingerprint (rec_window_read) */
+    uint64_t hash;        /* a turn's share of the window's fingerprint (reconcile_window_read) */
 };
 
-struct rec_window {
-    struct rec_msg *turns, *system; /* in the window's order */
+struct reconcile_window {
+    struct reconcile_msg *turns, *system; /* in the window's order */
     size_t nturns, nsystem;
     int64_t oldest, newest; /* the oldest and newest turn ids when every turn has one, else -1 */
     uint64_t hash;
 };
 
-static int64_t rec_int_of(json_t *v)
+static int64_t reconcile_int_of(json_t *v)
 {
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
-static const char *rec_str_of(json_t *v)
+static const char *reconcile_str_of(json_t *v)
 {
     const char *s = json_string_value(v);
     return s ? s : "";
@@ -200,16 +145,16 @@ static const char *rec_str_of(json_t *v)
 
 /* One pass over the turn's fields, cheaper than a lookup each once two are wanted; a stored
  * turn has a dozen, so each key is told apart by its first byte before it is compared. */
-static void rec_view_field(struct rec_view *s, const char *k, json_t *v)
+static void reconcile_view_field(struct reconcile_view *s, const char *k, json_t *v)
 {
     switch (k[0]) {
     case 'r':
         if (strcmp(k, "role") == 0)
-            s->role = rec_str_of(v);
+            s->role = reconcile_str_of(v);
         break;
     case 'c':
         if (strcmp(k, "content") == 0)
-            s->content = rec_str_of(v);
+            s->content = reconcile_str_of(v);
         break;
     case 'o':
         if (strcmp(k, "original") == 0)
@@ -217,13 +162,13 @@ static void rec_view_field(struct rec_view *s, const char *k, json_t *v)
         break;
     case 't':
         if (strcmp(k, "turn_id") == 0)
-            s->turn_id = rec_int_of(v);
+            s->turn_id = reconcile_int_of(v);
         else if (strcmp(k, "turn_idx") == 0)
-            s->turn_idx = rec_int_of(v);
+            s->turn_idx = reconcile_int_of(v);
         break;
     case 's':
         if (strcmp(k, "seq") == 0)
-            s->seq = rec_int_of(v);
+            s->seq = reconcile_int_of(v);
         break;
     case 'i':
         if (strcmp(k, "interrupted") == 0)
@@ -237,23 +182,23 @@ static void rec_view_field(struct rec_view *s, const char *k, json_t *v)
 }
 
 /* (json_object_foreach makes four calls a field, the iterator three.) */
-void rec_view_read(struct rec_view *s, json_t *t)
+void reconcile_view_read(struct reconcile_view *s, json_t *t)
 {
-    *s = (struct rec_view){
+    *s = (struct reconcile_view){
         .t = t, .role = "", .content = "", .turn_id = -1, .turn_idx = -1, .seq = -1};
     for (void *it = json_object_iter(t); it != NULL; it = json_object_iter_next(t, it))
-        rec_view_field(s, json_object_iter_key(it), json_object_iter_value(it));
+        reconcile_view_field(s, json_object_iter_key(it), json_object_iter_value(it));
 }
 
-static const char *rec_content(const struct rec_msg *w)
+static const char *reconcile_content(const struct reconcile_msg *w)
 {
     return json_string_value(w->text);
 }
 
 /* w is what was heard of s: an assistant reply cut short. */
-static int rec_heard_of(const struct rec_view *s, const struct rec_msg *w)
+static int reconcile_heard_of(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
-    const char *wc = rec_content(w), *orig = s->original ? s->original : "";
+    const char *wc = reconcile_content(w), *orig = s->original ? s->original : "";
     size_t wl = strlen(wc);
     if (strcmp(s->role, "assistant") != 0 || wl == 0)
         return 0;
@@ -261,21 +206,21 @@ static int rec_heard_of(const struct rec_view *s, const struct rec_msg *w)
            (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
 }
 
-static int rec_matches(const struct rec_view *s, const struct rec_msg *w)
+static int reconcile_matches(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
     if (strcmp(s->role, w->role) != 0)
         return 0;
-    return strcmp(s->content, rec_content(w)) == 0 || rec_heard_of(s, w);
+    return strcmp(s->content, reconcile_content(w)) == 0 || reconcile_heard_of(s, w);
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
-static void rec_update(const struct rec_view *s, const struct rec_msg *w, int64_t now_ms,
+static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w, int64_t now_ms,
                        json_t *updates)
 {
-    int same = strcmp(s->content, rec_content(w)) == 0;
+    int same = strcmp(s->content, reconcile_content(w)) == 0;
     if (strcmp(s->role, "assistant") != 0 || (same && (s->interrupted || !w->interrupted)))
         return;
-    if (!same && !w->interrupted && !rec_heard_of(s, w))
+    if (!same && !w->interrupted && !reconcile_heard_of(s, w))
         return;
     json_t *orig = w->original;
     if (orig == NULL)
@@ -290,22 +235,22 @@ static void rec_update(const struct rec_view *s, const struct rec_msg *w, int64_
 
 /* ---- the two modes ---- */
 
-struct rec_ctx {
-    struct rec_view *stored; /* the stored turns matching may use, in seq order (a copy) */
+struct reconcile_ctx {
+    struct reconcile_view *stored; /* the stored turns matching may use, in seq order (a copy) */
     size_t nstored;
-    const struct rec_msg *turns; /* the window's messages that are turns (not system) */
+    const struct reconcile_msg *turns; /* the window's messages that are turns (not system) */
     size_t nturns;
     char *used; /* per stored turn */
     int64_t next_seq, now_ms;
-    struct rec_result *out;
+    struct reconcile_result *out;
     /* The messages of each (turn_id, role), stored and in the window: groups (ngroups of
      * capgroups), found through an open-addressing table of their indices + 1 (nslots, a
      * power of two; 0 a free slot), and per stored turn the next stored turn of its group in
-     * seq order (REC_NONE ends). Why: matching asked "which of the stored turns are this
+     * seq order (RECONCILE_NONE ends). Why: matching asked "which of the stored turns are this
      * turn's, with this role?" by scanning them all for every message of the window, and
      * counted the inserts by reading each one's JSON: a window of 4,096 messages held the
      * worker's loop 0.3 to 1.7 s. */
-    struct rec_group *groups;
+    struct reconcile_group *groups;
     size_t ngroups, capgroups;
     uint32_t *slots;
     size_t nslots;
@@ -313,19 +258,19 @@ struct rec_ctx {
     size_t *wgroup; /* per window message, its group's index */
 };
 
-#define REC_NONE ((size_t)-1)
+#define RECONCILE_NONE ((size_t)-1)
 
-struct rec_group {
+struct reconcile_group {
     const char *role;
     int64_t turn_id;
-    size_t sfirst, slast; /* its stored turns (rec_ctx.snext), REC_NONE when none */
+    size_t sfirst, slast; /* its stored turns (reconcile_ctx.snext), RECONCILE_NONE when none */
     int64_t nstored;      /* how many */
     int64_t inserted;     /* inserted by this reconciliation */
     size_t wtotal, wseen; /* the window's messages of it, and those matched so far */
 };
 
 /* FNV-1a over the role, seeded by the turn id: roles are a few short words. */
-static size_t rec_group_hash(int64_t turn_id, const char *role)
+static size_t reconcile_group_hash(int64_t turn_id, const char *role)
 {
     uint64_t h = (uint64_t)turn_id * 0x9e3779b97f4a7c15u;
     for (; *role != '\0'; role++)
@@ -333,19 +278,19 @@ static size_t rec_group_hash(int64_t turn_id, const char *role)
     return (size_t)(h ^ (h >> 32));
 }
 
-/* The group of (turn_id, role), made when absent (there is room: rec_groups_init). */
-static struct rec_group *rec_group(struct rec_ctx *c, int64_t turn_id, const char *role)
+/* The group of (turn_id, role), made when absent (there is room: reconcile_groups_init). */
+static struct reconcile_group *reconcile_group(struct reconcile_ctx *c, int64_t turn_id, const char *role)
 {
     size_t mask = c->nslots - 1;
-    for (size_t i = rec_group_hash(turn_id, role) & mask;; i = (i + 1) & mask) {
+    for (size_t i = reconcile_group_hash(turn_id, role) & mask;; i = (i + 1) & mask) {
         if (c->slots[i] == 0) {
-            struct rec_group *g = &c->groups[c->ngroups++];
-            *g = (struct rec_group){
-                .role = role, .turn_id = turn_id, .sfirst = REC_NONE, .slast = REC_NONE};
+            struct reconcile_group *g = &c->groups[c->ngroups++];
+            *g = (struct reconcile_group){
+                .role = role, .turn_id = turn_id, .sfirst = RECONCILE_NONE, .slast = RECONCILE_NONE};
             c->slots[i] = (uint32_t)c->ngroups;
             return g;
         }
-        struct rec_group *g = &c->groups[c->slots[i] - 1];
+        struct reconcile_group *g = &c->groups[c->slots[i] - 1];
         if (g->turn_id == turn_id && strcmp(g->role, role) == 0)
             return g;
     }
@@ -353,7 +298,7 @@ static struct rec_group *rec_group(struct rec_ctx *c, int64_t turn_id, const cha
 
 /* The groups of the stored turns and of the window's messages; room for one more group per
  * window message (an insert in alignment mode opens a turn of its own). */
-static void rec_groups_init(struct rec_ctx *c)
+static void reconcile_groups_init(struct reconcile_ctx *c)
 {
     size_t n = 16;
     c->capgroups = c->nstored + 2 * c->nturns + 1;
@@ -365,9 +310,9 @@ static void rec_groups_init(struct rec_ctx *c)
     c->ngroups = 0;
     c->snext = xmalloc((c->nstored + 1) * sizeof(*c->snext));
     for (size_t i = 0; i < c->nstored; i++) {
-        struct rec_group *g = rec_group(c, c->stored[i].turn_id, c->stored[i].role);
-        c->snext[i] = REC_NONE;
-        if (g->slast == REC_NONE)
+        struct reconcile_group *g = reconcile_group(c, c->stored[i].turn_id, c->stored[i].role);
+        c->snext[i] = RECONCILE_NONE;
+        if (g->slast == RECONCILE_NONE)
             g->sfirst = i;
         else
             c->snext[g->slast] = i;
@@ -376,17 +321,17 @@ static void rec_groups_init(struct rec_ctx *c)
     }
     c->wgroup = xmalloc((c->nturns + 1) * sizeof(*c->wgroup));
     for (size_t i = 0; i < c->nturns; i++) {
-        struct rec_group *g = rec_group(c, c->turns[i].turn_id, c->turns[i].role);
+        struct reconcile_group *g = reconcile_group(c, c->turns[i].turn_id, c->turns[i].role);
         g->wtotal++;
         c->wgroup[i] = (size_t)(g - c->groups);
     }
 }
 
-static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_id)
+static void reconcile_insert(struct reconcile_ctx *c, const struct reconcile_msg *w, int64_t turn_id)
 {
-    json_t *t = rec_normalize(w->msg, c->now_ms);
+    json_t *t = reconcile_normalize(w->msg, c->now_ms);
     json_object_set_new(t, "turn_id", json_integer(turn_id));
-    struct rec_group *g = rec_group(c, turn_id, w->role); /* the next of its turn and role */
+    struct reconcile_group *g = reconcile_group(c, turn_id, w->role); /* the next of its turn and role */
     json_object_set_new(t, "turn_idx", json_integer(g->nstored + g->inserted++));
     json_object_set_new(t, "seq", json_integer(c->next_seq++));
     json_array_append_new(c->out->inserts, t);
@@ -399,16 +344,16 @@ static void rec_insert(struct rec_ctx *c, const struct rec_msg *w, int64_t turn_
  * the turn was not cut and the ones past the stored are new). So a reply that came back in
  * other words (a platform's own rendering of it) stays one row when its turn becomes the
  * window's oldest, as it is while the turn is newer. Returns its position or -1. */
-static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, const struct rec_group *g,
+static long reconcile_find_by_turn(struct reconcile_ctx *c, const struct reconcile_msg *w, const struct reconcile_group *g,
                              int64_t idx, int64_t m, int oldest)
 {
     int64_t n = g->nstored; /* stored messages of w's turn and role */
-    for (size_t i = g->sfirst; i != REC_NONE; i = c->snext[i]) {
-        if (!c->used[i] && (oldest ? rec_matches(&c->stored[i], w) : c->stored[i].turn_idx == idx))
+    for (size_t i = g->sfirst; i != RECONCILE_NONE; i = c->snext[i]) {
+        if (!c->used[i] && (oldest ? reconcile_matches(&c->stored[i], w) : c->stored[i].turn_idx == idx))
             return (long)i;
     }
     int64_t at = (n > m ? n - m : 0) + idx; /* more in the window than stored: new at its end */
-    for (size_t i = g->sfirst; oldest && at < n && i != REC_NONE; i = c->snext[i]) {
+    for (size_t i = g->sfirst; oldest && at < n && i != RECONCILE_NONE; i = c->snext[i]) {
         if (!c->used[i] && c->stored[i].turn_idx == at)
             return (long)i;
     }
@@ -416,7 +361,7 @@ static long rec_find_by_turn(struct rec_ctx *c, const struct rec_msg *w, const s
 }
 
 /* Turn-id mode matches only stored turns of the window's turns: leave out the older ones. */
-static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
+static void reconcile_keep_from(struct reconcile_ctx *c, int64_t oldest)
 {
     size_t n = 0;
     for (size_t i = 0; i < c->nstored; i++) {
@@ -426,46 +371,46 @@ static void rec_keep_from(struct rec_ctx *c, int64_t oldest)
     c->nstored = n;
 }
 
-static void rec_turn_mode(struct rec_ctx *c, int64_t oldest)
+static void reconcile_turn_mode(struct reconcile_ctx *c, int64_t oldest)
 {
-    rec_keep_from(c, oldest);
-    rec_groups_init(c);
+    reconcile_keep_from(c, oldest);
+    reconcile_groups_init(c);
     for (size_t i = 0; i < c->nturns; i++) {
-        const struct rec_msg *w = &c->turns[i];
+        const struct reconcile_msg *w = &c->turns[i];
         int64_t t = w->turn_id;
-        struct rec_group *g = &c->groups[c->wgroup[i]];
+        struct reconcile_group *g = &c->groups[c->wgroup[i]];
         /* its index among the window's messages of its turn and role; in the oldest turn,
          * which the window may have cut, also how many the window has */
         int64_t idx = (int64_t)g->wseen++, m = t == oldest ? (int64_t)g->wtotal : idx;
-        long at = rec_find_by_turn(c, w, g, idx, m, t == oldest);
+        long at = reconcile_find_by_turn(c, w, g, idx, m, t == oldest);
         if (at < 0) {
-            rec_insert(c, w, t);
+            reconcile_insert(c, w, t);
             continue;
         }
         c->used[at] = 1;
-        rec_update(&c->stored[at], w, c->now_ms, c->out->updates);
+        reconcile_update(&c->stored[at], w, c->now_ms, c->out->updates);
     }
 }
 
 /* How a window lines up with the stored turns: turns[w + j] is stored[s + j] for j < len,
  * and the window's turns from new_from on are new. */
-struct rec_span {
+struct reconcile_span {
     size_t w, s, len, new_from;
 };
 
-static size_t rec_run_back(struct rec_ctx *c, size_t wend, size_t send)
+static size_t reconcile_run_back(struct reconcile_ctx *c, size_t wend, size_t send)
 {
     size_t k = 0;
-    while (k <= wend && k <= send && rec_matches(&c->stored[send - k], &c->turns[wend - k]))
+    while (k <= wend && k <= send && reconcile_matches(&c->stored[send - k], &c->turns[wend - k]))
         k++;
     return k;
 }
 
-static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
+static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t w, size_t s)
 {
     size_t k = 0;
     while (s + k < c->nstored && w + k < c->nturns &&
-           rec_matches(&c->stored[s + k], &c->turns[w + k]))
+           reconcile_matches(&c->stored[s + k], &c->turns[w + k]))
         k++;
     return k;
 }
@@ -478,52 +423,47 @@ static size_t rec_run_fwd(struct rec_ctx *c, size_t w, size_t s)
  *    its reply was being recorded): nothing is new.
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new.
  */
-static struct rec_span rec_align(struct rec_ctx *c)
+static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
 {
     size_t ns = c->nstored, nw = c->nturns;
-    struct rec_span best = {.new_from = 0};
+    struct reconcile_span best = {.new_from = 0};
     for (size_t p = 0; ns > 0 && p < nw; p++) {
-        size_t l = rec_run_back(c, p, ns - 1);
+        size_t l = reconcile_run_back(c, p, ns - 1);
         if (l > best.len)
-            best = (struct rec_span){p + 1 - l, ns - l, l, p + 1};
+            best = (struct reconcile_span){p + 1 - l, ns - l, l, p + 1};
     }
     if (best.len > 0)
         return best;
     for (size_t i = 0; i < ns; i++) {
-        size_t k = rec_run_fwd(c, 0, i);
+        size_t k = reconcile_run_fwd(c, 0, i);
         if (k > best.len)
-            best = (struct rec_span){0, i, k, k};
+            best = (struct reconcile_span){0, i, k, k};
     }
     return best;
 }
 
-static void rec_align_mode(struct rec_ctx *c)
+static void reconcile_align_mode(struct reconcile_ctx *c)
 {
     size_t i;
-    rec_groups_init(c);
-    struct rec_span sp = rec_align(c);
+    reconcile_groups_init(c);
+    struct reconcile_span sp = reconcile_align(c);
     for (i = 0; i < sp.len; i++)
-        rec_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
+        reconcile_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
     int64_t turn = 0;
     for (i = 0; i < c->nstored; i++) {
-        const struct rec_view *s = &c->stored[i];
+        const struct reconcile_view *s = &c->stored[i];
         if (s->turn_id > turn)
             turn = s->turn_id;
     }
     for (i = sp.new_from; i < c->nturns; i++) {
         if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */
-        rec_insert(c, &c->turns[i], turn);
+        reconcile_insert(c, &c->turns[i], turn);
     }
 }
 
-static int rec_is_system(const char *role)
-{
-    return strcmp(role, "system") == 0 || strcmp(role, "developer") == 0;
-}
-
 /* The voice fields of a client's metadata, in one pass over it. */
-static void rec_msg_meta(struct rec_msg *w, json_t *meta)
+static void reconcile_msg_meta(struct reconcile_msg *w, json_t *meta)
 {
     w->interrupt_ms = -1;
     for (void *it = json_object_iter(meta); it != NULL; it = json_object_iter_next(meta, it)) {
@@ -534,19 +474,19 @@ static void rec_msg_meta(struct rec_msg *w, json_t *meta)
         else if (k[0] == 'o' && strcmp(k, "original") == 0)
             w->original = json_is_string(v) ? v : NULL;
         else if (k[0] == 'i' && strcmp(k, "interrupt_timestamp") == 0)
-            w->interrupt_ms = rec_timestamp_ms(v);
+            w->interrupt_ms = msg_timestamp_ms(v);
     }
 }
 
 /* The fields of a client's message that matching reads. */
-struct rec_msg_fields {
+struct reconcile_msg_fields {
     json_t *role, *content, *meta, *turn_id;
 };
 
 /* One pass over the message, each key told apart by its first byte before it is compared. */
-static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
+static void reconcile_msg_fields(json_t *m, struct reconcile_msg_fields *f)
 {
-    *f = (struct rec_msg_fields){0};
+    *f = (struct reconcile_msg_fields){0};
     for (void *it = json_object_iter(m); it != NULL; it = json_object_iter_next(m, it)) {
         const char *k = json_object_iter_key(it);
         json_t *v = json_object_iter_value(it);
@@ -563,80 +503,80 @@ static void rec_msg_fields(json_t *m, struct rec_msg_fields *f)
 
 /* A turn's share of the window's fingerprint: its role, turn_id, interrupted flag and
  * content, chained through util_hash64 (each call takes its length in, so the parts cannot
- * run into each other); rec_window_read() chains the turns' shares. Stored with the session
+ * run into each other); reconcile_window_read() chains the turns' shares. Stored with the session
  * (window_hash): a value from a version that hashed otherwise (before 0.1.2: the turns' fields
  * chained directly) only costs that session one full reconciliation. */
-#define REC_HASH_SEED 0x6d656d70726f7879ULL /* "memproxy" */
+#define RECONCILE_HASH_SEED 0x6d656d70726f7879ULL /* "memproxy" */
 
-static uint64_t rec_msg_hash(const struct rec_msg *w)
+static uint64_t reconcile_msg_hash(const struct reconcile_msg *w)
 {
     int64_t head[2] = {w->turn_id, w->interrupted};
-    uint64_t h = util_hash64(REC_HASH_SEED, w->role, strlen(w->role));
+    uint64_t h = util_hash64(RECONCILE_HASH_SEED, w->role, strlen(w->role));
     h = util_hash64(h, head, sizeof(head));
-    return util_hash64(h, rec_content(w), json_string_length(w->text));
+    return util_hash64(h, reconcile_content(w), json_string_length(w->text));
 }
 
 /* Read client message m as a window message. */
-static void rec_msg_read(struct rec_msg *w, json_t *m)
+static void reconcile_msg_read(struct reconcile_msg *w, json_t *m)
 {
-    struct rec_msg_fields f;
+    struct reconcile_msg_fields f;
     int dropped;
-    rec_msg_fields(m, &f);
-    *w = (struct rec_msg){.msg = m, .role = json_string_value(f.role), .turn_id = -1};
+    reconcile_msg_fields(m, &f);
+    *w = (struct reconcile_msg){.msg = m, .role = json_string_value(f.role), .turn_id = -1};
     if (w->role == NULL)
         return;
-    w->text = json_is_string(f.content) ? json_incref(f.content) : rec_text(f.content, &dropped);
-    w->kind = rec_is_system(w->role) ? REC_SYSTEM : REC_TURN;
-    if (w->kind == REC_SYSTEM)
+    w->text = json_is_string(f.content) ? json_incref(f.content) : msg_text(f.content, &dropped);
+    w->kind = msg_role_is_system(w->role) ? RECONCILE_SYSTEM : RECONCILE_TURN;
+    if (w->kind == RECONCILE_SYSTEM)
         return;
-    w->turn_id = rec_turn_id(f.turn_id);
-    rec_msg_meta(w, f.meta);
-    w->hash = rec_msg_hash(w);
+    w->turn_id = msg_turn_id(f.turn_id);
+    reconcile_msg_meta(w, f.meta);
+    w->hash = reconcile_msg_hash(w);
 }
 
-static void rec_msg_release(void *p)
+static void reconcile_msg_release(void *p)
 {
-    struct rec_msg *w = p;
+    struct reconcile_msg *w = p;
     json_decref(w->text);
     free(w);
 }
 
 /* Message m read, or as it was read before when memo holds it: a kept tree never changes
  * (jmemo.h), and every field read points into it. */
-static void rec_msg_of(struct jmemo *memo, json_t *m, struct rec_msg *w)
+static void reconcile_msg_of(struct jmemo *memo, json_t *m, struct reconcile_msg *w)
 {
     struct jmemo_tree *t = jmemo_find(memo, m);
-    const struct rec_msg *kept = jmemo_aux(t);
+    const struct reconcile_msg *kept = jmemo_aux(t);
     if (kept != NULL) {
         *w = *kept;
         json_incref(w->text);
         return;
     }
-    rec_msg_read(w, m);
+    reconcile_msg_read(w, m);
     if (t == NULL)
         return;
-    struct rec_msg *k = xmalloc(sizeof(*k));
+    struct reconcile_msg *k = xmalloc(sizeof(*k));
     *k = *w;
     json_incref(k->text);
-    jmemo_set_aux(memo, t, k, sizeof(*k), rec_msg_release);
+    jmemo_set_aux(memo, t, k, sizeof(*k), reconcile_msg_release);
 }
 
-struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
+struct reconcile_window *reconcile_window_read(json_t *incoming, struct jmemo *memo)
 {
     size_t i, n = json_array_size(incoming);
     json_t *m;
-    struct rec_window *w = xcalloc(1, sizeof(*w));
-    struct rec_msg x;
-    uint64_t h = REC_HASH_SEED;
+    struct reconcile_window *w = xcalloc(1, sizeof(*w));
+    struct reconcile_msg x;
+    uint64_t h = RECONCILE_HASH_SEED;
     int64_t oldest = INT64_MAX, newest = -1;
     w->turns = xmalloc((n + 1) * sizeof(*w->turns));
     w->system = xmalloc((n + 1) * sizeof(*w->system));
     json_array_foreach(incoming, i, m)
     {
-        rec_msg_of(memo, m, &x);
-        if (x.kind == REC_SYSTEM)
+        reconcile_msg_of(memo, m, &x);
+        if (x.kind == RECONCILE_SYSTEM)
             w->system[w->nsystem++] = x;
-        if (x.kind != REC_TURN)
+        if (x.kind != RECONCILE_TURN)
             continue;
         w->turns[w->nturns++] = x;
         h = util_hash64(h, &x.hash, sizeof(x.hash));
@@ -649,30 +589,30 @@ struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo)
     return w;
 }
 
-int64_t rec_window_oldest(const struct rec_window *w)
+int64_t reconcile_window_oldest(const struct reconcile_window *w)
 {
     return w->oldest;
 }
 
-int64_t rec_window_newest(const struct rec_window *w)
+int64_t reconcile_window_newest(const struct reconcile_window *w)
 {
     return w->newest;
 }
 
-static int rec_cmp_i64(const void *a, const void *b)
+static int reconcile_cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-int64_t *rec_window_turn_ids(const struct rec_window *w, size_t *count)
+int64_t *reconcile_window_turn_ids(const struct reconcile_window *w, size_t *count)
 {
     int64_t *ids = xmalloc((w->nturns + 1) * sizeof(*ids));
     size_t n = 0;
     for (size_t i = 0; i < w->nturns; i++)
         if (w->turns[i].turn_id >= 0)
             ids[n++] = w->turns[i].turn_id;
-    qsort(ids, n, sizeof(*ids), rec_cmp_i64);
+    qsort(ids, n, sizeof(*ids), reconcile_cmp_i64);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || ids[i] != ids[k - 1])
@@ -681,7 +621,7 @@ int64_t *rec_window_turn_ids(const struct rec_window *w, size_t *count)
     return ids;
 }
 
-void rec_window_free(struct rec_window *w)
+void reconcile_window_free(struct reconcile_window *w)
 {
     if (w == NULL)
         return;
@@ -695,7 +635,7 @@ void rec_window_free(struct rec_window *w)
 }
 
 /* The window's system messages [{role, content}], or NULL when it has none. */
-static json_t *rec_system(const struct rec_window *w)
+static json_t *reconcile_system(const struct reconcile_window *w)
 {
     json_t *out = w->nsystem > 0 ? json_array() : NULL;
     for (size_t i = 0; i < w->nsystem; i++)
@@ -704,10 +644,10 @@ static json_t *rec_system(const struct rec_window *w)
     return out;
 }
 
-void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct rec_window *w,
-                         uint64_t last_hash, int64_t now_ms, struct rec_result *out)
+void reconcile_run_views(const struct reconcile_view *stored, size_t ns, const struct reconcile_window *w,
+                         uint64_t last_hash, int64_t now_ms, struct reconcile_result *out)
 {
-    struct rec_ctx c = {
+    struct reconcile_ctx c = {
         .now_ms = now_ms, .out = out, .next_seq = 1, .turns = w->turns, .nturns = w->nturns};
     memset(out, 0, sizeof(*out));
     out->inserts = json_array();
@@ -715,7 +655,7 @@ void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct 
     out->window_hash = w->hash;
     if (out->window_hash == last_hash) /* the same request again */
         return;
-    out->system = rec_system(w);
+    out->system = reconcile_system(w);
     c.stored = xmalloc((ns + 1) * sizeof(*c.stored));
     if (ns > 0)
         memcpy(c.stored, stored, ns * sizeof(*c.stored));
@@ -728,9 +668,9 @@ void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct 
             break;
     }
     if (w->oldest >= 0)
-        rec_turn_mode(&c, w->oldest);
+        reconcile_turn_mode(&c, w->oldest);
     else
-        rec_align_mode(&c);
+        reconcile_align_mode(&c);
     free(c.groups);
     free(c.slots);
     free(c.snext);
@@ -739,20 +679,20 @@ void rec_reconcile_views(const struct rec_view *stored, size_t ns, const struct 
     free(c.stored);
 }
 
-void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
-                   struct rec_result *out)
+void reconcile_run(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
+                   struct reconcile_result *out)
 {
     size_t ns = json_array_size(stored);
-    struct rec_view *v = xmalloc((ns + 1) * sizeof(*v));
+    struct reconcile_view *v = xmalloc((ns + 1) * sizeof(*v));
     for (size_t i = 0; i < ns; i++)
-        rec_view_read(&v[i], json_array_get(stored, i));
-    struct rec_window *w = rec_window_read(incoming, NULL);
-    rec_reconcile_views(v, ns, w, last_hash, now_ms, out);
-    rec_window_free(w);
+        reconcile_view_read(&v[i], json_array_get(stored, i));
+    struct reconcile_window *w = reconcile_window_read(incoming, NULL);
+    reconcile_run_views(v, ns, w, last_hash, now_ms, out);
+    reconcile_window_free(w);
     free(v);
 }
 
-void rec_result_clear(struct rec_result *r)
+void reconcile_result_clear(struct reconcile_result *r)
 {
     json_decref(r->inserts);
     json_decref(r->updates);

@@ -33,18 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Epoch values below this are seconds, not milliseconds. */
-#define REC_MS_THRESHOLD 100000000000LL
-
-/* Milliseconds from a client's timestamp (number or numeric string); -1 when unusable. */
-int64_t rec_timestamp_ms(json_t *v);
-
-/* A turn id from a number or a numeric string; -1 when absent or unusable. */
-int64_t rec_turn_id(json_t *v);
-
-/* A message content's text, as it is stored: a string as is; an array's text parts joined
- * by "\n", the other parts (images, audio) counted in *dropped; "" otherwise. New. */
-json_t *rec_text(json_t *content, int *dropped);
+/* (Timestamps, turn ids and a content's text are read as base/msg.h reads them.) */
 
 /*
  * One client message in stored shape: text content only (image and other non-text parts are
@@ -52,9 +41,9 @@ json_t *rec_text(json_t *content, int *dropped);
  * timestamps in ms (now_ms when absent), importance by role. turn_id is -1 when absent and
  * turn_idx is not set. Returns NULL for a message that is not an object with a string role.
  */
-json_t *rec_normalize(json_t *msg, int64_t now_ms);
+json_t *reconcile_normalize(json_t *msg, int64_t now_ms);
 
-struct rec_result {
+struct reconcile_result {
     uint64_t window_hash; /* fingerprint of the window's turns; keep it for the next call */
     json_t *inserts;      /* new turns in order, with turn_id, turn_idx and seq assigned */
     json_t *updates;      /* [{seq, content, original, interrupted, interrupt_timestamp}] */
@@ -63,13 +52,13 @@ struct rec_result {
 };
 
 /*
- * A stored turn as matching reads it, its fields read once by rec_view_read(): a window is
+ * A stored turn as matching reads it, its fields read once by reconcile_view_read(): a window is
  * matched against many stored turns, and looking their fields up for every comparison cost
  * more than the rest of the request. The working set keeps a view beside each of its turns
  * (turnlist.h), read when the turn is added, so a request reads none. The strings point into
  * t, which must outlive the view unchanged.
  */
-struct rec_view {
+struct reconcile_view {
     json_t *t;
     const char *role, *content;     /* "" when absent */
     const char *original;           /* NULL when not a string */
@@ -77,26 +66,26 @@ struct rec_view {
     int interrupted;
     json_t *its; /* interrupt_timestamp, or NULL */
 };
-void rec_view_read(struct rec_view *v, json_t *t);
+void reconcile_view_read(struct reconcile_view *v, json_t *t);
 
 /*
  * A client's window as matching reads it: each message's role, content as stored, turn id and
  * voice fields, and the window's fingerprint. With memo (the worker's, jmemo.h; NULL for
  * none) a message the memo holds is read once and its reading kept with it, for every later
  * request whose window has it again (on the memo's thread only). incoming must outlive the
- * window unchanged. rec_window_oldest(): the oldest turn id when every turn of the window
+ * window unchanged. reconcile_window_oldest(): the oldest turn id when every turn of the window
  * (its messages with a string role but system and developer) has one — turn-id mode, where
- * matching needs only the stored turns from that id on — else -1; rec_window_newest(): the
- * newest then, else -1. rec_window_turn_ids(): the window's distinct turn ids, ascending, in
+ * matching needs only the stored turns from that id on — else -1; reconcile_window_newest(): the
+ * newest then, else -1. reconcile_window_turn_ids(): the window's distinct turn ids, ascending, in
  * a new array (free() it), *count of them.
  */
 struct jmemo;
-struct rec_window;
-struct rec_window *rec_window_read(json_t *incoming, struct jmemo *memo);
-int64_t rec_window_oldest(const struct rec_window *w);
-int64_t rec_window_newest(const struct rec_window *w);
-int64_t *rec_window_turn_ids(const struct rec_window *w, size_t *count);
-void rec_window_free(struct rec_window *w);
+struct reconcile_window;
+struct reconcile_window *reconcile_window_read(json_t *incoming, struct jmemo *memo);
+int64_t reconcile_window_oldest(const struct reconcile_window *w);
+int64_t reconcile_window_newest(const struct reconcile_window *w);
+int64_t *reconcile_window_turn_ids(const struct reconcile_window *w, size_t *count);
+void reconcile_window_free(struct reconcile_window *w);
 
 /*
  * stored: the session's stored turns in seq order — in turn-id mode every stored turn whose
@@ -104,15 +93,15 @@ void rec_window_free(struct rec_window *w);
  * incoming: the messages as the client sent them. last_hash: the window_hash of the
  * session's previous request (0 if unknown); the same window again writes nothing, exactly,
  * even where content alone could not tell (a window that repeats a message word for word),
- * and out->system is then NULL. Always succeeds. rec_reconcile_views() is the same over
+ * and out->system is then NULL. Always succeeds. reconcile_run_views() is the same over
  * views of the stored turns and the window read.
  */
-void rec_reconcile(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
-                   struct rec_result *out);
-void rec_reconcile_views(const struct rec_view *stored, size_t nstored,
-                         const struct rec_window *window, uint64_t last_hash, int64_t now_ms,
-                         struct rec_result *out);
-void rec_result_clear(struct rec_result *r);
+void reconcile_run(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,
+                   struct reconcile_result *out);
+void reconcile_run_views(const struct reconcile_view *stored, size_t nstored,
+                         const struct reconcile_window *window, uint64_t last_hash, int64_t now_ms,
+                         struct reconcile_result *out);
+void reconcile_result_clear(struct reconcile_result *r);
 
 /*
  * The turn to record for a reply memproxy streamed or received: source "llm", the given
@@ -120,7 +109,7 @@ void rec_result_clear(struct rec_result *r);
  * generated. When interrupted (the client hung up), original is the same text and
  * interrupt_timestamp is now_ms.
  */
-json_t *rec_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
+json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
                        int64_t now_ms);
 
 #endif

@@ -8,7 +8,7 @@
 enum turnlist_kind { TURNLIST_OTHER, TURNLIST_USER, TURNLIST_ASSISTANT, TURNLIST_TOOL };
 
 struct turnlist_item {
-    struct rec_view v; /* v.t is the turn, referenced */
+    struct reconcile_view v; /* v.t is the turn, referenced */
     enum turnlist_kind kind;
 };
 
@@ -37,7 +37,7 @@ static enum turnlist_kind turnlist_kind_of(const char *role)
 
 static void turnlist_item_read(struct turnlist_item *it, json_t *t)
 {
-    rec_view_read(&it->v, json_incref(t));
+    reconcile_view_read(&it->v, json_incref(t));
     it->kind = turnlist_kind_of(it->v.role);
 }
 
@@ -153,9 +153,9 @@ json_t *turnlist_array(const struct turnlist *l)
     return out;
 }
 
-struct rec_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n)
+struct reconcile_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n)
 {
-    struct rec_view *out = xmalloc((l->n + 1) * sizeof(*out));
+    struct reconcile_view *out = xmalloc((l->n + 1) * sizeof(*out));
     *n = 0;
     for (size_t i = 0; i < l->n; i++) {
         const struct turnlist_item *it = &l->items[l->start + i];

@@ -1,6 +1,6 @@
 /*
  * turnlist: a session's recent stored turns in seq order, each with what reconciliation reads
- * of it (struct rec_view: role, content, seq, turn id, ...) read once, when it is added, and
+ * of it (struct reconcile_view: role, content, seq, turn id, ...) read once, when it is added, and
  * kept beside it in one array.
  *
  * Why: every recorded request asks the same things of its session's turns — which of them a
@@ -58,8 +58,8 @@ int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *ro
 /* A new array of every turn, in order. */
 json_t *turnlist_array(const struct turnlist *l);
 /* The views of the turns whose turn_id is at least oldest (INT64_MIN: all), in order, *n of
- * them: what a window is reconciled against (rec_reconcile_views). The array is new (free()
+ * them: what a window is reconciled against (reconcile_run_views). The array is new (free()
  * it); the turns are the list's, so use it before the list changes. */
-struct rec_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n);
+struct reconcile_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n);
 
 #endif

@@ -1,7 +1,7 @@
 #include "transforms/tx.h"
 
 #include "base/jtext.h"
-#include "memory/reconcile.h"
+#include "base/msg.h"
 #include "base/util.h"
 
 #include <stdint.h>
@@ -63,22 +63,14 @@ static const char *tx_str(json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-static const char *tx_role(json_t *m)
-{
-    const char *r = tx_str(m, "role");
-    return r ? r : "";
-}
-
 static int tx_is(json_t *m, const char *role)
 {
-    return strcmp(tx_role(m), role) == 0;
+    return strcmp(msg_role(m), role) == 0;
 }
 
-/* A voice field: in metadata (client shape) or at the top level (stored shape). */
-static json_t *tx_voice(json_t *m, const char *key)
+static int tx_is_system(json_t *m)
 {
-    json_t *v = json_object_get(json_object_get(m, "metadata"), key);
-    return v != NULL ? v : json_object_get(m, key);
+    return msg_role_is_system(msg_role(m));
 }
 
 /* Is k one of OpenAI's per-message fields (role, content, name, tool_calls, tool_call_id)?
@@ -185,8 +177,8 @@ static struct tx_facts tx_facts_of(const struct tx_ctx *ctx, json_t *m)
                                  .tool = (*note & TX_NOTE_TOOL) != 0,
                                  .user = (*note & TX_NOTE_USER) != 0,
                                  .tokens = (size_t)(*note >> TX_NOTE_TOKENS)};
-    const char *role = tx_role(m);
-    struct tx_facts f = {.system = strcmp(role, "system") == 0,
+    const char *role = msg_role(m);
+    struct tx_facts f = {.system = msg_role_is_system(role),
                          .tool = strcmp(role, "tool") == 0,
                          .user = strcmp(role, "user") == 0,
                          .tokens = tx_tokens(m)};
@@ -202,7 +194,7 @@ static int tx_interrupted(const struct tx_ctx *ctx, json_t *m)
     uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
     if (note != NULL && (*note & TX_NOTE_INTERRUPT_KNOWN))
         return (*note & TX_NOTE_INTERRUPTED) != 0;
-    int yes = tx_is(m, "assistant") && json_is_true(tx_voice(m, "interrupted"));
+    int yes = tx_is(m, "assistant") && json_is_true(msg_voice(m, "interrupted"));
     if (note != NULL)
         *note |= TX_NOTE_INTERRUPT_KNOWN | (yes ? TX_NOTE_INTERRUPTED : 0);
     return yes;
@@ -278,7 +270,7 @@ static json_t *tx_interrupted_as(struct tx_ctx *ctx, json_t *m)
 {
     const char *mode = ctx->prof->interruptions;
     json_t *content = json_object_get(m, "content");
-    json_t *orig = tx_voice(m, "original");
+    json_t *orig = msg_voice(m, "original");
     if (strcmp(mode, "original") == 0 && json_is_string(orig))
         return tx_with_content(m, json_copy(orig));
     if (strcmp(mode, "annotate") == 0 && json_is_string(content)) {
@@ -313,9 +305,9 @@ void tx_timestamps(struct tx_ctx *ctx, json_t *messages)
     json_t *m;
     json_array_foreach(messages, i, m)
     {
-        int64_t ms = rec_timestamp_ms(json_object_get(m, "timestamp")); /* s or ms, as stored */
+        int64_t ms = msg_timestamp_ms(json_object_get(m, "timestamp")); /* s or ms, as stored */
         json_t *content = json_object_get(m, "content");
-        if (ms < 0 || !json_is_string(content) || tx_is(m, "system"))
+        if (ms < 0 || !json_is_string(content) || tx_is_system(m))
             continue;
         char stamp[128];
         time_t t = (time_t)(ms / 1000);
@@ -338,7 +330,7 @@ void tx_timestamps(struct tx_ctx *ctx, json_t *messages)
 static size_t tx_after_system(json_t *messages)
 {
     size_t i = 0;
-    while (i < json_array_size(messages) && tx_is(json_array_get(messages, i), "system"))
+    while (i < json_array_size(messages) && tx_is_system(json_array_get(messages, i)))
         i++;
     return i;
 }
@@ -372,7 +364,7 @@ void tx_drop_sources(struct tx_ctx *ctx, json_t *messages)
     json_t *m, *keep = json_array();
     json_array_foreach(messages, i, m)
     {
-        if (tx_listed_in(&ctx->prof->drop_sources, json_string_value(tx_voice(m, "source"))))
+        if (tx_listed_in(&ctx->prof->drop_sources, json_string_value(msg_voice(m, "source"))))
             ctx->dropped++;
         else
             json_array_append(keep, m);
@@ -389,7 +381,7 @@ static int tx_same_name(json_t *a, json_t *b)
 static int tx_mergeable(json_t *a, json_t *b)
 {
     return a != NULL && (tx_is(a, "user") || tx_is(a, "assistant")) &&
-           strcmp(tx_role(a), tx_role(b)) == 0 && json_is_string(json_object_get(a, "content")) &&
+           strcmp(msg_role(a), msg_role(b)) == 0 && json_is_string(json_object_get(a, "content")) &&
            json_is_string(json_object_get(b, "content")) && !json_object_get(a, "tool_calls") &&
            !json_object_get(b, "tool_calls") && tx_same_name(a, b);
 }

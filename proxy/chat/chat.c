@@ -1,4 +1,5 @@
 #include "proxy/chat/chat.h"
+#include "base/msg.h"
 
 #include "proxy/chat/chatreq.h"
 #include "proxy/jobs/embedder.h"
@@ -10,7 +11,7 @@
 #include "proxy/chat/relay.h"
 #include "proxy/chat/reply.h"
 #include "proxy/http/respond.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/chat/session.h"
 #include "proxy/jobs/summarizer.h"
 #include "transforms/tx.h"
@@ -25,7 +26,7 @@ struct chat {
     struct chatreq creq;
     struct reply *reply;
     struct memory_rec *rec; /* NULL: the request names no session */
-    int rec_pending;        /* the request is still to be recorded (after the transfer starts) */
+    int record_pending;        /* the request is still to be recorded (after the transfer starts) */
     struct relay *relay;    /* while its end waits for a commit */
     const struct cfg_profile *prof;
     const char *tenant; /* the client key's (the config's string) */
@@ -66,9 +67,9 @@ static void chat_unref(struct chat *c)
 
 static void chat_record_request(struct chat *c)
 {
-    if (!c->rec_pending)
+    if (!c->record_pending)
         return; /* done already, or no session */
-    c->rec_pending = 0;
+    c->record_pending = 0;
     memory_rec_request(c->rec);
 }
 
@@ -92,13 +93,13 @@ static void chat_committed(void *arg, int ok)
     c->relay = NULL;
     metrics_commit_wait(c->w->metrics, util_now_us() - c->t_commit);
     if (r == NULL) {
-        server_release(c->w); /* the client left meanwhile */
+        worker_release(c->w); /* the client left meanwhile */
     } else if (ok) {
         relay_finish(r);
         if (c->prof->summarize && c->prof->summary_threshold > 0) /* a turn more to count */
-            summarizer_wake(server_summarizer(c->w->srv));
+            summarizer_wake(c->w->summarizer);
         if (c->prof->retrieval) /* turns to embed */
-            embedder_wake(server_embedder(c->w->srv));
+            embedder_wake(c->w->embedder);
     } else {
         struct apierr e;
         log_error("a turn could not be stored; ending the response with an error");
@@ -191,10 +192,10 @@ static void chat_release(void *arg)
     size_t len = 0;
     if (c->relay != NULL) { /* its commit is still awaited: the loop must wait for it */
         c->relay = NULL;
-        server_hold(c->w);
+        worker_hold(c->w);
     }
     reply_content(c->reply, &len);
-    if (c->rec != NULL && !c->rec_pending && !memory_rec_replied(c->rec) && len > 0) {
+    if (c->rec != NULL && !c->record_pending && !memory_rec_replied(c->rec) && len > 0) {
         struct memory_reply mr = {.content = reply_content(c->reply, &len),
                                   .model = reply_model(c->reply),
                                   .finish_reason = "upstream_error",
@@ -219,13 +220,7 @@ static int chat_stored_mode(const struct cfg_profile *prof)
     return strcmp(prof->history, "stored") == 0;
 }
 
-static int chat_is_system(json_t *m)
-{
-    const char *role = json_string_value(json_object_get(m, "role"));
-    return role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
-}
-
-static int chat_session(struct chat *c, struct evhttp_request *req, const struct route_ctx *rc,
+static int chat_session(struct chat *c, struct evhttp_request *req, const struct request_ctx *rc,
                         const struct cfg_profile *prof, struct session_ids *ids, struct apierr *e)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -254,7 +249,7 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                       .append = chat_stored_mode(prof),
                                       .embed = prof->retrieval};
         c->rec = memory_rec_new(c->w->reader, &p);
-        c->rec_pending = 1; /* recorded once chat_forward() has started the transfer */
+        c->record_pending = 1; /* recorded once chat_forward() has started the transfer */
     }
     session_strip(c->creq.body, &c->w->cfg->session_id_fields);
     return 0;
@@ -291,11 +286,11 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
         json_array_extend(out, c->creq.messages);
         return out;
     }
-    json_array_foreach(c->creq.messages, i, m) if (chat_is_system(m)) json_array_append(out, m);
+    json_array_foreach(c->creq.messages, i, m) if (msg_role_is_system(msg_role(m))) json_array_append(out, m);
     chat_hold_history(c, history);
     json_array_extend(out, history);
     *history_n = json_array_size(history);
-    json_array_foreach(c->creq.messages, i, m) if (!chat_is_system(m)) json_array_append(out, m);
+    json_array_foreach(c->creq.messages, i, m) if (!msg_role_is_system(msg_role(m))) json_array_append(out, m);
     return out;
 }
 
@@ -394,7 +389,7 @@ static void chat_cache_committed(void *arg, int ok)
         respond_error(w, METRICS_ROUTE_CHAT, c->hit_req, &e);
         chat_unref(c);
     }
-    server_release(w);
+    worker_release(w);
 }
 
 /* Answer from the cache when it holds this turn (1: answered, the chat is taken); the turn
@@ -423,7 +418,7 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
         chat_record_request(c);
         c->hit_req = req;
         c->t_commit = util_now_us();
-        server_hold(c->w); /* a draining worker waits for the answer */
+        worker_hold(c->w); /* a draining worker waits for the answer */
         memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
     }
     json_decref(hit);
@@ -467,7 +462,7 @@ static void chat_looked_up(void *arg, float *query, size_t dim)
     if (query != NULL) /* the question's turn takes this embedding: not embedded twice */
         memory_rec_question(c->rec, c->prof->retrieval_model, c->question, query, dim);
     chat_forward(c, req);
-    server_release(w); /* after: the relay now keeps a drain waiting */
+    worker_release(w); /* after: the relay now keeps a drain waiting */
 }
 
 /* Retrieval (its candidates are read when the upstream body is built): when some earlier
@@ -485,7 +480,7 @@ static int chat_recall(struct chat *c, struct evhttp_request *req, const char *s
     if (c->question == NULL)
         return 0;
     c->waiting = req;
-    server_hold(c->w); /* a draining worker waits for the request to go on */
+    worker_hold(c->w); /* a draining worker waits for the request to go on */
     c->lookup = lookup_start(c->w, c->prof, c->question, chat_looked_up, c);
     return 1;
 }
@@ -505,7 +500,7 @@ static void chat_memo_report(struct worker *w)
     metrics_memo(w->metrics, st.hits, st.misses, st.bytes);
 }
 
-void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+void chat_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
 {
     struct apierr e;
     struct chatreq_opts opt = {.max_depth = (size_t)w->cfg->max_json_depth,
@@ -528,7 +523,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct rout
     chat_memo_report(w);
     if (parsed != 0)
         goto fail;
-    const struct cfg_profile *prof = routes_profile(w, req, rc, c->creq.profile, &e);
+    const struct cfg_profile *prof = request_profile(w->cfg, req, rc, c->creq.profile, &e);
     if (prof == NULL || chat_session(c, req, rc, prof, &ids, &e) != 0)
         goto fail;
     c->prof = prof;

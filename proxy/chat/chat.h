@@ -21,10 +21,10 @@
 #ifndef MEMPROXY_CHAT_H
 #define MEMPROXY_CHAT_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 
-void chat_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc);
+void chat_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc);
 
 #endif

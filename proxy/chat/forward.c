@@ -3,7 +3,7 @@
 #include "base/jtext.h"
 #include "proxy/chat/relay.h"
 #include "proxy/http/respond.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <jansson.h>
@@ -19,7 +19,7 @@ static void forward_on_complete(void *arg, struct relay *r, const char *body, si
 static const struct relay_hooks forward_hooks = {.on_complete = forward_on_complete};
 
 /* The body must be a JSON object: the upstream would refuse anything else less clearly. */
-static int forward_check_body(const struct worker *w, const struct route_ctx *rc, struct apierr *e)
+static int forward_check_body(const struct worker *w, const struct request_ctx *rc, struct apierr *e)
 {
     if (rc->body == NULL) {
         apierr_set(e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
@@ -37,12 +37,12 @@ static int forward_check_body(const struct worker *w, const struct route_ctx *rc
     return ok ? 0 : -1;
 }
 
-void forward_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+void forward_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                     const char *path)
 {
     struct apierr e;
     int post = evhttp_request_get_command(req) == EVHTTP_REQ_POST;
-    const struct cfg_profile *prof = routes_profile(w, req, rc, NULL, &e);
+    const struct cfg_profile *prof = request_profile(w->cfg, req, rc, NULL, &e);
     if (prof == NULL || (post && forward_check_body(w, rc, &e) != 0)) {
         respond_error(w, rc->route, req, &e);
         return;

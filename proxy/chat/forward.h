@@ -6,12 +6,12 @@
 #ifndef MEMPROXY_FORWARD_H
 #define MEMPROXY_FORWARD_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 
 /* path: the upstream path ("/models" or "/embeddings"). */
-void forward_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+void forward_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                     const char *path);
 
 #endif

@@ -4,7 +4,7 @@
 #include "base/log.h"
 #include "proxy/http/metrics.h"
 #include "memory/recall.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <string.h>

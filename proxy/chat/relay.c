@@ -3,7 +3,7 @@
 #include "proxy/http/conn.h"
 #include "base/log.h"
 #include "proxy/http/respond.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/upstream/upstream.h"
 #include "base/util.h"
 
@@ -92,7 +92,7 @@ static void relay_destroy(struct relay *r)
     free(r->p.body);
     relay_unlink(r);
     free(r);
-    server_worker_idle_check(w);
+    worker_idle_check(w);
 }
 
 /* ---- the client side ---- */
@@ -148,9 +148,9 @@ static void relay_end_stream(struct relay *r, int status)
     struct evhttp_connection *evcon = evhttp_request_get_connection(r->req);
     metrics_request(r->w->metrics, r->p.route, status);
     evhttp_send_reply_chunk(r->req, r->out);
-    server_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
+    worker_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
     evhttp_send_reply_end(r->req);
-    server_write_now(r->w, evcon); /* r->req may be gone */
+    worker_write_now(r->w, evcon); /* r->req may be gone */
 }
 
 static void relay_fail(struct relay *r, const struct apierr *e)
@@ -285,7 +285,7 @@ static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *d
     }
     if (evbuffer_get_length(r->out) > 0) {
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
-        server_write_now(r->w, r->evcon); /* may run relay_drained */
+        worker_write_now(r->w, r->evcon); /* may run relay_drained */
         if (r->hooks->after_send != NULL) /* the bytes are out (or queued): now the work */
             r->hooks->after_send(r->arg);
     }

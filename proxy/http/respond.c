@@ -1,6 +1,6 @@
 #include "proxy/http/respond.h"
 
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <event2/buffer.h>
@@ -27,9 +27,9 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
         evhttp_add_header(h, "Connection", "close");
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     metrics_request(w->metrics, route, status); /* first: see respond.h */
-    server_response_sending(w, req);
+    worker_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
-    server_write_now(w, evcon); /* req may be gone */
+    worker_write_now(w, evcon); /* req may be gone */
 }
 
 void respond_send(struct worker *w, enum metrics_route route, struct evhttp_request *req,

@@ -8,7 +8,7 @@
 #include "proxy/rest/notify.h"
 #include "proxy/http/respond.h"
 #include "proxy/rest/rest.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <event2/buffer.h>
@@ -55,7 +55,8 @@ static void routes_metrics(struct worker *w, struct evhttp_request *req)
 {
     size_t n = 0, len = 0;
     struct memory_stats ms;
-    struct metrics *const *sets = server_metrics(w->srv, &n);
+    struct metrics *const *sets = w->all_metrics;
+    n = w->nworkers;
     memory_stats(w->mem, &ms);
     char *text = metrics_render(sets, n, &ms, &len);
     struct evbuffer *buf = evbuffer_new();
@@ -65,33 +66,8 @@ static void routes_metrics(struct worker *w, struct evhttp_request *req)
     evbuffer_free(buf);
 }
 
-const struct cfg_profile *routes_profile(const struct worker *w, struct evhttp_request *req,
-                                         const struct route_ctx *rc, const char *body_profile,
-                                         struct apierr *e)
-{
-    const char *name = rc->path_profile;
-    size_t len = rc->path_profile_len;
-    const char *param = "profile";
-    if (name == NULL) {
-        name = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Memproxy-Profile");
-        param = "X-Memproxy-Profile";
-        if (name == NULL) {
-            name = body_profile;
-            param = "profile";
-        }
-        if (name == NULL)
-            return &w->cfg->profiles[w->cfg->default_profile];
-        len = strlen(name);
-    }
-    const struct cfg_profile *p = cfg_profile_find(w->cfg, name, len);
-    if (p == NULL)
-        apierr_set(e, rc->path_profile ? APIERR_NOT_FOUND : APIERR_INVALID_REQUEST, param,
-                   "there is no profile named '%.*s'", (int)(len > 64 ? 64 : len), name);
-    return p;
-}
-
 /* Split "/p/{profile}" and "/v1" off the front of the path. */
-static void routes_strip(const char **path, size_t *len, struct route_ctx *rc)
+static void routes_strip(const char **path, size_t *len, struct request_ctx *rc)
 {
     if (*len > 3 && memcmp(*path, "/p/", 3) == 0) {
         const char *name = *path + 3;
@@ -110,7 +86,7 @@ static void routes_strip(const char **path, size_t *len, struct route_ctx *rc)
 }
 
 /* The body within its cap into rc; 0 to go on, -1 when an error was sent. */
-static int routes_body(struct worker *w, struct evhttp_request *req, struct route_ctx *rc)
+static int routes_body(struct worker *w, struct evhttp_request *req, struct request_ctx *rc)
 {
     struct apierr e;
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
@@ -130,7 +106,7 @@ static int routes_body(struct worker *w, struct evhttp_request *req, struct rout
 
 /* Auth (a client key, or an admin key for the REST API) and body cap; 0 to go on, -1 when
  * an error was sent. */
-static int routes_admit(struct worker *w, struct evhttp_request *req, struct route_ctx *rc,
+static int routes_admit(struct worker *w, struct evhttp_request *req, struct request_ctx *rc,
                         int admin)
 {
     struct apierr e;
@@ -154,7 +130,7 @@ static int routes_admit(struct worker *w, struct evhttp_request *req, struct rou
 }
 
 static void routes_api(struct worker *w, struct evhttp_request *req, const struct route_def *d,
-                       struct route_ctx *rc)
+                       struct request_ctx *rc)
 {
     struct apierr e;
     rc->route = d->route;
@@ -180,7 +156,7 @@ static void routes_api(struct worker *w, struct evhttp_request *req, const struc
 }
 
 static void routes_rest(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                        struct route_ctx *rc)
+                        struct request_ctx *rc)
 {
     rc->route = METRICS_ROUTE_REST;
     if (w->draining) {
@@ -201,7 +177,7 @@ static void routes_rest(struct worker *w, struct evhttp_request *req, const char
 void routes_handle(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
-    struct route_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
+    struct request_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
     const char *uri = evhttp_request_get_uri(req);
     size_t len = strcspn(uri, "?#");
     const char *path = uri;

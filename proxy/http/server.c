@@ -1,5 +1,7 @@
 #include "proxy/http/server.h"
 
+#include "proxy/http/worker.h"
+
 #include "proxy/http/conn.h"
 #include "proxy/jobs/hook.h"
 #include "base/jmemo.h"
@@ -130,6 +132,19 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     return w->reader != NULL ? 0 : -1;
 }
 
+/* Every worker reaches the jobs and the metrics of all through its own fields (worker.h). */
+static void server_share_jobs(struct server *srv)
+{
+    for (size_t i = 0; i < srv->nworkers; i++) {
+        struct worker *w = &srv->workers[i];
+        w->hooks = srv->hooks;
+        w->summarizer = srv->summarizer;
+        w->embedder = srv->embedder;
+        w->all_metrics = srv->metrics;
+        w->nworkers = srv->nworkers;
+    }
+}
+
 struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err)
 {
     struct server *srv = xcalloc(1, sizeof(*srv));
@@ -158,23 +173,9 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
         srv->hooks = hook_create(&srv->workers[0]);
     srv->summarizer = summarizer_create(&srv->workers[0]);
     srv->embedder = embedder_create(&srv->workers[0]);
+    server_share_jobs(srv);
     srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
     return srv;
-}
-
-struct hook *server_hooks(const struct server *srv)
-{
-    return srv->hooks;
-}
-
-struct summarizer *server_summarizer(const struct server *srv)
-{
-    return srv->summarizer;
-}
-
-struct embedder *server_embedder(const struct server *srv)
-{
-    return srv->embedder;
 }
 
 int server_port(const struct server *srv)
@@ -182,84 +183,7 @@ int server_port(const struct server *srv)
     return srv->port;
 }
 
-struct metrics *const *server_metrics(const struct server *srv, size_t *n)
-{
-    *n = srv->nworkers;
-    return srv->metrics;
-}
-
 /* ---- draining (each runs on the worker's own thread) ---- */
-
-/* Nothing in flight, being written or held: a draining worker may end its loop. */
-static int server_worker_idle(const struct worker *w)
-{
-    return w->active == 0 && w->sending == 0 && w->held == 0;
-}
-
-void server_worker_idle_check(struct worker *w)
-{
-    if (w->draining && server_worker_idle(w))
-        event_base_loopexit(w->base, NULL);
-}
-
-void server_hold(struct worker *w)
-{
-    w->held++;
-}
-
-void server_release(struct worker *w)
-{
-    w->held--;
-    server_worker_idle_check(w);
-}
-
-static void server_sent(struct evhttp_request *req, void *arg)
-{
-    struct worker *w = arg;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
-        conn_set_closecb(w->conns, evcon, NULL, NULL);
-    w->sending--;
-    server_worker_idle_check(w);
-}
-
-/* The client went away before the response was written: evhttp will not complete it. */
-static void server_send_failed(struct evhttp_connection *evcon, void *arg)
-{
-    struct worker *w = arg;
-    (void)evcon;
-    w->sending--;
-    server_worker_idle_check(w);
-}
-
-void server_response_sending(struct worker *w, struct evhttp_request *req)
-{
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    if (evcon == NULL)
-        return;
-    w->sending++;
-    evhttp_request_set_on_complete_cb(req, server_sent, w);
-    conn_set_closecb(w->conns, evcon, server_send_failed, w);
-}
-
-void server_write_now(struct worker *w, struct evhttp_connection *evcon)
-{
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd < 0)
-        return;
-    struct evbuffer *out = bufferevent_get_output(bev);
-    /* the bufferevent keeps its output's front frozen except while it writes itself */
-    evbuffer_unfreeze(out, 1);
-    evbuffer_write(out, fd);
-    evbuffer_freeze(out, 1);
-    if (evbuffer_get_length(out) == 0) {
-        /* what libevent's write event would do on finding the output empty */
-        bufferevent_disable(bev, EV_WRITE);
-        bufferevent_trigger(bev, EV_WRITE, 0); /* may free evcon */
-        conn_sent(w->conns, fd);
-    }
-}
 
 static void server_exit_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -284,7 +208,7 @@ static void server_force_cb(evutil_socket_t fd, short what, void *arg)
     event_del(w->force_timer);
     evtimer_assign(w->force_timer, w->base, server_exit_cb, w);
     evtimer_add(w->force_timer, &grace);
-    server_worker_idle_check(w);
+    worker_idle_check(w);
 }
 
 static void server_drain_cb(evutil_socket_t fd, short what, void *arg)
@@ -309,21 +233,21 @@ static void server_drain_cb(evutil_socket_t fd, short what, void *arg)
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     w->force_timer = evtimer_new(w->base, server_force_cb, w);
     evtimer_add(w->force_timer, &tv);
-    server_worker_idle_check(w);
+    worker_idle_check(w);
 }
 
 static void *server_worker_main(void *arg)
 {
     struct worker *w = arg;
     log_set_thread_name(w->name);
-    /* event_base_loopexit() (server_worker_idle_check) ends the loop once the callbacks of
+    /* event_base_loopexit() (worker_idle_check) ends the loop once the callbacks of
      * its turn have run, and one of those may have taken a hold meanwhile (a webhook's
      * outcome or a stop sent to the writer): its report would then run in server_destroy(),
      * after its owner was freed. So the loop goes on until the worker is idle again, unless
      * the drain deadline forced it out (server_exit_cb). */
     do
         event_base_dispatch(w->base);
-    while (w->draining && !w->forced && !server_worker_idle(w));
+    while (w->draining && !w->forced && !worker_idle(w));
     atomic_fetch_sub(&w->srv->running, 1);
     return NULL;
 }
@@ -408,6 +332,7 @@ void server_destroy(struct server *srv)
     srv->summarizer = NULL;
     embedder_destroy(srv->embedder);
     srv->embedder = NULL;
+    server_share_jobs(srv);
     for (size_t i = 0; i < srv->nworkers; i++) {
         lifecycle_destroy(srv->workers[i].lifecycle);
         srv->workers[i].lifecycle = NULL;

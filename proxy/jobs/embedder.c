@@ -5,7 +5,7 @@
 #include "proxy/http/metrics.h"
 #include "memory/memory.h"
 #include "memory/recall.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/jobs/task.h"
 #include "base/util.h"
 
@@ -32,7 +32,7 @@ static void embedder_stored(void *arg, int ok)
     if (!ok)
         log_error("embeddings could not be stored");
     e->storing = 0;
-    server_release(e->w);
+    worker_release(e->w);
     task_after(e->task, 0); /* more may wait */
 }
 
@@ -63,7 +63,7 @@ static void embedder_store(struct embedder *e, const float *vecs, size_t dim, co
     }
     metrics_embed(e->w->metrics, outcome, n);
     e->storing = 1;
-    server_hold(e->w); /* a draining worker waits for the outcomes to be written */
+    worker_hold(e->w); /* a draining worker waits for the outcomes to be written */
     memory_embedded(e->w->mem, out, n, e->w->base, embedder_stored, e);
     free(out);
     json_decref(e->rows);

@@ -3,7 +3,7 @@
 #include "base/log.h"
 #include "memory/memory.h"
 #include "proxy/http/metrics.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/jobs/task.h"
 #include "proxy/upstream/upstream.h"
 #include "base/util.h"
@@ -93,7 +93,7 @@ static void hook_settled(void *arg, int ok)
     struct hook *h = t->h;
     (void)ok; /* a failed write leaves the row pending: it is simply tried again */
     hook_xfer_free(t);
-    server_release(h->w);
+    worker_release(h->w);
     hook_poll(h);
 }
 
@@ -128,7 +128,7 @@ static void hook_settle(struct hook_xfer *t, int delivered, const char *error)
         log_warn("webhook %s: try %ld of %ld failed: %s%s", c->url, tries, c->max_attempts,
                  error ? error : "?", strcmp(status, "failed") == 0 ? " (giving up)" : "");
     t->x = NULL;
-    server_hold(t->h->w); /* a draining worker waits for the outcome to be written */
+    worker_hold(t->h->w); /* a draining worker waits for the outcome to be written */
     memory_outbox_result(t->h->w->mem, res, t->h->w->base, hook_settled, t);
     json_decref(res);
 }

@@ -2,7 +2,7 @@
 
 #include "proxy/jobs/hook.h"
 #include "base/log.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/jobs/summarizer.h"
 #include "proxy/jobs/task.h"
 #include "base/util.h"
@@ -30,13 +30,13 @@ static void lifecycle_committed(void *arg, int ok)
     struct lifecycle_pending *p = arg;
     struct worker *w = p->w;
     if (ok) {
-        hook_wake(server_hooks(w->srv));
-        summarizer_wake(server_summarizer(w->srv));
+        hook_wake(w->hooks);
+        summarizer_wake(w->summarizer);
     }
     if (p->cb != NULL)
         p->cb(p->arg, ok);
     free(p);
-    server_release(w);
+    worker_release(w);
 }
 
 void lifecycle_stop(struct worker *w, const char *tenant, const char *id, const char *profile,
@@ -52,7 +52,7 @@ void lifecycle_stop(struct worker *w, const char *tenant, const char *id, const 
     }
     if (idle_before > 0)
         json_object_set_new(how, "idle_before", json_integer(idle_before));
-    server_hold(w); /* a draining worker waits for the commit */
+    worker_hold(w); /* a draining worker waits for the commit */
     memory_change(w->mem, tenant, id, MEMORY_STOP, how, w->base, lifecycle_committed, p);
     json_decref(how);
 }

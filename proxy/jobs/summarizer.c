@@ -5,7 +5,7 @@
 #include "base/jtext.h"
 #include "base/log.h"
 #include "memory/memory.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/jobs/task.h"
 #include "proxy/upstream/upstream.h"
 #include "base/util.h"
@@ -62,8 +62,8 @@ static void summarizer_stored(void *arg, int ok)
     if (!ok)
         log_error("session %s: the summary could not be stored", j->id);
     summarizer_job_free(j);
-    hook_wake(server_hooks(s->w->srv)); /* the dumps that waited for it */
-    server_release(s->w);
+    hook_wake(s->w->hooks); /* the dumps that waited for it */
+    worker_release(s->w);
     summarizer_poll(s);
 }
 
@@ -78,7 +78,7 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
     if (j->retry_at > 0)
         json_object_set_new(outcome, "retry_ms", json_integer(j->retry_at));
     j->fx = NULL;
-    server_hold(j->s->w); /* a draining worker waits for the outcome to be written */
+    worker_hold(j->s->w); /* a draining worker waits for the outcome to be written */
     memory_summary_done(j->s->w->mem, j->tenant, outcome, j->s->w->base, summarizer_stored, j);
     json_decref(outcome);
 }

@@ -2,8 +2,8 @@
 
 #include "proxy/jobs/hook.h"
 #include "memory/memory.h"
-#include "proxy/rest/rest.h"
-#include "proxy/http/server.h"
+#include "proxy/rest/restio.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <event2/keyvalq_struct.h>
@@ -26,23 +26,23 @@ static void deliveries_list(struct worker *w, struct evhttp_request *req, const 
 {
     const char *status = evhttp_find_header(q, "status");
     const char *sid = evhttp_find_header(q, "session_id");
-    long limit = rest_limit(q, DELIVERIES_DEFAULT, DELIVERIES_MAX);
-    long long before = rest_cursor(q);
+    long limit = restio_limit(q, DELIVERIES_DEFAULT, DELIVERIES_MAX);
+    long long before = restio_cursor(q);
     if (limit < 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, "limit",
+        restio_error(w, req, APIERR_INVALID_REQUEST, "limit",
                    "limit must be a whole number from 1 to 1000");
     } else if (status != NULL && strcmp(status, "pending") != 0 &&
                strcmp(status, "delivered") != 0 && strcmp(status, "failed") != 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, "status",
+        restio_error(w, req, APIERR_INVALID_REQUEST, "status",
                    "status must be pending, delivered or failed");
     } else if (before < 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, "cursor",
+        restio_error(w, req, APIERR_INVALID_REQUEST, "cursor",
                    "cursor must be the next value of a previous page");
     } else {
         json_t *page =
             memory_deliveries(w->reader, tenant, status, sid, NULL, before, (size_t)limit);
-        rest_page_cursor(page);
-        rest_json(w, req, 200, page);
+        restio_page_cursor(page);
+        restio_json(w, req, 200, page);
     }
 }
 
@@ -51,11 +51,11 @@ static void deliveries_answer_retry(struct worker *w, struct evhttp_request *req
 {
     json_t *d = ok ? deliveries_one(w, tenant, notice) : NULL;
     if (d == NULL) {
-        rest_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered meanwhile");
+        restio_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered meanwhile");
         return;
     }
-    hook_wake(server_hooks(w->srv));
-    rest_json(w, req, 200, d);
+    hook_wake(w->hooks);
+    restio_json(w, req, 200, d);
 }
 
 static void deliveries_retry(struct worker *w, struct evhttp_request *req, const char *tenant,
@@ -64,12 +64,12 @@ static void deliveries_retry(struct worker *w, struct evhttp_request *req, const
     json_t *d = deliveries_one(w, tenant, notice);
     const char *status = json_string_value(json_object_get(d, "status"));
     if (d == NULL)
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
     else if (strcmp(status, "delivered") == 0)
-        rest_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered already");
+        restio_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered already");
     else
-        memory_delivery_retry(w->mem, tenant, notice, w->base, rest_waited,
-                              rest_wait(w, req, deliveries_answer_retry, tenant, notice));
+        memory_delivery_retry(w->mem, tenant, notice, w->base, restio_waited,
+                              restio_wait(w, req, deliveries_answer_retry, tenant, notice));
     json_decref(d);
 }
 
@@ -78,13 +78,13 @@ static void deliveries_get(struct worker *w, struct evhttp_request *req, const c
 {
     json_t *d = deliveries_one(w, tenant, notice);
     if (d != NULL)
-        rest_json(w, req, 200, d);
+        restio_json(w, req, 200, d);
     else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
 }
 
 void deliveries_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                       const struct route_ctx *rc, struct evkeyvalq *q)
+                       const struct request_ctx *rc, struct evkeyvalq *q)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     const char *end = path + len, *slash = len > 1 ? memchr(path + 1, '/', len - 1) : NULL;
@@ -93,21 +93,21 @@ void deliveries_handle(struct worker *w, struct evhttp_request *req, const char 
         if (m == EVHTTP_REQ_GET)
             deliveries_list(w, req, rc->tenant, q);
         else
-            rest_method(w, req, "GET");
+            restio_method(w, req, "GET");
         return;
     }
-    notice = rest_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
+    notice = restio_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
     if (notice == NULL)
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
     else if (slash == NULL && m == EVHTTP_REQ_GET)
         deliveries_get(w, req, rc->tenant, notice);
     else if (slash == NULL)
-        rest_method(w, req, "GET");
+        restio_method(w, req, "GET");
     else if ((size_t)(end - slash) != 6 || memcmp(slash, "/retry", 6) != 0)
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     else if (m == EVHTTP_REQ_POST)
         deliveries_retry(w, req, rc->tenant, notice);
     else
-        rest_method(w, req, "POST");
+        restio_method(w, req, "POST");
     free(notice);
 }

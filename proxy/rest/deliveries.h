@@ -11,7 +11,7 @@
 #ifndef MEMPROXY_DELIVERIES_H
 #define MEMPROXY_DELIVERIES_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 #include <stddef.h>
@@ -20,6 +20,6 @@ struct evkeyvalq;
 
 /* path: what follows "/webhooks/deliveries". */
 void deliveries_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                       const struct route_ctx *rc, struct evkeyvalq *q);
+                       const struct request_ctx *rc, struct evkeyvalq *q);
 
 #endif

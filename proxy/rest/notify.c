@@ -3,8 +3,8 @@
 #include "proxy/jobs/lifecycle.h"
 #include "memory/memory.h"
 #include "proxy/http/respond.h"
-#include "proxy/rest/rest.h"
-#include "proxy/http/server.h"
+#include "proxy/rest/restio.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 #include "proxy/jobs/webhook.h"
 
@@ -16,7 +16,7 @@ static void notify_ack(struct worker *w, struct evhttp_request *req, long event,
 {
     json_t *body = json_pack("{s:b, s:i, s:o, s:s}", "ok", 1, "event", (int)event, "session_id",
                              id ? json_string(id) : json_null(), "action", action);
-    rest_json(w, req, 200, body);
+    restio_json(w, req, 200, body);
 }
 
 static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int ok, const char *id,
@@ -25,7 +25,7 @@ static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int
     if (ok)
         notify_ack(w, req, atol(event), id, "stopped");
     else
-        rest_error(w, req, APIERR_STORAGE, NULL, "the stop could not be stored; retry");
+        restio_error(w, req, APIERR_STORAGE, NULL, "the stop could not be stored; retry");
 }
 
 /* The first session of the tenant the notice names (new JSON), or NULL. */
@@ -47,12 +47,12 @@ static void notify_act(struct worker *w, struct evhttp_request *req, const struc
         notify_ack(w, req, n->event, NULL, "ignored");
     else
         lifecycle_stop(w, w->cfg->agora_tenant, id,
-                       json_string_value(json_object_get(sess, "profile")), 0, rest_waited,
-                       rest_wait(w, req, notify_answer_stop, id, event));
+                       json_string_value(json_object_get(sess, "profile")), 0, restio_waited,
+                       restio_wait(w, req, notify_answer_stop, id, event));
     json_decref(sess);
 }
 
-void notify_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+void notify_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
 {
     const char *sig =
         evhttp_find_header(evhttp_request_get_input_headers(req), "Agora-Signature-V2");
@@ -60,16 +60,16 @@ void notify_handle(struct worker *w, struct evhttp_request *req, const struct ro
     struct webhook_notice n;
     char why[128];
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
-        rest_method(w, req, "POST");
+        restio_method(w, req, "POST");
     } else if (*secret == '\0') {
-        rest_error(w, req, APIERR_FORBIDDEN, NULL,
+        restio_error(w, req, APIERR_FORBIDDEN, NULL,
                    "Agora notifications are off: set notifications.agora_secret");
     } else if (!webhook_verify(secret, rc->body ? rc->body : "", rc->body_len, sig)) {
-        rest_error(w, req, APIERR_BAD_SIGNATURE, "Agora-Signature-V2",
+        restio_error(w, req, APIERR_BAD_SIGNATURE, "Agora-Signature-V2",
                    "Agora-Signature-V2 is missing or does not match the body");
     } else if (webhook_parse_notice(rc->body ? rc->body : "", rc->body_len,
                                     w->cfg->agora_session_field, &n, why, sizeof(why)) != 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+        restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
     } else {
         notify_act(w, req, &n);
         webhook_notice_clear(&n);

@@ -15,12 +15,12 @@
 #ifndef MEMPROXY_NOTIFY_H
 #define MEMPROXY_NOTIFY_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 
 #define NOTIFY_PATH "/notifications/agora"
 
-void notify_handle(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc);
+void notify_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc);
 
 #endif

@@ -1,11 +1,12 @@
 #include "proxy/rest/rest.h"
 
 #include "proxy/rest/deliveries.h"
+#include "proxy/rest/restio.h"
 #include "base/jtext.h"
 #include "proxy/jobs/lifecycle.h"
 #include "memory/memory.h"
 #include "proxy/http/respond.h"
-#include "proxy/http/server.h"
+#include "proxy/http/worker.h"
 #include "proxy/chat/session.h"
 #include "proxy/rest/users.h"
 #include "base/util.h"
@@ -31,14 +32,6 @@ struct rest_path {
     size_t action_len;
 };
 
-/* A change waiting for its commit. */
-struct rest_waiting {
-    struct worker *w;
-    struct evhttp_request *req;
-    rest_answer_fn answer;
-    char *a, *b;
-};
-
 static int rest_prefix(const char *path, size_t len, const char *prefix)
 {
     size_t n = strlen(prefix);
@@ -49,106 +42,6 @@ int rest_match(const char *path, size_t len)
 {
     return rest_prefix(path, len, "/sessions") || (len > 8 && memcmp(path, "/agents/", 8) == 0) ||
            rest_prefix(path, len, "/users") || rest_prefix(path, len, "/webhooks/deliveries");
-}
-
-/* ---- shared helpers ---- */
-
-void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
-                const char *param, const char *msg)
-{
-    struct apierr e;
-    apierr_set(&e, kind, param, "%s", msg);
-    respond_error(w, METRICS_ROUTE_REST, req, &e);
-}
-
-void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
-{
-    size_t len = 0;
-    char *text = jtext_dump(body, &len);
-    respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, len);
-    free(text);
-    json_decref(body);
-}
-
-json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
-{
-    json_error_t jerr;
-    json_t *b = rc->body ? jtext_load(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
-    if (json_is_object(b))
-        return b;
-    json_decref(b);
-    rest_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
-               "the body must be a JSON object");
-    return NULL;
-}
-
-long rest_limit(struct evkeyvalq *q, long def, long max)
-{
-    const char *v = evhttp_find_header(q, "limit");
-    long long n = 0;
-    if (v == NULL)
-        return def;
-    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
-        return -1;
-    return (long)n;
-}
-
-long long rest_cursor(struct evkeyvalq *q)
-{
-    const char *v = evhttp_find_header(q, "cursor");
-    long long n = 0;
-    if (v == NULL)
-        return 0;
-    return util_parse_ll(v, &n) == 0 && n >= 1 ? n : -1;
-}
-
-void rest_page_cursor(json_t *page)
-{
-    json_t *next = json_object_get(page, "next");
-    if (json_is_integer(next)) {
-        char buf[32];
-        snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(next));
-        json_object_set_new(page, "next", json_string(buf));
-    }
-}
-
-void rest_method(struct worker *w, struct evhttp_request *req, const char *allow)
-{
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-    rest_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
-}
-
-char *rest_id(const char *s, size_t len)
-{
-    size_t n = 0;
-    char *id = util_uridecode(s, len, &n);
-    if (!util_id_valid(id, n)) {
-        free(id);
-        id = NULL;
-    }
-    return id;
-}
-
-void *rest_wait(struct worker *w, struct evhttp_request *req, rest_answer_fn answer, const char *a,
-                const char *b)
-{
-    struct rest_waiting *p = xcalloc(1, sizeof(*p));
-    *p = (struct rest_waiting){.w = w, .req = req, .answer = answer};
-    p->a = a ? xstrdup(a) : NULL;
-    p->b = b ? xstrdup(b) : NULL;
-    server_hold(w);
-    return p;
-}
-
-void rest_waited(void *arg, int ok)
-{
-    struct rest_waiting *p = arg;
-    struct worker *w = p->w;
-    p->answer(w, p->req, ok, p->a, p->b);
-    free(p->a);
-    free(p->b);
-    free(p);
-    server_release(w);
 }
 
 /* ---- sessions: reads ---- */
@@ -165,7 +58,7 @@ static int rest_parse(const char *path, size_t len, struct rest_path *p)
     if (!p->agents)
         rest++; /* the '/' after "sessions" */
     const char *slash = memchr(rest, '/', (size_t)(end - rest));
-    p->id = rest_id(rest, (size_t)((slash ? slash : end) - rest));
+    p->id = restio_id(rest, (size_t)((slash ? slash : end) - rest));
     if (p->id == NULL)
         return -1;
     if (slash != NULL) {
@@ -202,30 +95,30 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
                          const char *id, struct evkeyvalq *q)
 {
     const char *format = evhttp_find_header(q, "format");
-    long limit = rest_limit(q, 0, REST_HISTORY_MAX);
+    long limit = restio_limit(q, 0, REST_HISTORY_MAX);
     if (format == NULL)
         format = "standard";
     if (limit < 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, "limit",
+        restio_error(w, req, APIERR_INVALID_REQUEST, "limit",
                    "limit must be a whole number from 1 to 100000");
         return;
     }
     if (strcmp(format, "full") != 0 && strcmp(format, "standard") != 0 &&
         strcmp(format, "text") != 0) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, "format",
+        restio_error(w, req, APIERR_INVALID_REQUEST, "format",
                    "format must be full, standard or text");
         return;
     }
     json_t *sess = memory_session(w->reader, tenant, id);
     if (sess == NULL) {
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
         return;
     }
     json_t *turns = memory_turns(w->reader, tenant, id, (size_t)limit);
     if (strcmp(format, "text") == 0)
         rest_history_text(w, req, turns);
     else
-        rest_json(w, req, 200, memory_history(sess, turns, format[0] == 'f'));
+        restio_json(w, req, 200, memory_history(sess, turns, format[0] == 'f'));
     json_decref(turns);
     json_decref(sess);
 }
@@ -234,8 +127,8 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
                       struct evkeyvalq *q)
 {
     const char *status = evhttp_find_header(q, "status");
-    long long before = rest_cursor(q);
-    long limit = rest_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
+    long long before = restio_cursor(q);
+    long limit = restio_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
     const char *bad = NULL, *why = NULL;
     if (limit < 0)
         bad = "limit", why = "limit must be a whole number from 1 to 1000";
@@ -244,13 +137,13 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
     else if (before < 0)
         bad = "cursor", why = "cursor must be the next value of a previous page";
     if (bad != NULL) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, bad, why);
+        restio_error(w, req, APIERR_INVALID_REQUEST, bad, why);
         return;
     }
     json_t *page = memory_sessions(w->reader, tenant, evhttp_find_header(q, "user_id"), status,
                                    before, (size_t)limit);
-    rest_page_cursor(page);
-    rest_json(w, req, 200, page);
+    restio_page_cursor(page);
+    restio_json(w, req, 200, page);
 }
 
 /* The session without memproxy's internals. */
@@ -265,9 +158,9 @@ static json_t *rest_session_view(json_t *sess)
 static void rest_found(struct worker *w, struct evhttp_request *req, json_t *body)
 {
     if (body != NULL)
-        rest_json(w, req, 200, body);
+        restio_json(w, req, 200, body);
     else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
 }
 
 static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
@@ -300,9 +193,9 @@ static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, in
 {
     (void)tenant;
     if (ok)
-        rest_json(w, req, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+        restio_json(w, req, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
     else
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
 }
 
 static void rest_answer_imported(struct worker *w, struct evhttp_request *req, int ok,
@@ -310,10 +203,10 @@ static void rest_answer_imported(struct worker *w, struct evhttp_request *req, i
 {
     json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
     if (sess == NULL)
-        rest_error(w, req, APIERR_CONFLICT, "session.id",
+        restio_error(w, req, APIERR_CONFLICT, "session.id",
                    "a session with this id was created meanwhile");
     else
-        rest_json(w, req, 201, rest_session_view(sess));
+        restio_json(w, req, 201, rest_session_view(sess));
 }
 
 /* Submit the change to a session that exists; the answer goes out once committed. Takes
@@ -324,16 +217,16 @@ static void rest_change(struct worker *w, struct evhttp_request *req, const char
     json_t *sess = memory_session(w->reader, tenant, id);
     if (sess == NULL) {
         json_decref(data);
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
         return;
     }
-    void *p = rest_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
+    void *p = restio_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
                         tenant, id);
     if (what == MEMORY_STOP)
         lifecycle_stop(w, tenant, id, json_string_value(json_object_get(sess, "profile")), 0,
-                       rest_waited, p);
+                       restio_waited, p);
     else
-        memory_change(w->mem, tenant, id, what, data, w->base, rest_waited, p);
+        memory_change(w->mem, tenant, id, what, data, w->base, restio_waited, p);
     json_decref(sess);
     json_decref(data);
 }
@@ -412,11 +305,11 @@ static json_t *rest_patch(json_t *body, struct apierr *e)
     return json_incref(body);
 }
 
-static void rest_write(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+static void rest_write(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                        const char *id, int update)
 {
     struct apierr e;
-    json_t *body = rest_body(w, req, rc);
+    json_t *body = restio_body(w, req, rc);
     if (body == NULL)
         return;
     json_t *data = update ? rest_runtime(body, &e) : rest_patch(body, &e);
@@ -429,22 +322,22 @@ static void rest_write(struct worker *w, struct evhttp_request *req, const struc
 }
 
 /* POST /sessions/import: a snapshot from GET /sessions/{id}/export. */
-static void rest_import(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc)
+static void rest_import(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
 {
     char why[256];
-    json_t *snap = rest_body(w, req, rc);
+    json_t *snap = restio_body(w, req, rc);
     if (snap == NULL)
         return;
     const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
     json_t *have = NULL;
     if (memory_import_check(snap, why, sizeof(why)) != 0)
-        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+        restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
     else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
-        rest_error(w, req, APIERR_CONFLICT, "session.id",
+        restio_error(w, req, APIERR_CONFLICT, "session.id",
                    "a session with this id exists; delete it first to restore the snapshot");
     else
-        memory_import(w->mem, rc->tenant, snap, w->base, rest_waited,
-                      rest_wait(w, req, rest_answer_imported, rc->tenant, id));
+        memory_import(w->mem, rc->tenant, snap, w->base, restio_waited,
+                      restio_wait(w, req, rest_answer_imported, rc->tenant, id));
     json_decref(have);
     json_decref(snap);
 }
@@ -452,7 +345,7 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
 /* ---- dispatch ---- */
 
 /* A route on one session: its action or the session itself. */
-static void rest_one(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+static void rest_one(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                      const struct rest_path *p, struct evkeyvalq *q)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
@@ -473,7 +366,7 @@ static void rest_one(struct worker *w, struct evhttp_request *req, const struct 
             allow = NULL, rest_export(w, req, rc->tenant, p->id);
     } else if (p->action_len > 0 || p->agents) {
         allow = NULL;
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     } else if (strcmp(p->id, "import") == 0) {
         if (m == EVHTTP_REQ_POST)
             allow = NULL, rest_import(w, req, rc);
@@ -487,21 +380,21 @@ static void rest_one(struct worker *w, struct evhttp_request *req, const struct 
             allow = NULL, rest_change(w, req, rc->tenant, p->id, MEMORY_DELETE, NULL);
     }
     if (allow != NULL)
-        rest_method(w, req, allow);
+        restio_method(w, req, allow);
 }
 
 static void rest_sessions(struct worker *w, struct evhttp_request *req, const char *path,
-                          size_t len, const struct route_ctx *rc, struct evkeyvalq *q)
+                          size_t len, const struct request_ctx *rc, struct evkeyvalq *q)
 {
     struct rest_path p;
     if (rest_parse(path, len, &p) != 0) {
-        rest_error(w, req, APIERR_NOT_FOUND, NULL,
+        restio_error(w, req, APIERR_NOT_FOUND, NULL,
                    "no session with this id (ids are 1 to 256 bytes without control characters)");
     } else if (p.id == NULL) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
             rest_list(w, req, rc->tenant, q);
         else
-            rest_method(w, req, "GET");
+            restio_method(w, req, "GET");
     } else {
         rest_one(w, req, rc, &p, q);
     }
@@ -509,12 +402,12 @@ static void rest_sessions(struct worker *w, struct evhttp_request *req, const ch
 }
 
 void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                 const struct route_ctx *rc)
+                 const struct request_ctx *rc)
 {
     struct evkeyvalq q;
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     if (evhttp_parse_query_str(query ? query : "", &q) != 0) /* also initialises q */
-        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
+        restio_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
     else if (rest_prefix(path, len, "/users"))
         users_handle(w, req, path + 6, len - 6, rc);
     else if (rest_prefix(path, len, "/webhooks/deliveries"))

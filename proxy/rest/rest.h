@@ -20,13 +20,13 @@
  *   /v1/webhooks/deliveries...                            deliveries.h
  *
  * Reads go through the worker's reader; changes through the store's writer, answered once
- * committed. Errors use the one JSON error shape (apierr). The helpers below are shared by
- * the REST modules (users, deliveries).
+ * committed. Errors use the one JSON error shape (apierr). The helpers the REST modules
+ * share are restio.h's.
  */
 #ifndef MEMPROXY_REST_H
 #define MEMPROXY_REST_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 #include <jansson.h>
@@ -39,36 +39,6 @@ int rest_match(const char *path, size_t len);
 
 /* Answer req; rc carries the admitted tenant and body. */
 void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                 const struct route_ctx *rc);
-
-/* ---- for the REST modules ---- */
-
-void rest_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
-                const char *param, const char *msg);
-/* Send body (taken) as JSON with status. */
-void rest_json(struct worker *w, struct evhttp_request *req, int status, json_t *body);
-/* The request body as a JSON object, or NULL with the error sent. */
-json_t *rest_body(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc);
-/* A query parameter "limit" in [1, max]; def when absent; -1 when bad. */
-long rest_limit(struct evkeyvalq *q, long def, long max);
-/* A query parameter "cursor" (a previous page's next); 0 when absent, -1 when bad. */
-long long rest_cursor(struct evkeyvalq *q);
-/* A page's "next" as the opaque string clients pass back. */
-void rest_page_cursor(json_t *page);
-/* Answer 405 naming the allowed methods. */
-void rest_method(struct worker *w, struct evhttp_request *req, const char *allow);
-/* The URL-decoded path segment [s, s + len) when it is a valid id, else NULL. */
-char *rest_id(const char *s, size_t len);
-
-/*
- * Answering after a commit: rest_wait() holds the worker (a draining loop waits for the
- * answer) and returns the arg for a memory_done_cb, which is rest_waited; once the commit
- * is reported, answer(w, req, ok, a, b) runs and everything is released.
- */
-typedef void (*rest_answer_fn)(struct worker *w, struct evhttp_request *req, int ok, const char *a,
-                               const char *b);
-void *rest_wait(struct worker *w, struct evhttp_request *req, rest_answer_fn answer, const char *a,
-                const char *b);
-void rest_waited(void *arg, int ok);
+                 const struct request_ctx *rc);
 
 #endif

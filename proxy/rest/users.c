@@ -2,8 +2,8 @@
 
 #include "memory/memory.h"
 #include "proxy/http/respond.h"
-#include "proxy/rest/rest.h"
-#include "proxy/http/server.h"
+#include "proxy/rest/restio.h"
+#include "proxy/http/worker.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -12,9 +12,9 @@ static void users_answer_memory(struct worker *w, struct evhttp_request *req, in
                                 const char *tenant, const char *user)
 {
     if (ok)
-        rest_json(w, req, 200, memory_user(w->reader, tenant, user));
+        restio_json(w, req, 200, memory_user(w->reader, tenant, user));
     else
-        rest_error(w, req, APIERR_STORAGE, NULL, "the change could not be stored");
+        restio_error(w, req, APIERR_STORAGE, NULL, "the change could not be stored");
 }
 
 static void users_answer_erased(struct worker *w, struct evhttp_request *req, int ok,
@@ -22,42 +22,42 @@ static void users_answer_erased(struct worker *w, struct evhttp_request *req, in
 {
     (void)tenant;
     if (ok)
-        rest_json(w, req, 200, json_pack("{s:s, s:b}", "user_id", user, "deleted", 1));
+        restio_json(w, req, 200, json_pack("{s:s, s:b}", "user_id", user, "deleted", 1));
     else
-        rest_error(w, req, APIERR_STORAGE, NULL, "the erasure could not be stored");
+        restio_error(w, req, APIERR_STORAGE, NULL, "the erasure could not be stored");
 }
 
 static void users_change(struct worker *w, struct evhttp_request *req, const char *tenant,
                          const char *user, enum memory_user_change what, json_t *data)
 {
-    rest_answer_fn answer = what == MEMORY_USER_ERASE ? users_answer_erased : users_answer_memory;
-    memory_user_change(w->mem, tenant, user, what, data, w->base, rest_waited,
-                       rest_wait(w, req, answer, tenant, user));
+    restio_answer_fn answer = what == MEMORY_USER_ERASE ? users_answer_erased : users_answer_memory;
+    memory_user_change(w->mem, tenant, user, what, data, w->base, restio_waited,
+                       restio_wait(w, req, answer, tenant, user));
 }
 
-static void users_put(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+static void users_put(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                       const char *user)
 {
     char why[256];
-    json_t *body = rest_body(w, req, rc);
+    json_t *body = restio_body(w, req, rc);
     if (body == NULL)
         return;
     json_t *data = memory_user_memory_check(body, why, sizeof(why));
     json_decref(body);
     if (data == NULL) {
-        rest_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+        restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
         return;
     }
     users_change(w, req, rc->tenant, user, MEMORY_USER_MEMORY, data);
     json_decref(data);
 }
 
-static void users_memory(struct worker *w, struct evhttp_request *req, const struct route_ctx *rc,
+static void users_memory(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                          const char *user)
 {
     switch (evhttp_request_get_command(req)) {
     case EVHTTP_REQ_GET:
-        rest_json(w, req, 200, memory_user(w->reader, rc->tenant, user));
+        restio_json(w, req, 200, memory_user(w->reader, rc->tenant, user));
         break;
     case EVHTTP_REQ_PUT:
         users_put(w, req, rc, user);
@@ -69,32 +69,32 @@ static void users_memory(struct worker *w, struct evhttp_request *req, const str
         break;
     }
     default:
-        rest_method(w, req, "GET, PUT, DELETE");
+        restio_method(w, req, "GET, PUT, DELETE");
     }
 }
 
 void users_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                  const struct route_ctx *rc)
+                  const struct request_ctx *rc)
 {
     const char *end = path + len, *slash = NULL;
     char *user = NULL;
     if (len > 1) { /* "/{id}" or "/{id}/memory" */
         slash = memchr(path + 1, '/', len - 1);
-        user = rest_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
+        user = restio_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
     }
     if (user == NULL) {
-        rest_error(w, req, APIERR_NOT_FOUND, NULL,
+        restio_error(w, req, APIERR_NOT_FOUND, NULL,
                    "no route for this path (user ids are 1 to 256 bytes without control "
                    "characters)");
     } else if (slash == NULL) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_DELETE)
             users_change(w, req, rc->tenant, user, MEMORY_USER_ERASE, NULL);
         else
-            rest_method(w, req, "DELETE");
+            restio_method(w, req, "DELETE");
     } else if ((size_t)(end - slash) == 7 && memcmp(slash, "/memory", 7) == 0) {
         users_memory(w, req, rc, user);
     } else {
-        rest_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     }
     free(user);
 }

@@ -13,13 +13,13 @@
 #ifndef MEMPROXY_USERS_H
 #define MEMPROXY_USERS_H
 
-#include "proxy/http/routes.h"
+#include "proxy/http/request.h"
 
 #include <event2/http.h>
 #include <stddef.h>
 
 /* path: what follows "/users". */
 void users_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
-                  const struct route_ctx *rc);
+                  const struct request_ctx *rc);
 
 #endif

@@ -22,7 +22,7 @@ static json_t *fuzz_rec_store(json_t *msgs)
     json_t *m, *store = json_array();
     json_array_foreach(msgs, i, m)
     {
-        json_t *t = rec_normalize(m, 1000);
+        json_t *t = reconcile_normalize(m, 1000);
         if (t == NULL)
             continue;
         json_object_set_new(t, "seq", json_integer((json_int_t)json_array_size(store) + 1));
@@ -32,7 +32,7 @@ static json_t *fuzz_rec_store(json_t *msgs)
     return store;
 }
 
-static void fuzz_rec_apply(json_t *store, struct rec_result *r)
+static void fuzz_rec_apply(json_t *store, struct reconcile_result *r)
 {
     size_t i, j;
     json_t *u, *s;
@@ -56,7 +56,7 @@ static void fuzz_rec_apply(json_t *store, struct rec_result *r)
 /* The same reconciliation through a turnlist's views, and with the window read through a
  * memo that holds its messages (the first reading kept with each, the second taken from
  * there; a small memo, so that readings are evicted too), must say the same. */
-static void fuzz_rec_same_by_views(json_t *store, json_t *incoming, const struct rec_result *want)
+static void fuzz_rec_same_by_views(json_t *store, json_t *incoming, const struct reconcile_result *want)
 {
     static struct jmemo *memo;
     if (memo == NULL)
@@ -66,17 +66,17 @@ static void fuzz_rec_same_by_views(json_t *store, json_t *incoming, const struct
     json_array_foreach(incoming, i, m) jmemo_hold(memo, m, 64);
     struct turnlist *l = turnlist_create();
     turnlist_set(l, store);
-    struct rec_view *v = turnlist_views(l, INT64_MIN, &n);
+    struct reconcile_view *v = turnlist_views(l, INT64_MIN, &n);
     for (int pass = 0; pass < 3; pass++) {
-        struct rec_window *w = rec_window_read(incoming, pass > 0 ? memo : NULL);
-        struct rec_result r;
-        rec_reconcile_views(v, n, w, 0, 2000, &r);
-        rec_window_free(w);
+        struct reconcile_window *w = reconcile_window_read(incoming, pass > 0 ? memo : NULL);
+        struct reconcile_result r;
+        reconcile_run_views(v, n, w, 0, 2000, &r);
+        reconcile_window_free(w);
         if (r.window_hash != want->window_hash || !json_equal(r.inserts, want->inserts) ||
             !json_equal(r.updates, want->updates) ||
             (r.system != want->system && !json_equal(r.system, want->system)))
             abort();
-        rec_result_clear(&r);
+        reconcile_result_clear(&r);
     }
     free(v);
     turnlist_destroy(l);
@@ -91,19 +91,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     json_t *store = fuzz_rec_store(stored);
-    struct rec_result r;
-    rec_reconcile(store, incoming, 0, 2000, &r);
+    struct reconcile_result r;
+    reconcile_run(store, incoming, 0, 2000, &r);
     fuzz_rec_same_by_views(store, incoming, &r);
     uint64_t h = r.window_hash;
     fuzz_rec_apply(store, &r);
-    rec_result_clear(&r);
-    rec_reconcile(store, incoming, h, 3000, &r);
+    reconcile_result_clear(&r);
+    reconcile_run(store, incoming, h, 3000, &r);
     if (json_array_size(r.inserts) + json_array_size(r.updates) != 0)
         abort(); /* a replayed window writes nothing */
-    rec_result_clear(&r);
-    rec_reconcile(store, incoming, 0, 3000, &r);
+    reconcile_result_clear(&r);
+    reconcile_run(store, incoming, 0, 3000, &r);
     fuzz_rec_apply(store, &r);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_decref(store);
     json_decref(root);
     return 0;

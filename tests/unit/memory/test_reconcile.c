@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/msg.h"
 #include "memory/reconcile.h"
 
 #include <string.h>
@@ -15,7 +16,7 @@ static const char *fixture_path;
 static const int64_t NOW = 1763800200000;
 
 /* A toy store: apply a result the way the store will. */
-static void apply(json_t *store, struct rec_result *r)
+static void apply(json_t *store, struct reconcile_result *r)
 {
     size_t i, j;
     json_t *u, *s;
@@ -36,10 +37,10 @@ static void apply(json_t *store, struct rec_result *r)
 static uint64_t last_hash;
 static int calls;
 
-static struct rec_result run(json_t *store, json_t *window)
+static struct reconcile_result run(json_t *store, json_t *window)
 {
-    struct rec_result r;
-    rec_reconcile(store, window, calls++ % 2 ? last_hash : 0, NOW, &r);
+    struct reconcile_result r;
+    reconcile_run(store, window, calls++ % 2 ? last_hash : 0, NOW, &r);
     last_hash = r.window_hash;
     apply(store, &r);
     return r;
@@ -47,7 +48,7 @@ static struct rec_result run(json_t *store, json_t *window)
 
 static void record_reply(json_t *store, const char *text, int64_t turn, int interrupted)
 {
-    json_t *t = rec_reply_turn(text, turn, 0, interrupted, NOW);
+    json_t *t = reconcile_reply_turn(text, turn, 0, interrupted, NOW);
     json_object_set_new(t, "seq", json_integer((json_int_t)json_array_size(store) + 1));
     json_array_append_new(store, t);
 }
@@ -92,7 +93,7 @@ static void test_normalize(void **state)
                    "\"image_url\",\"image_url\":{\"url\":\"data:x\"}},{\"type\":\"text\","
                    "\"text\":\"here\"}],\"metadata\":{\"source\":\"asr\",\"user\":\"1002\"}}",
                    0, NULL);
-    json_t *t = rec_normalize(m, NOW);
+    json_t *t = reconcile_normalize(m, NOW);
     assert_string_equal(str(t, "content"), "look\nhere");
     assert_int_equal(json_integer_value(json_object_get(t, "turn_id")), 7);
     assert_int_equal(json_integer_value(json_object_get(t, "timestamp")), 1763800104000);
@@ -105,10 +106,10 @@ static void test_normalize(void **state)
     json_decref(t);
     json_decref(m);
     json_t *one = json_integer(1), *ms = json_integer(1763800104000), *x = json_string("x");
-    assert_null(rec_normalize(one, NOW));
-    assert_int_equal(rec_timestamp_ms(ms), 1763800104000);
-    assert_int_equal(rec_timestamp_ms(one), 1000);
-    assert_int_equal(rec_turn_id(x), -1);
+    assert_null(reconcile_normalize(one, NOW));
+    assert_int_equal(msg_timestamp_ms(ms), 1763800104000);
+    assert_int_equal(msg_timestamp_ms(one), 1000);
+    assert_int_equal(msg_turn_id(x), -1);
     json_decref(one);
     json_decref(ms);
     json_decref(x);
@@ -120,14 +121,14 @@ static void test_agora_custom_conversation(void **state)
     assert_non_null(req);
     json_t *msgs = json_object_get(req, "messages"); /* 0 system, 1..8 turns */
     json_t *store = json_array();
-    struct rec_result r;
+    struct reconcile_result r;
 
     /* turn 2 asked: greeting + question */
     json_t *w = window(msgs, 1, 3);
     r = run(store, w);
     assert_int_equal(json_array_size(r.inserts), 2);
     assert_int_equal(json_array_size(r.system), 1);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_decref(w);
     json_t *orig =
         json_object_get(json_object_get(json_array_get(msgs, 3), "metadata"), "original");
@@ -138,13 +139,13 @@ static void test_agora_custom_conversation(void **state)
     r = run(store, w);
     assert_int_equal(json_array_size(r.inserts), 1);
     assert_int_equal(json_array_size(r.updates), 1);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, w); /* the same request again: nothing */
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, w);
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_decref(w);
     record_reply(store, "I can't look up live weather, but Oslo is usually cool in November.", 3,
                  0);
@@ -153,13 +154,13 @@ static void test_agora_custom_conversation(void **state)
     r = run(store, msgs);
     assert_int_equal(json_array_size(r.inserts), 2);
     assert_int_equal(json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
 
     /* the window slides past the greeting and the first question: nothing changes */
     w = window(msgs, 3, 9);
     r = run(store, w);
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_decref(w);
 
     assert_int_equal(json_array_size(store), 7);
@@ -186,7 +187,7 @@ static json_t *msgs_of(const char *json)
 static void test_normal_mode_alignment(void **state)
 {
     json_t *store = json_array();
-    struct rec_result r;
+    struct reconcile_result r;
     json_t *w1 = msgs_of("[{\"role\":\"system\",\"content\":\"s\"},"
                          "{\"role\":\"assistant\",\"content\":\"Hello! How can I help?\"},"
                          "{\"role\":\"user\",\"content\":\"A name for a goldfish?\"}]");
@@ -196,7 +197,7 @@ static void test_normal_mode_alignment(void **state)
                      1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(r.inserts, 1), "turn_id")),
                      2);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     record_reply(store, "Bubbles is a classic.", 2, 0);
 
     json_t *w2 = msgs_of("[{\"role\":\"assistant\",\"content\":\"Hello! How can I help?\"},"
@@ -208,13 +209,13 @@ static void test_normal_mode_alignment(void **state)
     assert_int_equal(json_array_size(r.updates), 1); /* the reply was heard only in part */
     json_t *q = json_array_get(r.inserts, 0);
     assert_int_equal(json_integer_value(json_object_get(q, "turn_id")), 3);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, w2);
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, w2); /* with and without the fingerprint */
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_t *cut = json_array_get(store, 2);
     assert_string_equal(str(cut, "content"), "Bubbles is");
     assert_string_equal(str(cut, "original"), "Bubbles is a classic.");
@@ -226,7 +227,7 @@ static void test_normal_mode_alignment(void **state)
                          "{\"role\":\"user\",\"content\":\"Another?\"}]");
     r = run(store, w3);
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     assert_int_equal(json_array_size(store), 4);
     json_decref(w1);
     json_decref(w2);
@@ -237,10 +238,10 @@ static void test_normal_mode_alignment(void **state)
 static void test_hangup_then_heard(void **state)
 {
     json_t *store = json_array();
-    struct rec_result r;
+    struct reconcile_result r;
     json_t *w = msgs_of("[{\"role\":\"user\",\"content\":\"hi\",\"turn_id\":1}]");
     r = run(store, w);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     json_decref(w);
     record_reply(store, "Hello there, how", 1, 1); /* client hung up mid-stream */
     json_t *t = json_array_get(store, 1);
@@ -251,7 +252,7 @@ static void test_hangup_then_heard(void **state)
                 "{\"interrupted\":true,\"interrupt_timestamp\":1763800199}}]");
     r = run(store, w);
     assert_int_equal(json_array_size(r.updates), 1);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     assert_string_equal(str(t, "content"), "Hello");
     assert_string_equal(str(t, "original"), "Hello there, how");
     assert_int_equal(json_integer_value(json_object_get(t, "interrupt_timestamp")), NOW);
@@ -266,7 +267,7 @@ static void test_hangup_then_heard(void **state)
 static void test_reworded_replies(void **state)
 {
     json_t *store = json_array();
-    struct rec_result r;
+    struct reconcile_result r;
     static const char *const windows[] = {
         "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1}]",
         "[{\"role\":\"user\",\"content\":\"q1\",\"turn_id\":1},"
@@ -286,7 +287,7 @@ static void test_reworded_replies(void **state)
         r = run(store, w);
         assert_int_equal(json_array_size(r.inserts), inserts[i]);
         assert_int_equal(json_array_size(r.updates), 0);
-        rec_result_clear(&r);
+        reconcile_result_clear(&r);
         json_decref(w);
         if (i < 2)
             record_reply(store, i ? "The generated answer two." : "The generated answer one.",
@@ -306,24 +307,24 @@ static void test_reworded_replies(void **state)
 static void test_repeated_exchange(void **state)
 {
     json_t *store = json_array();
-    struct rec_result r;
+    struct reconcile_result r;
     json_t *w1 = msgs_of("[{\"role\":\"user\",\"content\":\"yes\"},"
                          "{\"role\":\"assistant\",\"content\":\"ok\"}]");
     json_t *w2 = msgs_of("[{\"role\":\"user\",\"content\":\"yes\"},"
                          "{\"role\":\"assistant\",\"content\":\"ok\"},"
                          "{\"role\":\"user\",\"content\":\"yes\"},"
                          "{\"role\":\"assistant\",\"content\":\"ok\"}]");
-    rec_reconcile(store, w1, 0, NOW, &r);
+    reconcile_run(store, w1, 0, NOW, &r);
     apply(store, &r);
-    rec_result_clear(&r);
-    rec_reconcile(store, w2, 0, NOW, &r);
+    reconcile_result_clear(&r);
+    reconcile_run(store, w2, 0, NOW, &r);
     assert_int_equal(json_array_size(r.inserts), 2);
     uint64_t h = r.window_hash;
     apply(store, &r);
-    rec_result_clear(&r);
-    rec_reconcile(store, w2, h, NOW, &r);
+    reconcile_result_clear(&r);
+    reconcile_run(store, w2, h, NOW, &r);
     assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     assert_int_equal(json_array_size(store), 4);
     json_decref(w1);
     json_decref(w2);
@@ -349,16 +350,16 @@ static void test_many_messages_of_one_turn(void **state)
     json_t *first = json_array();
     for (int i = 0; i < 200; i++)
         json_array_append(first, json_array_get(msgs, (size_t)i));
-    struct rec_result r = run(store, first);
+    struct reconcile_result r = run(store, first);
     assert_int_equal(json_array_size(r.inserts), 200);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, msgs); /* the 200 again, then 100 more */
     assert_int_equal(json_array_size(r.inserts), 100);
     assert_int_equal(json_array_size(r.updates), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     r = run(store, msgs);
     assert_int_equal(json_array_size(r.inserts), 0);
-    rec_result_clear(&r);
+    reconcile_result_clear(&r);
     assert_int_equal(json_array_size(store), 300);
     for (int i = 0; i < 150; i++) {
         snprintf(text, sizeof(text), "question %d", i);
@@ -373,9 +374,9 @@ static void test_many_messages_of_one_turn(void **state)
 
 static int64_t oldest_of(json_t *msgs)
 {
-    struct rec_window *w = rec_window_read(msgs, NULL);
-    int64_t oldest = rec_window_oldest(w);
-    rec_window_free(w);
+    struct reconcile_window *w = reconcile_window_read(msgs, NULL);
+    int64_t oldest = reconcile_window_oldest(w);
+    reconcile_window_free(w);
     return oldest;
 }
 
@@ -424,10 +425,10 @@ static void test_window_hash_is_stable(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *store = json_array(), *w = msgs_of(cases[i].window);
-        struct rec_result r;
-        rec_reconcile(store, w, 0, NOW, &r);
+        struct reconcile_result r;
+        reconcile_run(store, w, 0, NOW, &r);
         assert_true(r.window_hash == cases[i].hash);
-        rec_result_clear(&r);
+        reconcile_result_clear(&r);
         json_decref(w);
         json_decref(store);
     }

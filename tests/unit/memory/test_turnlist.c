@@ -56,7 +56,7 @@ static void assert_seqs(json_t *turns, const char *want)
 static void assert_views(const struct turnlist *l, int64_t oldest, const char *want)
 {
     size_t n;
-    struct rec_view *v = turnlist_views(l, oldest, &n);
+    struct reconcile_view *v = turnlist_views(l, oldest, &n);
     json_t *turns = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *t = v[i].t;
@@ -184,7 +184,7 @@ static void test_set_and_replace(void **state)
     assert_int_equal(turnlist_find_seq(l, 11), 1);
     assert_int_equal(turnlist_count(l, 4, "assistant"), 1);
     size_t n;
-    struct rec_view *v = turnlist_views(l, 4, &n); /* matching sees what was heard */
+    struct reconcile_view *v = turnlist_views(l, 4, &n); /* matching sees what was heard */
     assert_int_equal(n, 2);
     assert_string_equal(v[1].content, "a long");
     free(v);

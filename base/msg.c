@@ -1,0 +1,79 @@
+#include "base/msg.h"
+
+#include "base/util.h"
+
+#include <string.h>
+
+const char *const msg_voice_fields[MSG_VOICE_FIELDS] = {"source", "original", "interrupted",
+                                                        "interrupt_timestamp"};
+
+/* A non-negative integer from a number or a numeric string; -1 otherwise. */
+static int64_t msg_number(json_t *v)
+{
+    long long n = -1;
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    if (json_is_real(v)) { /* in range only: converting 1e300 is undefined */
+        double d = json_real_value(v);
+        return d >= 0 && d < 9.2e18 ? (int64_t)d : -1;
+    }
+    if (json_is_string(v) && util_parse_ll(json_string_value(v), &n) == 0)
+        return n;
+    return -1;
+}
+
+int64_t msg_timestamp_ms(json_t *v)
+{
+    int64_t n = msg_number(v);
+    if (n <= 0)
+        return -1;
+    return n < MSG_MS_THRESHOLD ? n * 1000 : n;
+}
+
+int64_t msg_turn_id(json_t *v)
+{
+    int64_t n = msg_number(v);
+    return n >= 0 && !json_is_real(v) ? n : -1;
+}
+
+json_t *msg_text(json_t *content, int *dropped)
+{
+    size_t i;
+    json_t *part;
+    *dropped = 0;
+    if (json_is_string(content))
+        return json_copy(content);
+    if (!json_is_array(content))
+        return json_string("");
+    char *text = xstrdup("");
+    json_array_foreach(content, i, part) {
+        json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t)) {
+            (*dropped)++;
+            continue;
+        }
+        char *joined = xasprintf("%s%s%s", text, *text ? "\n" : "", json_string_value(t));
+        free(text);
+        text = joined;
+    }
+    json_t *s = json_string(text);
+    free(text);
+    return s ? s : json_string("");
+}
+
+const char *msg_role(json_t *m)
+{
+    const char *r = json_string_value(json_object_get(m, "role"));
+    return r ? r : "";
+}
+
+int msg_role_is_system(const char *role)
+{
+    return role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
+}
+
+json_t *msg_voice(json_t *m, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(m, "metadata"), key);
+    return v != NULL ? v : json_object_get(m, key);
+}

@@ -1,0 +1,76 @@
+#include "proxy/http/worker.h"
+
+#include "proxy/http/conn.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+int worker_idle(const struct worker *w)
+{
+    return w->active == 0 && w->sending == 0 && w->held == 0;
+}
+
+void worker_idle_check(struct worker *w)
+{
+    if (w->draining && worker_idle(w))
+        event_base_loopexit(w->base, NULL);
+}
+
+void worker_hold(struct worker *w)
+{
+    w->held++;
+}
+
+void worker_release(struct worker *w)
+{
+    w->held--;
+    worker_idle_check(w);
+}
+
+static void worker_sent(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
+        conn_set_closecb(w->conns, evcon, NULL, NULL);
+    w->sending--;
+    worker_idle_check(w);
+}
+
+/* The client went away before the response was written: evhttp will not complete it. */
+static void worker_send_failed(struct evhttp_connection *evcon, void *arg)
+{
+    struct worker *w = arg;
+    (void)evcon;
+    w->sending--;
+    worker_idle_check(w);
+}
+
+void worker_response_sending(struct worker *w, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon == NULL)
+        return;
+    w->sending++;
+    evhttp_request_set_on_complete_cb(req, worker_sent, w);
+    conn_set_closecb(w->conns, evcon, worker_send_failed, w);
+}
+
+void worker_write_now(struct worker *w, struct evhttp_connection *evcon)
+{
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0)
+        return;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    /* the bufferevent keeps its output's front frozen except while it writes itself */
+    evbuffer_unfreeze(out, 1);
+    evbuffer_write(out, fd);
+    evbuffer_freeze(out, 1);
+    if (evbuffer_get_length(out) == 0) {
+        /* what libevent's write event would do on finding the output empty */
+        bufferevent_disable(bev, EV_WRITE);
+        bufferevent_trigger(bev, EV_WRITE, 0); /* may free evcon */
+        conn_sent(w->conns, fd);
+    }
+}

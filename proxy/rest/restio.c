@@ -1,0 +1,117 @@
+#include "proxy/rest/restio.h"
+
+#include "base/jtext.h"
+#include "base/util.h"
+#include "proxy/http/respond.h"
+#include "proxy/http/worker.h"
+
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A change waiting for its commit. */
+struct restio_waiting {
+    struct worker *w;
+    struct evhttp_request *req;
+    restio_answer_fn answer;
+    char *scope, *id; /* copies of what restio_wait was given */
+};
+
+
+void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
+                const char *param, const char *msg)
+{
+    struct apierr e;
+    apierr_set(&e, kind, param, "%s", msg);
+    respond_error(w, METRICS_ROUTE_REST, req, &e);
+}
+
+void restio_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
+{
+    size_t len = 0;
+    char *text = jtext_dump(body, &len);
+    respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, len);
+    free(text);
+    json_decref(body);
+}
+
+json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
+{
+    json_error_t jerr;
+    json_t *b = rc->body ? jtext_load(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    if (json_is_object(b))
+        return b;
+    json_decref(b);
+    restio_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
+               "the body must be a JSON object");
+    return NULL;
+}
+
+long restio_limit(struct evkeyvalq *q, long def, long max)
+{
+    const char *v = evhttp_find_header(q, "limit");
+    long long n = 0;
+    if (v == NULL)
+        return def;
+    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
+        return -1;
+    return (long)n;
+}
+
+long long restio_cursor(struct evkeyvalq *q)
+{
+    const char *v = evhttp_find_header(q, "cursor");
+    long long n = 0;
+    if (v == NULL)
+        return 0;
+    return util_parse_ll(v, &n) == 0 && n >= 1 ? n : -1;
+}
+
+void restio_page_cursor(json_t *page)
+{
+    json_t *next = json_object_get(page, "next");
+    if (json_is_integer(next)) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(next));
+        json_object_set_new(page, "next", json_string(buf));
+    }
+}
+
+void restio_method(struct worker *w, struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    restio_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
+}
+
+char *restio_id(const char *s, size_t len)
+{
+    size_t n = 0;
+    char *id = util_uridecode(s, len, &n);
+    if (!util_id_valid(id, n)) {
+        free(id);
+        id = NULL;
+    }
+    return id;
+}
+
+void *restio_wait(struct worker *w, struct evhttp_request *req, restio_answer_fn answer, const char *scope,
+                  const char *id)
+{
+    struct restio_waiting *p = xcalloc(1, sizeof(*p));
+    *p = (struct restio_waiting){.w = w, .req = req, .answer = answer};
+    p->scope = scope ? xstrdup(scope) : NULL;
+    p->id = id ? xstrdup(id) : NULL;
+    worker_hold(w);
+    return p;
+}
+
+void restio_waited(void *arg, int ok)
+{
+    struct restio_waiting *p = arg;
+    struct worker *w = p->w;
+    p->answer(w, p->req, ok, p->scope, p->id);
+    free(p->scope);
+    free(p->id);
+    free(p);
+    worker_release(w);
+}
