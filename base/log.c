@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,28 +43,43 @@ int log_enabled(enum log_level level)
     return level >= log_level;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* One line at level (LOG_ERROR + 1: fatal), written whatever the level set. */
+static void log_vline(int level, const char *fmt, va_list ap)
 {
-    static const char *const tags[] = {"debug", "info", "warn", "error"};
+    static const char *const tags[] = {"debug", "info", "warn", "error", "fatal"};
     char line[LOG_LINE_MAX];
     struct timespec ts;
     struct tm tm;
 
-    if (!log_enabled(level))
-        return;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s%s%s",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000000, tags[level], log_thread_name ? "[" : "",
                      log_thread_name ? log_thread_name : "", log_thread_name ? "] " : "");
-    va_list ap;
-    va_start(ap, fmt);
     n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-    va_end(ap);
     if (n >= (int)sizeof(line) - 1)
         n = (int)sizeof(line) - 2;
     line[n++] = '\n';
     ssize_t rc = write(STDERR_FILENO, line, (size_t)n);
     (void)rc;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    if (!log_enabled(level))
+        return;
+    va_start(ap, fmt);
+    log_vline((int)level, fmt, ap);
+    va_end(ap);
+}
+
+void log_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vline(LOG_ERROR + 1, fmt, ap);
+    va_end(ap);
+    abort();
 }

@@ -20,6 +20,9 @@ int log_level_parse(const char *name, enum log_level *out);
 void log_set_thread_name(const char *name);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For what cannot be carried on from (an allocation failing, a thread that cannot start, the
+ * CSPRNG failing): one "fatal" line whatever the level, then abort() for a core dump. */
+void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #define log_debug(...)                                                                             \
     do {                                                                                           \

@@ -1,5 +1,7 @@
 #include "base/util.h"
 
+#include "base/log.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +10,7 @@
 
 static void util_oom(size_t n)
 {
-    fprintf(stderr, "memproxy: out of memory allocating %zu bytes\n", n);
-    abort();
+    log_fatal("out of memory allocating %zu bytes", n);
 }
 
 void *xmalloc(size_t n)

@@ -14,7 +14,6 @@
 enum cfg_type { T_STR, T_INT, T_BOOL, T_SIZE, T_DURATION, T_STRLIST, T_LEVEL, T_FRACTION };
 
 /* Where an option lives: the top level, or one item of a list section. */
-enum cfg_section { S_TOP, S_UPSTREAM, S_PROFILE, S_CLIENT_KEY, S_ADMIN_KEY, S_WEBHOOK };
 
 struct cfg_option {
     enum cfg_section section;
@@ -37,187 +36,187 @@ struct cfg_option {
 
 /* The options table. Keep config/memproxy.example.yaml in step (a unit test checks it). */
 static const struct cfg_option cfg_options[] = {
-    {S_TOP, "server.listen", T_STR, TOP(listen), "127.0.0.1:8080", 0, 0,
+    {CFG_SEC_TOP, "server.listen", T_STR, TOP(listen), "127.0.0.1:8080", 0, 0,
      "Address to listen on, host:port (0.0.0.0 for all interfaces)."},
-    {S_TOP, "server.workers", T_INT, TOP(workers), "0", 0, 256,
+    {CFG_SEC_TOP, "server.workers", T_INT, TOP(workers), "0", 0, 256,
      "Network worker threads, each with its own event loop; 0 = one per CPU."},
-    {S_TOP, "server.max_body_size", T_SIZE, TOP(max_body_size), "4MiB", 1 * KIB, 256 * MIB,
+    {CFG_SEC_TOP, "server.max_body_size", T_SIZE, TOP(max_body_size), "4MiB", 1 * KIB, 256 * MIB,
      "Largest request body; larger gets 413. Bodies past 4x this are refused unread."},
-    {S_TOP, "server.max_header_size", T_SIZE, TOP(max_header_size), "16KiB", 1 * KIB, 1 * MIB,
+    {CFG_SEC_TOP, "server.max_header_size", T_SIZE, TOP(max_header_size), "16KiB", 1 * KIB, 1 * MIB,
      "Largest request header block."},
-    {S_TOP, "server.max_json_depth", T_INT, TOP(max_json_depth), "64", 2, 1000,
+    {CFG_SEC_TOP, "server.max_json_depth", T_INT, TOP(max_json_depth), "64", 2, 1000,
      "Deepest nesting accepted in a request body."},
-    {S_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
+    {CFG_SEC_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
      "Most messages accepted in one chat request."},
-    {S_TOP, "server.parse_memo", T_SIZE, TOP(parse_memo), "2MiB", 0, 1024 * MIB,
+    {CFG_SEC_TOP, "server.parse_memo", T_SIZE, TOP(parse_memo), "2MiB", 0, 1024 * MIB,
      "Per worker: messages kept as read, by their exact bytes and tenant, with what was made "
      "of them (their check, transforms' facts, standard form, text), so a voice platform's "
      "window resent each turn is not read or rebuilt again; 0 = read every message."},
-    {S_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
+    {CFG_SEC_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
      "Time a client has to send its request; idle keep-alive connections close after it."},
-    {S_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0, 600 * SEC,
+    {CFG_SEC_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0, 600 * SEC,
      "On SIGTERM, how long in-flight requests may take to finish before exit."},
-    {S_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB, 64 * MIB,
+    {CFG_SEC_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB, 64 * MIB,
      "Unsent bytes queued for one slow client before the upstream transfer pauses."},
-    {S_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB", 64 * KIB,
+    {CFG_SEC_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB", 64 * KIB,
      256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
-    {S_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
+    {CFG_SEC_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
      "Idle upstream connections each worker keeps open for reuse."},
-    {S_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0, "debug, info, warn or error."},
-    {S_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
+    {CFG_SEC_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0, "debug, info, warn or error."},
+    {CFG_SEC_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
      "Serve Prometheus metrics at GET /metrics."},
-    {S_TOP, "storage.path", T_STR, TOP(db_path), "memproxy.db", 0, 0,
+    {CFG_SEC_TOP, "storage.path", T_STR, TOP(db_path), "memproxy.db", 0, 0,
      "SQLite database file (created with its directory's permissions; --db overrides)."},
-    {S_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
+    {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
-    {S_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,
+    {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,
      "Under load (other recorded requests under way, replies ending less than this many "
      "microseconds apart) a reply's commit waits this long for the next ones to share it, "
      "and a request's own turns (its window's new messages) wait for its reply's commit, this "
      "long at most; 0 = never. One request at a time never waits."},
-    {S_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
+    {CFG_SEC_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},
-    {S_TOP, "sessions.id_fields", T_STRLIST, TOP(session_id_fields), "", 0, 0,
+    {CFG_SEC_TOP, "sessions.id_fields", T_STRLIST, TOP(session_id_fields), "", 0, 0,
      "Top-level body fields tried, in order, for the session id after the built-in sources "
      "(e.g. [channel])."},
-    {S_TOP, "memory.session_turns", T_INT, TOP(ws_session_turns), "256", 8, 100000,
+    {CFG_SEC_TOP, "memory.session_turns", T_INT, TOP(ws_session_turns), "256", 8, 100000,
      "Recent turns per session kept in memory, so a hot session's request reads no database."},
-    {S_TOP, "memory.max_turns", T_INT, TOP(ws_max_turns), "200000", 64, 100000000,
+    {CFG_SEC_TOP, "memory.max_turns", T_INT, TOP(ws_max_turns), "200000", 64, 100000000,
      "Turns kept in memory over all sessions; the least recently used sessions go first. "
      "A voice call's turn takes ~4 KiB (the default: ~800 MiB at most)."},
-    {S_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
+    {CFG_SEC_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
      "Sessions not updated for this many days are deleted in the background; 0 keeps them."},
-    {S_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0, 30 * 86400 * SEC,
+    {CFG_SEC_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0, 30 * 86400 * SEC,
      "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
      "0 = never."},
-    {S_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
+    {CFG_SEC_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
      "Secret of Agora's notification callbacks (Agora-Signature-V2 is checked with it); empty "
      "refuses POST /v1/notifications/agora."},
-    {S_TOP, "notifications.tenant", T_STR, TOP(agora_tenant), "default", 0, 0,
+    {CFG_SEC_TOP, "notifications.tenant", T_STR, TOP(agora_tenant), "default", 0, 0,
      "Tenant whose sessions Agora's notifications stop."},
-    {S_TOP, "notifications.session_field", T_STR, TOP(agora_session_field), "", 0, 0,
+    {CFG_SEC_TOP, "notifications.session_field", T_STR, TOP(agora_session_field), "", 0, 0,
      "A payload field tried for the session id after labels.session_id and name (e.g. "
      "channel)."},
 
-    {S_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
+    {CFG_SEC_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
      "A key clients send as 'Authorization: Bearer <key>'. No keys = open (warned at start)."},
-    {S_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
+    {CFG_SEC_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant the key's sessions belong to."},
-    {S_ADMIN_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
+    {CFG_SEC_ADMIN_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
      "A key for the REST API ('Authorization: Bearer <key>'). No admin keys = the REST API "
      "refuses every call."},
-    {S_ADMIN_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
+    {CFG_SEC_ADMIN_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant whose sessions the key may read and manage."},
 
-    {S_WEBHOOK, "url", T_STR, HOOK(url), NULL, 0, 0,
+    {CFG_SEC_WEBHOOK, "url", T_STR, HOOK(url), NULL, 0, 0,
      "Where a session's stop-time dump is POSTed (http:// or https://)."},
-    {S_WEBHOOK, "secret", T_STR, HOOK(secret), NULL, 0, 0,
+    {CFG_SEC_WEBHOOK, "secret", T_STR, HOOK(secret), NULL, 0, 0,
      "Key of the Agora-Signature (HMAC-SHA1) and Agora-Signature-V2 (HMAC-SHA256) headers."},
-    {S_WEBHOOK, "events", T_STRLIST, HOOK(events), "103", 0, 0,
+    {CFG_SEC_WEBHOOK, "events", T_STRLIST, HOOK(events), "103", 0, 0,
      "Agora event types sent: 103 (the session's history) and/or 102 (the session left)."},
-    {S_WEBHOOK, "tenant", T_STR, HOOK(tenant), "", 0, 0,
+    {CFG_SEC_WEBHOOK, "tenant", T_STR, HOOK(tenant), "", 0, 0,
      "Only this tenant's sessions; empty = every tenant's."},
-    {S_WEBHOOK, "timeout", T_DURATION, HOOK(timeout_ms), "10s", 1, 300 * SEC,
+    {CFG_SEC_WEBHOOK, "timeout", T_DURATION, HOOK(timeout_ms), "10s", 1, 300 * SEC,
      "A try that gets no 2xx within this long failed."},
-    {S_WEBHOOK, "max_attempts", T_INT, HOOK(max_attempts), "12", 1, 1000,
+    {CFG_SEC_WEBHOOK, "max_attempts", T_INT, HOOK(max_attempts), "12", 1, 1000,
      "Tries before a delivery is kept as failed (GET /v1/webhooks/deliveries, retryable)."},
-    {S_WEBHOOK, "backoff", T_DURATION, HOOK(backoff_ms), "1s", 1, 3600 * SEC,
+    {CFG_SEC_WEBHOOK, "backoff", T_DURATION, HOOK(backoff_ms), "1s", 1, 3600 * SEC,
      "Wait before the first retry; doubled per try, with jitter."},
-    {S_WEBHOOK, "max_backoff", T_DURATION, HOOK(max_backoff_ms), "10m", 1, 86400 * SEC,
+    {CFG_SEC_WEBHOOK, "max_backoff", T_DURATION, HOOK(max_backoff_ms), "10m", 1, 86400 * SEC,
      "Longest wait between tries."},
 
-    {S_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
-    {S_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
+    {CFG_SEC_UPSTREAM, "name", T_STR, UPS(name), NULL, 0, 0, "Name profiles refer to."},
+    {CFG_SEC_UPSTREAM, "url", T_STR, UPS(url), NULL, 0, 0,
      "Base URL of an OpenAI-compatible API, up to /v1 (e.g. https://api.openai.com/v1); at "
      "most 1024 characters."},
-    {S_UPSTREAM, "api_key", T_STR, UPS(api_key), "", 0, 0,
+    {CFG_SEC_UPSTREAM, "api_key", T_STR, UPS(api_key), "", 0, 0,
      "Key sent upstream; empty sends none. Defaults to $MEMPROXY_UPSTREAM_API_KEY or "
      "$OPENAI_API_KEY for the first upstream."},
-    {S_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
+    {CFG_SEC_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
      "Time to connect (and finish TLS); past it the next fallback is tried, then 502."},
-    {S_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1, 3600 * SEC,
+    {CFG_SEC_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1, 3600 * SEC,
      "Time from sending the request to the response headers; past it: 504."},
-    {S_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
+    {CFG_SEC_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
      "Longest silence inside a response (whole seconds)."},
-    {S_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC, 86400 * SEC,
+    {CFG_SEC_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC, 86400 * SEC,
      "Longest whole transfer, streams included."},
 
-    {S_PROFILE, "name", T_STR, PRO(name), NULL, 0, 0,
+    {CFG_SEC_PROFILE, "name", T_STR, PRO(name), NULL, 0, 0,
      "Chosen by X-Memproxy-Profile, body 'profile' or /p/{name}/v1/...; 'default' otherwise."},
-    {S_PROFILE, "upstream", T_STR, PRO(upstream), NULL, 0, 0, "Primary upstream's name."},
-    {S_PROFILE, "fallbacks", T_STRLIST, PRO(fallbacks), "", 0, 0,
+    {CFG_SEC_PROFILE, "upstream", T_STR, PRO(upstream), NULL, 0, 0, "Primary upstream's name."},
+    {CFG_SEC_PROFILE, "fallbacks", T_STRLIST, PRO(fallbacks), "", 0, 0,
      "Upstreams tried in order when the previous one fails before the first byte."},
-    {S_PROFILE, "model", T_STR, PRO(model), "", 0, 0,
+    {CFG_SEC_PROFILE, "model", T_STR, PRO(model), "", 0, 0,
      "Model sent upstream instead of the client's; empty keeps the client's."},
-    {S_PROFILE, "system_messages", T_STRLIST, PRO(system_messages), "", 0, 0,
+    {CFG_SEC_PROFILE, "system_messages", T_STRLIST, PRO(system_messages), "", 0, 0,
      "System messages sent first, before the client's own."},
-    {S_PROFILE, "history", T_STR, PRO(history), "passthrough", 0, 0,
+    {CFG_SEC_PROFILE, "history", T_STR, PRO(history), "passthrough", 0, 0,
      "passthrough: the client sends its window; stored: the client sends only new messages "
      "and the session's stored history is put before them."},
-    {S_PROFILE, "transforms", T_STRLIST, PRO(transforms),
+    {CFG_SEC_PROFILE, "transforms", T_STRLIST, PRO(transforms),
      "interruptions,trim,inject_memory,standard", 0, 0,
      "Transforms run over the messages, in order: standard, interruptions, timestamps, "
      "user_context, drop_sources, merge_consecutive, trim, inject_memory."},
-    {S_PROFILE, "interruptions", T_STR, PRO(interruptions), "heard", 0, 0,
+    {CFG_SEC_PROFILE, "interruptions", T_STR, PRO(interruptions), "heard", 0, 0,
      "How an interrupted reply is shown to the model: heard (what the caller heard), original "
      "(all that was generated) or annotate (heard, plus annotate_note)."},
-    {S_PROFILE, "annotate_note", T_STR, PRO(annotate_note),
+    {CFG_SEC_PROFILE, "annotate_note", T_STR, PRO(annotate_note),
      "[interrupted: the caller cut in here and did not hear the rest]", 0, 0,
      "Appended to an interrupted reply with interruptions: annotate."},
-    {S_PROFILE, "timestamp_format", T_STR, PRO(timestamp_format), "[%Y-%m-%d %H:%M:%S UTC] ", 0, 0,
+    {CFG_SEC_PROFILE, "timestamp_format", T_STR, PRO(timestamp_format), "[%Y-%m-%d %H:%M:%S UTC] ", 0, 0,
      "strftime format (UTC) the timestamps transform puts before each message's text."},
-    {S_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
+    {CFG_SEC_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
      "Sources the drop_sources transform leaves out (e.g. [silence, llm_failure])."},
-    {S_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
+    {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
      "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
      "limit."},
-    {S_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
+    {CFG_SEC_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
      "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
-    {S_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,
+    {CFG_SEC_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,
      "Answer with X-Memproxy-Context: history, trimmed and injected message counts."},
-    {S_PROFILE, "summarize", T_BOOL, PRO(summarize), "false", 0, 0,
+    {CFG_SEC_PROFILE, "summarize", T_BOOL, PRO(summarize), "false", 0, 0,
      "When a session with a user id stops, summarize it (and extract facts about the caller) "
      "through the profile's upstream, off the hot path; injected into the user's next sessions."},
-    {S_PROFILE, "summarizer_model", T_STR, PRO(summarizer_model), "", 0, 0,
+    {CFG_SEC_PROFILE, "summarizer_model", T_STR, PRO(summarizer_model), "", 0, 0,
      "Model of the summary request; empty = the profile's model, else the session's last "
      "reply's."},
-    {S_PROFILE, "summary_prompt", T_STR, PRO(summary_prompt), "", 0, 0,
+    {CFG_SEC_PROFILE, "summary_prompt", T_STR, PRO(summary_prompt), "", 0, 0,
      "System prompt of the summary request; empty = the built-in one (JSON summary and facts)."},
-    {S_PROFILE, "summary_threshold", T_INT, PRO(summary_threshold), "0", 0, 100000,
+    {CFG_SEC_PROFILE, "summary_threshold", T_INT, PRO(summary_threshold), "0", 0, 100000,
      "With summarize: a RUNNING session is also summarized each time this many turns were "
      "added since its last summary; 0 = only at stop."},
-    {S_PROFILE, "cache", T_BOOL, PRO(cache), "false", 0, 0,
+    {CFG_SEC_PROFILE, "cache", T_BOOL, PRO(cache), "false", 0, 0,
      "Answer a turn that depends on no earlier context (system messages and one user message) "
      "from the exact-match cache when the same was asked before; X-Memproxy-Cache: hit|miss; "
      "Cache-Control: no-cache bypasses."},
-    {S_PROFILE, "cache_ttl", T_DURATION, PRO(cache_ttl_ms), "1h", 1 * SEC, 30 * 86400 * SEC,
+    {CFG_SEC_PROFILE, "cache_ttl", T_DURATION, PRO(cache_ttl_ms), "1h", 1 * SEC, 30 * 86400 * SEC,
      "How long a cached answer is served."},
-    {S_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
+    {CFG_SEC_PROFILE, "summary_wait", T_DURATION, PRO(summary_wait_ms), "10s", 0, 300 * SEC,
      "How long a stop's webhook dumps wait for the summary to ride along; then they go "
      "without it."},
-    {S_PROFILE, "summary_retry", T_DURATION, PRO(summary_retry_ms), "1m", 1 * SEC, 3600 * SEC,
+    {CFG_SEC_PROFILE, "summary_retry", T_DURATION, PRO(summary_retry_ms), "1m", 1 * SEC, 3600 * SEC,
      "A stopped session's summary that failed upstream is tried again after this, doubled per "
      "try, up to 5 tries (its webhook dumps go without it at the first failure)."},
-    {S_PROFILE, "retrieval", T_BOOL, PRO(retrieval), "false", 0, 0,
+    {CFG_SEC_PROFILE, "retrieval", T_BOOL, PRO(retrieval), "false", 0, 0,
      "Tri-hybrid retrieval: stored user and assistant turns are embedded in the background "
      "(upstream /v1/embeddings) and each request gets the caller's recent, salient and "
      "relevant earlier turns as one system message (through inject_memory)."},
-    {S_PROFILE, "retrieval_model", T_STR, PRO(retrieval_model), "text-embedding-3-small", 0, 0,
+    {CFG_SEC_PROFILE, "retrieval_model", T_STR, PRO(retrieval_model), "text-embedding-3-small", 0, 0,
      "Embedding model asked for, on the profile's primary upstream."},
-    {S_PROFILE, "retrieval_timeout", T_DURATION, PRO(retrieval_timeout_ms), "30ms", 1, 10 * SEC,
+    {CFG_SEC_PROFILE, "retrieval_timeout", T_DURATION, PRO(retrieval_timeout_ms), "30ms", 1, 10 * SEC,
      "Time budget of a request's lookup: when the question's embedding is not back by then, "
      "the request goes on without the relevance leg."},
-    {S_PROFILE, "retrieval_recent", T_INT, PRO(retrieval_recent), "10", 0, 1000,
+    {CFG_SEC_PROFILE, "retrieval_recent", T_INT, PRO(retrieval_recent), "10", 0, 1000,
      "Recency leg: the caller's latest turns not in the request already."},
-    {S_PROFILE, "retrieval_importance", T_FRACTION, PRO(retrieval_importance), "0.85", 0, 0,
+    {CFG_SEC_PROFILE, "retrieval_importance", T_FRACTION, PRO(retrieval_importance), "0.85", 0, 0,
      "Salience leg: turns whose importance is at least this."},
-    {S_PROFILE, "retrieval_similarity", T_FRACTION, PRO(retrieval_similarity), "0.655", 0, 0,
+    {CFG_SEC_PROFILE, "retrieval_similarity", T_FRACTION, PRO(retrieval_similarity), "0.655", 0, 0,
      "Relevance leg: turns whose cosine similarity to the question is at least this."},
-    {S_PROFILE, "retrieval_relevant", T_INT, PRO(retrieval_relevant), "5", 0, 1000,
+    {CFG_SEC_PROFILE, "retrieval_relevant", T_INT, PRO(retrieval_relevant), "5", 0, 1000,
      "Relevance leg: at most this many, the most similar."},
-    {S_PROFILE, "retrieval_scan", T_INT, PRO(retrieval_scan), "1000", 1, 100000,
+    {CFG_SEC_PROFILE, "retrieval_scan", T_INT, PRO(retrieval_scan), "1000", 1, 100000,
      "Candidates read per request: the caller's latest turns (with their embeddings)."},
-    {S_PROFILE, "retrieval_budget", T_INT, PRO(retrieval_budget), "500", 1, 1000000,
+    {CFG_SEC_PROFILE, "retrieval_budget", T_INT, PRO(retrieval_budget), "500", 1, 1000000,
      "Tokens the retrieved message may take (relevance kept first, then salience, then "
      "recency); inject_memory's memory_budget applies too."},
 };
@@ -230,13 +229,13 @@ struct cfg_list_section {
 };
 
 static const struct cfg_list_section cfg_lists[] = {
-    {"upstreams", S_UPSTREAM, sizeof(struct cfg_upstream), TOP(upstreams), TOP(nupstreams)},
-    {"profiles", S_PROFILE, sizeof(struct cfg_profile), TOP(profiles), TOP(nprofiles)},
-    {"auth.client_keys", S_CLIENT_KEY, sizeof(struct cfg_client_key), TOP(client_keys),
+    {"upstreams", CFG_SEC_UPSTREAM, sizeof(struct cfg_upstream), TOP(upstreams), TOP(nupstreams)},
+    {"profiles", CFG_SEC_PROFILE, sizeof(struct cfg_profile), TOP(profiles), TOP(nprofiles)},
+    {"auth.client_keys", CFG_SEC_CLIENT_KEY, sizeof(struct cfg_client_key), TOP(client_keys),
      TOP(nclient_keys)},
-    {"auth.admin_keys", S_ADMIN_KEY, sizeof(struct cfg_client_key), TOP(admin_keys),
+    {"auth.admin_keys", CFG_SEC_ADMIN_KEY, sizeof(struct cfg_client_key), TOP(admin_keys),
      TOP(nadmin_keys)},
-    {"webhooks", S_WEBHOOK, sizeof(struct cfg_webhook), TOP(webhooks), TOP(nwebhooks)},
+    {"webhooks", CFG_SEC_WEBHOOK, sizeof(struct cfg_webhook), TOP(webhooks), TOP(nwebhooks)},
 };
 
 /* ---- value parsing (shared by YAML, flags and defaults) ---- */
@@ -394,7 +393,7 @@ static void cfg_default_list(const struct cfg_option *o, void *base)
     free(copy);
 }
 
-static void cfg_apply_defaults(enum cfg_section section, void *base)
+void cfg_apply_defaults(enum cfg_section section, void *base)
 {
     char why[128];
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
@@ -404,7 +403,7 @@ static void cfg_apply_defaults(enum cfg_section section, void *base)
         if (o->type == T_STRLIST)
             cfg_default_list(o, base);
         else if (cfg_store(o, base, o->def, why, sizeof(why)) != 0)
-            abort(); /* a bad default is a programming error */
+            log_fatal("cfg: the default of %s is out of its bounds", o->name); /* a programming error */
     }
 }
 
@@ -426,7 +425,7 @@ static int cfg_is_group(enum cfg_section section, const char *name)
         if (o->section == section && strncmp(o->name, name, n) == 0 && o->name[n] == '.')
             return 1;
     }
-    for (size_t i = 0; section == S_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
+    for (size_t i = 0; section == CFG_SEC_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
         if (strncmp(cfg_lists[i].name, name, n) == 0 && cfg_lists[i].name[n] == '.')
             return 1;
     }
@@ -437,7 +436,7 @@ struct cfg *cfg_defaults(void)
 {
     struct cfg *cfg = xcalloc(1, sizeof(*cfg));
     cfg->source = xstrdup("(defaults)");
-    cfg_apply_defaults(S_TOP, cfg);
+    cfg_apply_defaults(CFG_SEC_TOP, cfg);
     return cfg;
 }
 
@@ -571,7 +570,7 @@ static int cfg_walk_list(struct cfg_loader *ld, yaml_node_t *seq, const struct c
         (*count)++;
         cfg_apply_defaults(ls->section, item);
         if (node->type == YAML_SCALAR_NODE &&
-            (ls->section == S_CLIENT_KEY || ls->section == S_ADMIN_KEY)) {
+            (ls->section == CFG_SEC_CLIENT_KEY || ls->section == CFG_SEC_ADMIN_KEY)) {
             /* "- sk-abc" is shorthand for "- key: sk-abc" */
             if (cfg_scalar(ld, node, cfg_option_find(ls->section, "key"), ls->name, item) != 0)
                 return -1;
@@ -607,7 +606,7 @@ static int cfg_walk_pair(struct cfg_loader *ld, yaml_node_t *key, yaml_node_t *v
         rc = cfg_option_value(ld, val, o, full, base);
         goto out;
     }
-    for (size_t i = 0; section == S_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
+    for (size_t i = 0; section == CFG_SEC_TOP && i < UTIL_ARRAY_LEN(cfg_lists); i++) {
         if (strcmp(cfg_lists[i].name, full) == 0) {
             rc = cfg_walk_list(ld, val, &cfg_lists[i], base);
             goto out;
@@ -655,7 +654,7 @@ static int cfg_parse_file(struct cfg_loader *ld, FILE *f, struct cfg *cfg)
     else if (root->type != YAML_MAPPING_NODE)
         rc = cfg_fail(ld, root, NULL, "the top level must be a mapping of options");
     else
-        rc = cfg_walk_map(ld, root, NULL, S_TOP, cfg);
+        rc = cfg_walk_map(ld, root, NULL, CFG_SEC_TOP, cfg);
     yaml_document_delete(&ld->doc);
     yaml_parser_delete(&parser);
     return rc;
@@ -699,7 +698,7 @@ struct cfg *cfg_load_text(const char *text, size_t len, const char *name, char *
 
 int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err)
 {
-    const struct cfg_option *o = cfg_option_find(S_TOP, name);
+    const struct cfg_option *o = cfg_option_find(CFG_SEC_TOP, name);
     char why[128];
     if (o == NULL) {
         *err = xasprintf("%s: unknown option %s", origin, name);
@@ -710,226 +709,6 @@ int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *or
         return -1;
     }
     return 0;
-}
-
-/* ---- environment, validation ---- */
-
-static struct cfg_upstream *cfg_upstream_add(struct cfg *cfg, const char *name, const char *url)
-{
-    cfg->upstreams = xrealloc(cfg->upstreams, (cfg->nupstreams + 1) * sizeof(*cfg->upstreams));
-    struct cfg_upstream *u = &cfg->upstreams[cfg->nupstreams++];
-    memset(u, 0, sizeof(*u));
-    cfg_apply_defaults(S_UPSTREAM, u);
-    u->name = xstrdup(name);
-    u->url = xstrdup(url);
-    return u;
-}
-
-static struct cfg_profile *cfg_profile_add(struct cfg *cfg, const char *name, const char *up)
-{
-    cfg->profiles = xrealloc(cfg->profiles, (cfg->nprofiles + 1) * sizeof(*cfg->profiles));
-    struct cfg_profile *p = &cfg->profiles[cfg->nprofiles++];
-    memset(p, 0, sizeof(*p));
-    cfg_apply_defaults(S_PROFILE, p);
-    p->name = xstrdup(name);
-    p->upstream = xstrdup(up);
-    return p;
-}
-
-static struct cfg_upstream *cfg_upstream_by_name(struct cfg *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nupstreams; i++) {
-        if (strcmp(cfg->upstreams[i].name, name) == 0)
-            return &cfg->upstreams[i];
-    }
-    return NULL;
-}
-
-void cfg_set_upstream_url(struct cfg *cfg, const char *url)
-{
-    if (cfg->nprofiles == 0) {
-        if (cfg->nupstreams == 0)
-            cfg_upstream_add(cfg, "default", url);
-        cfg_profile_add(cfg, "default", cfg->upstreams[0].name);
-    }
-    const struct cfg_profile *p = cfg_profile_find(cfg, "default", 7);
-    if (p == NULL)
-        p = &cfg->profiles[0];
-    struct cfg_upstream *u = cfg_upstream_by_name(cfg, p->upstream);
-    if (u == NULL)
-        u = cfg_upstream_add(cfg, p->upstream, url);
-    free(u->url);
-    u->url = xstrdup(url);
-}
-
-/* A key from the environment, tenant "default". */
-static void cfg_key_add(struct cfg_client_key **keys, size_t *n, const char *key)
-{
-    *keys = xrealloc(*keys, (*n + 1) * sizeof(**keys));
-    (*keys)[*n].key = xstrdup(key);
-    (*keys)[*n].tenant = xstrdup("default");
-    (*n)++;
-}
-
-void cfg_apply_env(struct cfg *cfg)
-{
-    const char *url = getenv("MEMPROXY_UPSTREAM_URL");
-    const char *client = getenv("MEMPROXY_CLIENT_KEY");
-    const char *admin = getenv("MEMPROXY_ADMIN_KEY");
-    const char *listen = getenv("MEMPROXY_LISTEN");
-
-    if (url != NULL && *url != '\0')
-        cfg_set_upstream_url(cfg, url);
-    if (listen != NULL && *listen != '\0') {
-        free(cfg->listen);
-        cfg->listen = xstrdup(listen);
-    }
-    if (admin != NULL && *admin != '\0')
-        cfg_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin);
-    if (client != NULL && *client != '\0')
-        cfg_key_add(&cfg->client_keys, &cfg->nclient_keys, client);
-}
-
-__attribute__((format(printf, 3, 4))) static int cfg_invalid(struct cfg *cfg, char **err,
-                                                             const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = xvasprintf(fmt, ap);
-    va_end(ap);
-    *err = xasprintf("%s: %s", cfg->source, msg);
-    free(msg);
-    return -1;
-}
-
-static int cfg_validate_upstreams(struct cfg *cfg, char **err)
-{
-    for (size_t i = 0; i < cfg->nupstreams; i++) {
-        struct cfg_upstream *u = &cfg->upstreams[i];
-        if (strncmp(u->url, "http://", 7) != 0 && strncmp(u->url, "https://", 8) != 0)
-            return cfg_invalid(cfg, err,
-                               "upstreams[%s].url: '%s' must start with http:// or "
-                               "https://",
-                               u->name, u->url);
-        size_t n = strlen(u->url);
-        if (n > CFG_MAX_URL) /* a request's URL is this plus a path, in a bounded buffer */
-            return cfg_invalid(cfg, err, "upstreams[%s].url: longer than %d characters", u->name,
-                               CFG_MAX_URL);
-        while (n > 0 && u->url[n - 1] == '/')
-            u->url[--n] = '\0';
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->upstreams[j].name, u->name) == 0)
-                return cfg_invalid(cfg, err, "upstreams: name '%s' is used twice", u->name);
-        }
-    }
-    return 0;
-}
-
-static int cfg_check_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
-{
-    static const char *const modes[] = {"heard", "original", "annotate"};
-    int ok = 0;
-    if (strcmp(p->history, "passthrough") != 0 && strcmp(p->history, "stored") != 0)
-        return cfg_invalid(cfg, err, "profiles[%s].history: '%s' must be passthrough or stored",
-                           p->name, p->history);
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(modes); i++)
-        ok |= strcmp(p->interruptions, modes[i]) == 0;
-    if (!ok)
-        return cfg_invalid(cfg, err,
-                           "profiles[%s].interruptions: '%s' must be heard, original or annotate",
-                           p->name, p->interruptions);
-    return 0;
-}
-
-static int cfg_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
-{
-    p->nchain = 0;
-    if (cfg_check_profile(cfg, p, err) != 0)
-        return -1;
-    if (p->fallbacks.n > CFG_MAX_FALLBACKS)
-        return cfg_invalid(cfg, err, "profiles[%s].fallbacks: at most %d", p->name,
-                           CFG_MAX_FALLBACKS);
-    for (size_t i = 0; i <= p->fallbacks.n; i++) {
-        const char *name = i == 0 ? p->upstream : p->fallbacks.v[i - 1];
-        struct cfg_upstream *u = cfg_upstream_by_name(cfg, name);
-        if (u == NULL)
-            return cfg_invalid(cfg, err, "profiles[%s]: no upstream named '%s'", p->name, name);
-        p->chain[p->nchain++] = (size_t)(u - cfg->upstreams);
-    }
-    return 0;
-}
-
-static int cfg_validate_webhooks(struct cfg *cfg, char **err)
-{
-    for (size_t i = 0; i < cfg->nwebhooks; i++) {
-        const struct cfg_webhook *h = &cfg->webhooks[i];
-        if (strncmp(h->url, "http://", 7) != 0 && strncmp(h->url, "https://", 8) != 0)
-            return cfg_invalid(cfg, err,
-                               "webhooks[%zu].url: '%s' must start with http:// or "
-                               "https://",
-                               i, h->url);
-        if (*h->secret == '\0')
-            return cfg_invalid(cfg, err, "webhooks[%zu].secret: must not be empty", i);
-        if (h->events.n == 0)
-            return cfg_invalid(cfg, err, "webhooks[%zu].events: name at least one event", i);
-        for (size_t j = 0; j < h->events.n; j++) {
-            if (strcmp(h->events.v[j], "102") != 0 && strcmp(h->events.v[j], "103") != 0)
-                return cfg_invalid(cfg, err, "webhooks[%zu].events: '%s' is not 102 or 103", i,
-                                   h->events.v[j]);
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->webhooks[j].url, h->url) == 0)
-                return cfg_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i, h->url);
-        }
-    }
-    return 0;
-}
-
-int cfg_validate(struct cfg *cfg, char **err)
-{
-    char *host = NULL;
-    int port = 0;
-
-    if (cfg_parse_listen(cfg->listen, &host, &port) != 0)
-        return cfg_invalid(cfg, err, "server.listen: '%s' must be host:port", cfg->listen);
-    free(host);
-    if (cfg->nupstreams == 0)
-        return cfg_invalid(cfg, err,
-                           "no upstream configured: add 'upstreams' to the config, "
-                           "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
-    if (cfg_validate_upstreams(cfg, err) != 0)
-        return -1;
-    /* The first upstream's key defaults to the environment's, whichever source made it. */
-    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
-    if (key == NULL || *key == '\0')
-        key = getenv("OPENAI_API_KEY");
-    if (key != NULL && *key != '\0' && *cfg->upstreams[0].api_key == '\0') {
-        free(cfg->upstreams[0].api_key);
-        cfg->upstreams[0].api_key = xstrdup(key);
-    }
-    if (cfg->nprofiles == 0)
-        cfg_profile_add(cfg, "default", cfg->upstreams[0].name);
-    cfg->default_profile = 0;
-    for (size_t i = 0; i < cfg->nprofiles; i++) {
-        struct cfg_profile *p = &cfg->profiles[i];
-        if (cfg_resolve_profile(cfg, p, err) != 0)
-            return -1;
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->profiles[j].name, p->name) == 0)
-                return cfg_invalid(cfg, err, "profiles: name '%s' is used twice", p->name);
-        }
-        if (strcmp(p->name, "default") == 0)
-            cfg->default_profile = i;
-    }
-    for (size_t i = 0; i < cfg->nadmin_keys; i++) {
-        if (*cfg->admin_keys[i].key == '\0')
-            return cfg_invalid(cfg, err, "auth.admin_keys: a key is empty");
-    }
-    for (size_t i = 0; i < cfg->nclient_keys; i++) {
-        if (*cfg->client_keys[i].key == '\0')
-            return cfg_invalid(cfg, err, "auth.client_keys: a key is empty");
-    }
-    return cfg_validate_webhooks(cfg, err);
 }
 
 const struct cfg_profile *cfg_profile_find(const struct cfg *cfg, const char *name, size_t len)
@@ -996,21 +775,21 @@ void cfg_destroy(struct cfg *cfg)
     if (cfg == NULL)
         return;
     for (size_t i = 0; i < cfg->nupstreams; i++)
-        cfg_free_fields(S_UPSTREAM, &cfg->upstreams[i]);
+        cfg_free_fields(CFG_SEC_UPSTREAM, &cfg->upstreams[i]);
     for (size_t i = 0; i < cfg->nprofiles; i++)
-        cfg_free_fields(S_PROFILE, &cfg->profiles[i]);
+        cfg_free_fields(CFG_SEC_PROFILE, &cfg->profiles[i]);
     for (size_t i = 0; i < cfg->nclient_keys; i++)
-        cfg_free_fields(S_CLIENT_KEY, &cfg->client_keys[i]);
+        cfg_free_fields(CFG_SEC_CLIENT_KEY, &cfg->client_keys[i]);
     for (size_t i = 0; i < cfg->nadmin_keys; i++)
-        cfg_free_fields(S_ADMIN_KEY, &cfg->admin_keys[i]);
+        cfg_free_fields(CFG_SEC_ADMIN_KEY, &cfg->admin_keys[i]);
     free(cfg->admin_keys);
     for (size_t i = 0; i < cfg->nwebhooks; i++)
-        cfg_free_fields(S_WEBHOOK, &cfg->webhooks[i]);
+        cfg_free_fields(CFG_SEC_WEBHOOK, &cfg->webhooks[i]);
     free(cfg->webhooks);
     free(cfg->upstreams);
     free(cfg->profiles);
     free(cfg->client_keys);
-    cfg_free_fields(S_TOP, cfg);
+    cfg_free_fields(CFG_SEC_TOP, cfg);
     free(cfg->source);
     free(cfg);
 }

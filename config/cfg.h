@@ -152,17 +152,19 @@ struct cfg *cfg_load_text(const char *text, size_t len, const char *name, char *
  */
 int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err);
 
-/* Point the default profile's primary upstream at url, creating upstream and profile if the
- * config has none (the --upstream flag). */
-void cfg_set_upstream_url(struct cfg *cfg, const char *url);
+/* The parts of the config an option belongs to (the options table's sections). */
+enum cfg_section {
+    CFG_SEC_TOP,
+    CFG_SEC_UPSTREAM,
+    CFG_SEC_PROFILE,
+    CFG_SEC_CLIENT_KEY,
+    CFG_SEC_ADMIN_KEY,
+    CFG_SEC_WEBHOOK
+};
 
-/* Apply MEMPROXY_UPSTREAM_URL, MEMPROXY_LISTEN, MEMPROXY_CLIENT_KEY and MEMPROXY_ADMIN_KEY. (The
- * upstream key from the environment is a default that cfg_validate() fills in.) */
-void cfg_apply_env(struct cfg *cfg);
-
-/* Check cross-option rules, resolve names, and fill the first upstream's empty api_key from
- * MEMPROXY_UPSTREAM_API_KEY or OPENAI_API_KEY. 0 or -1 with *err set. */
-int cfg_validate(struct cfg *cfg, char **err);
+/* For cfgcheck.c: set the table's defaults of section in base (a struct cfg, an upstream, a
+ * profile or a webhook). */
+void cfg_apply_defaults(enum cfg_section section, void *base);
 
 /* The profile with this name, or NULL. */
 const struct cfg_profile *cfg_profile_find(const struct cfg *cfg, const char *name, size_t len);

@@ -1,6 +1,7 @@
 #include "memory/cache.h"
-#include "base/msg.h"
 
+#include "base/log.h"
+#include "base/msg.h"
 #include "base/util.h"
 
 #include <ctype.h>
@@ -50,7 +51,7 @@ int cache_key(const char *tenant, const char *profile, json_t *body, char *key)
     unsigned len = 0;
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     if (h == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1)
-        abort();
+        log_fatal("cache: cannot start a SHA-256 digest");
     cache_hash(h, tenant);
     cache_hash(h, profile);
     cache_hash(h, json_string_value(json_object_get(body, "model")));

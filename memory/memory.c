@@ -7,8 +7,8 @@
 #include "memory/reconcile.h"
 #include "memory/snapshot.h"
 #include "memory/store.h"
-#include "memory/summary.h"
 #include "memory/turnlist.h"
+#include "memory/workset.h"
 #include "base/util.h"
 
 #include <pthread.h>
@@ -23,51 +23,13 @@
 #define MEMORY_MAX_READ 100000
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
-/* The summarizer's model when neither the profile nor the session names one. */
-#define MEMORY_SUMMARY_MODEL "gpt-4o-mini"
 /* Facts the REST API shows for a user. */
 #define MEMORY_MAX_USER_FACTS 1000
 
-/* One session in the working set. */
-struct ws_entry {
-    char *key; /* tenant, 0x1f, session id */
-    uint64_t hash;
-    struct ws_entry *hnext;       /* bucket chain */
-    struct ws_entry *prev, *next; /* LRU list, most recent first */
-    pthread_mutex_t mu;
-    /* under mu */
-    int loaded;
-    int complete;           /* turns hold the session from its first turn */
-    int warned_back;        /* memory_turn_ids_back() has logged for this session */
-    struct turnlist *turns; /* the recent tail; elements never change once added */
-    int64_t last_seq;
-    /* The last window's fingerprint (reconcile's window_hash). Written with the session in
-     * alignment mode only, where it is what keeps a replay across a restart from being
-     * matched as new turns; a turn-id window is matched by its ids, so there it saves only
-     * the work of a replay, and rewriting the session's row for it on every request cost
-     * the writer ~8 us a request in a call. */
-    uint64_t window_hash;
-    uint64_t system_hash; /* of the system messages written last (memory_system_hash) */
-    int exists;           /* the session row is in the database, or on its way */
-    char *user, *profile; /* as last written */
-    json_t *inject;       /* system messages for inject_memory, read with the entry */
-    json_t *params;       /* the session's runtime params (an object), or NULL */
-    /* under memory.mu */
-    int refs;       /* recs using it */
-    int pending;    /* submitted batches not yet committed */
-    int stale;      /* a commit failed: reload once nothing is pending */
-    size_t counted; /* its share of memory.total */
-    int64_t used_ms;
-};
-
 struct memory {
     struct store *st;
-    size_t session_turns, max_turns;
-    int64_t retention_ms;
-    pthread_mutex_t mu; /* the table, the LRU list, and the entries' memory.mu fields */
-    struct ws_entry **buckets;
-    size_t nbuckets, nentries, total;
-    struct ws_entry *lru_head, *lru_tail;
+    struct workset *ws;
+    size_t session_turns; /* read when a session is loaded (the working set keeps as many) */
     atomic_uint_fast64_t reach_back; /* turns read by memory_stored_for (memory_stats) */
 };
 
@@ -82,7 +44,7 @@ struct memory_rec {
     json_t *messages;
     struct jmemo *memo; /* the worker's, or NULL */
     int64_t turn_id;
-    struct ws_entry *e; /* referenced once the request is recorded */
+    struct workset_entry *e; /* referenced once the request is recorded */
     int requested, replied;
     int retry;  /* the window brought nothing new after a recorded reply: a retry, whose
                    reply replaces that one */
@@ -100,7 +62,7 @@ struct memory_rec {
  * or the key of a session to read again (a REST change), and who waits for it. */
 struct memory_report {
     struct memory *m;
-    struct ws_entry *e;
+    struct workset_entry *e;
     char *key;
     char *tenant; /* every session of this tenant is read again (a user's data changed) */
     struct event_base *base;
@@ -108,171 +70,10 @@ struct memory_report {
     void *arg;
 };
 
-/* ---- the table (memory.mu held) ---- */
-
-static uint64_t ws_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static void ws_bucket_add(struct memory *m, struct ws_entry *e)
-{
-    size_t i = e->hash & (m->nbuckets - 1);
-    e->hnext = m->buckets[i];
-    m->buckets[i] = e;
-}
-
-static void ws_grow(struct memory *m)
-{
-    struct ws_entry **old = m->buckets;
-    size_t n = m->nbuckets;
-    m->nbuckets *= 2;
-    m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
-    for (size_t i = 0; i < n; i++) {
-        for (struct ws_entry *e = old[i], *next; e != NULL; e = next) {
-            next = e->hnext;
-            ws_bucket_add(m, e);
-        }
-    }
-    free(old);
-}
-
-static void ws_lru_unlink(struct memory *m, struct ws_entry *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        m->lru_head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        m->lru_tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void ws_lru_front(struct memory *m, struct ws_entry *e)
-{
-    e->next = m->lru_head;
-    if (m->lru_head)
-        m->lru_head->prev = e;
-    m->lru_head = e;
-    if (m->lru_tail == NULL)
-        m->lru_tail = e;
-}
-
 /* The working set's key of a session: tenant, 0x1f, id. */
 static char *memory_key(const char *tenant, const char *id)
 {
     return xjoin(tenant, '\x1f', id);
-}
-
-static void ws_free(struct ws_entry *e)
-{
-    turnlist_destroy(e->turns);
-    json_decref(e->inject);
-    json_decref(e->params);
-    free(e->user);
-    free(e->profile);
-    pthread_mutex_destroy(&e->mu);
-    free(e->key);
-    free(e);
-}
-
-static void ws_remove(struct memory *m, struct ws_entry *e)
-{
-    struct ws_entry **pp = &m->buckets[e->hash & (m->nbuckets - 1)];
-    while (*pp != e)
-        pp = &(*pp)->hnext;
-    *pp = e->hnext;
-    ws_lru_unlink(m, e);
-    m->nentries--;
-    m->total -= e->counted;
-    ws_free(e);
-}
-
-/* Drop least recently used entries nobody uses until the total fits. */
-static void ws_evict(struct memory *m)
-{
-    struct ws_entry *e = m->lru_tail;
-    while (m->total > m->max_turns && e != NULL) {
-        struct ws_entry *prev = e->prev;
-        if (e->refs == 0 && e->pending == 0)
-            ws_remove(m, e);
-        e = prev;
-    }
-}
-
-/* The session's entry, created empty if new; referenced until ws_release(). *reload is set
- * when its turns must be read again (a failed commit, or idle past the retention period). */
-static struct ws_entry *ws_find(struct memory *m, const char *key, uint64_t h)
-{
-    struct ws_entry *e = m->buckets[h & (m->nbuckets - 1)];
-    while (e != NULL && (e->hash != h || strcmp(e->key, key) != 0))
-        e = e->hnext;
-    return e;
-}
-
-static struct ws_entry *ws_acquire(struct memory *m, const char *key, int *reload)
-{
-    uint64_t h = ws_hash(key);
-    int64_t now = util_wall_ms();
-    pthread_mutex_lock(&m->mu);
-    struct ws_entry *e = ws_find(m, key, h);
-    if (e == NULL) {
-        e = xcalloc(1, sizeof(*e));
-        e->key = xstrdup(key);
-        e->hash = h;
-        e->turns = turnlist_create();
-        pthread_mutex_init(&e->mu, NULL);
-        if (++m->nentries > m->nbuckets)
-            ws_grow(m);
-        ws_bucket_add(m, e);
-    } else {
-        ws_lru_unlink(m, e);
-    }
-    ws_lru_front(m, e);
-    if (m->retention_ms > 0 && e->used_ms > 0 && e->used_ms < now - m->retention_ms)
-        e->stale = 1; /* the database may have purged it meanwhile */
-    *reload = e->stale && e->pending == 0;
-    if (*reload)
-        e->stale = 0;
-    e->refs++;
-    e->used_ms = now;
-    pthread_mutex_unlock(&m->mu);
-    return e;
-}
-
-static void ws_release(struct memory *m, struct ws_entry *e)
-{
-    pthread_mutex_lock(&m->mu);
-    e->refs--;
-    ws_evict(m);
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* e->mu held: keep the newest `keep` of the entry's turns. */
-static void ws_trim(struct ws_entry *e, size_t keep)
-{
-    if (turnlist_size(e->turns) <= keep)
-        return;
-    turnlist_keep_last(e->turns, keep);
-    e->complete = 0;
-}
-
-/* e->mu held: bound the entry's turns and account for them (at least 1 per entry, so
- * sessions without turns count too). */
-static void ws_account(struct memory *m, struct ws_entry *e)
-{
-    ws_trim(e, m->session_turns);
-    size_t n = turnlist_size(e->turns);
-    pthread_mutex_lock(&m->mu);
-    m->total = m->total - e->counted + (n ? n : 1);
-    e->counted = n ? n : 1;
-    ws_evict(m);
-    pthread_mutex_unlock(&m->mu);
 }
 
 /* ---- loading (e->mu held) ---- */
@@ -377,8 +178,8 @@ static uint64_t memory_system_hash(json_t *system)
 }
 
 /* Queue the client's system messages (NULL: none came) when they changed; in alignment
- * mode (aligned) also the window's fingerprint whenever it changed (struct ws_entry). */
-static void memory_system(struct ws_entry *e, struct store_batch *b, json_t *system,
+ * mode (aligned) also the window's fingerprint whenever it changed (struct workset_entry). */
+static void memory_system(struct workset_entry *e, struct store_batch *b, json_t *system,
                           uint64_t window_hash, int aligned)
 {
     uint64_t h = system != NULL ? memory_system_hash(system) : e->system_hash;
@@ -388,7 +189,7 @@ static void memory_system(struct ws_entry *e, struct store_batch *b, json_t *sys
     e->window_hash = window_hash;
 }
 
-static void memory_load(struct memory_rec *rec, struct ws_entry *e)
+static void memory_load(struct memory_rec *rec, struct workset_entry *e)
 {
     struct memory *m = rec->rd->m;
     json_t *sess = store_session_get(rec->rd->sr, rec->tenant, rec->sid);
@@ -420,7 +221,7 @@ static void memory_load(struct memory_rec *rec, struct ws_entry *e)
  * window reaches further back than the entry holds, the older turns of the window's turn
  * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
  * when none were read; MEMORY_MAX_READ). The array is new. */
-static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct ws_entry *e,
+static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct workset_entry *e,
                                           const struct reconcile_window *w, size_t *n, json_t **db)
 {
     int64_t oldest = reconcile_window_oldest(w);
@@ -469,21 +270,7 @@ static void memory_report_done(void *arg, int ok)
 static void memory_settled(void *arg, int ok)
 {
     struct memory_report *r = arg;
-    struct ws_entry *forget = NULL;
-    pthread_mutex_lock(&r->m->mu);
-    if (r->e != NULL) {
-        r->e->pending--;
-        if (!ok)
-            r->e->stale = 1;
-    }
-    if (r->key != NULL && (forget = ws_find(r->m, r->key, ws_hash(r->key))) != NULL)
-        forget->stale = 1; /* read again before its next request */
-    size_t tlen = r->tenant ? strlen(r->tenant) : 0;
-    for (struct ws_entry *e = r->m->lru_head; r->tenant != NULL && e != NULL; e = e->next) {
-        if (strncmp(e->key, r->tenant, tlen) == 0 && e->key[tlen] == '\x1f')
-            e->stale = 1;
-    }
-    pthread_mutex_unlock(&r->m->mu);
+    workset_settled(r->m->ws, r->e, ok, r->key, r->tenant);
     if (r->cb == NULL)
         memory_report_free(r);
 }
@@ -497,19 +284,17 @@ static void memory_send(struct memory *m, struct store_batch *b, struct memory_r
 }
 
 /* e->mu held, so batches of one session are submitted in the order their turns are numbered. */
-static void memory_submit(struct memory *m, struct ws_entry *e, struct store_batch *b,
+static void memory_submit(struct memory *m, struct workset_entry *e, struct store_batch *b,
                           struct event_base *base, memory_done_cb cb, void *arg)
 {
     struct memory_report *r = xcalloc(1, sizeof(*r));
     *r = (struct memory_report){.m = m, .e = e, .base = base, .cb = base ? cb : NULL, .arg = arg};
-    pthread_mutex_lock(&m->mu);
-    e->pending++;
-    pthread_mutex_unlock(&m->mu);
+    workset_pending(m->ws, e);
     memory_send(m, b, r);
 }
 
 /* Number t as the session's next turn, keep it in the entry, and queue it. */
-static void memory_add_turn(struct ws_entry *e, struct store_batch *b, json_t *t)
+static void memory_add_turn(struct workset_entry *e, struct store_batch *b, json_t *t)
 {
     json_object_set_new(t, "seq", json_integer(++e->last_seq));
     turnlist_append(e->turns, t);
@@ -517,7 +302,7 @@ static void memory_add_turn(struct ws_entry *e, struct store_batch *b, json_t *t
 }
 
 /* Apply reconcile's update to the entry's copy of the turn (replaced, never changed). */
-static void memory_apply_update(struct ws_entry *e, json_t *u)
+static void memory_apply_update(struct workset_entry *e, json_t *u)
 {
     long i = turnlist_find_seq(e->turns, memory_int(u, "seq"));
     if (i < 0)
@@ -531,7 +316,7 @@ static void memory_apply_update(struct ws_entry *e, json_t *u)
 }
 
 /* Stored history mode: every message is new; each user message opens a turn. */
-static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
+static void memory_append(struct memory_rec *rec, struct workset_entry *e, struct store_batch *b)
 {
     size_t i;
     json_t *msg, *system = NULL;
@@ -563,7 +348,7 @@ static void memory_append(struct memory_rec *rec, struct ws_entry *e, struct sto
  * an agent restarted under the same session id, whose turn ids begin again. Messages are
  * identified by their turn ids (DESIGN §6), so its messages are taken as the stored ones of
  * those ids and a restarted agent's new turns are not recorded: say so, once a session. */
-static void memory_turn_ids_back(struct memory_rec *rec, struct ws_entry *e,
+static void memory_turn_ids_back(struct memory_rec *rec, struct workset_entry *e,
                                  const struct reconcile_window *w)
 {
     size_t n = turnlist_size(e->turns);
@@ -577,7 +362,7 @@ static void memory_turn_ids_back(struct memory_rec *rec, struct ws_entry *e,
              rec->sid, (long long)newest, (long long)stored);
 }
 
-static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct store_batch *b)
+static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, struct store_batch *b)
 {
     if (rec->append) {
         memory_append(rec, e, b);
@@ -610,11 +395,11 @@ static void memory_reconcile(struct memory_rec *rec, struct ws_entry *e, struct 
 }
 
 /* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
-static struct ws_entry *memory_rec_lock(struct memory_rec *rec)
+static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
 {
     if (rec->e == NULL) {
         char *key = memory_key(rec->tenant, rec->sid);
-        rec->e = ws_acquire(rec->rd->m, key, &rec->reload);
+        rec->e = workset_acquire(rec->rd->m->ws, key, &rec->reload);
         free(key);
     }
     pthread_mutex_lock(&rec->e->mu);
@@ -626,7 +411,7 @@ static struct ws_entry *memory_rec_lock(struct memory_rec *rec)
 
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out)
 {
-    struct ws_entry *e = memory_rec_lock(rec);
+    struct workset_entry *e = memory_rec_lock(rec);
     /* new arrays over the entry's own turns and messages, which never change (see
      * memory_context): a deep copy of a full entry was half a stored-mode request's work */
     out->inject = e->inject ? json_copy(e->inject) : NULL;
@@ -677,7 +462,7 @@ void memory_rec_request(struct memory_rec *rec)
         return;
     rec->requested = 1;
     store_expect(m->st, 1);
-    struct ws_entry *e = memory_rec_lock(rec);
+    struct workset_entry *e = memory_rec_lock(rec);
     struct store_batch *b = memory_rec_batch(rec);
     if (!e->exists || memory_changes(e->user, rec->user) ||
         memory_changes(e->profile, rec->profile)) {
@@ -694,12 +479,12 @@ void memory_rec_request(struct memory_rec *rec)
         memory_submit(m, e, b, NULL, NULL, NULL);
     } else
         store_batch_free(b);
-    ws_account(m, e);
+    workset_account(m->ws, e);
     pthread_mutex_unlock(&e->mu);
 }
 
 /* The reply's turn: the request's, else the latest user turn's, else the latest turn's. */
-static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct ws_entry *e)
+static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct workset_entry *e)
 {
     int64_t latest = -1;
     if (rec->turn_id >= 0)
@@ -746,7 +531,7 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
         return;
     memory_rec_request(rec);
     rec->replied = 1;
-    struct ws_entry *e = rec->e;
+    struct workset_entry *e = rec->e;
     struct memory *m = rec->rd->m;
     store_expect(m->st, -1);
     pthread_mutex_lock(&e->mu);
@@ -768,7 +553,7 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
         json_decref(t);
     }
     memory_submit(m, e, b, base, cb, arg);
-    ws_account(m, e);
+    workset_account(m->ws, e);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -830,11 +615,6 @@ void memory_change(struct memory *m, const char *tenant, const char *id, enum me
     memory_send(m, b, r);
 }
 
-json_t *memory_history(json_t *session, json_t *turns, int full)
-{
-    return history_object(session, turns, full);
-}
-
 json_t *memory_export(struct memory_reader *r, const char *tenant, const char *id)
 {
     json_t *sess = store_session_get(r->sr, tenant, id);
@@ -844,11 +624,6 @@ json_t *memory_export(struct memory_reader *r, const char *tenant, const char *i
     json_object_del(sess, "turns");
     return json_pack("{s:s, s:o, s:o}", "format", SNAPSHOT_FORMAT, "session", sess, "turns",
                      store_turns(r->sr, tenant, id, INT64_MIN, 0));
-}
-
-int memory_import_check(json_t *snapshot, char *err, size_t errlen)
-{
-    return snapshot_check(snapshot, err, errlen);
 }
 
 void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
@@ -867,9 +642,10 @@ json_t *memory_user(struct memory_reader *r, const char *tenant, const char *use
     return um;
 }
 
-json_t *memory_user_memory_check(json_t *body, char *err, size_t errlen)
+json_t *memory_user_known(struct memory_reader *r, const char *tenant, const char *user_id,
+                          size_t max_facts)
 {
-    return snapshot_user_memory(body, err, errlen);
+    return store_user_memory(r->sr, tenant, user_id, max_facts);
 }
 
 void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
@@ -900,44 +676,12 @@ json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile
     return store_running_to_summarize(r->sr, profile, threshold, limit);
 }
 
-json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
-                               const char *user_id, const char *model, const char *prompt)
-{
-    json_t *turns = store_turns(r->sr, tenant, id, INT64_MIN, 0);
-    json_t *um = store_user_memory(r->sr, tenant, user_id, MEMORY_MAX_FACTS);
-    const char *prev = json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
-    size_t i;
-    if (prompt == NULL || *prompt == '\0')
-        prompt = SUMMARY_DEFAULT_PROMPT;
-    /* no model named: the one that answered the session last */
-    for (i = json_array_size(turns); (model == NULL || *model == '\0') && i-- > 0;)
-        model = json_string_value(json_object_get(json_array_get(turns, i), "model"));
-    if (model == NULL || *model == '\0')
-        model = MEMORY_SUMMARY_MODEL;
-    json_t *body = json_array_size(turns) > 0
-                       ? summary_request(model, prompt, turns, prev, json_object_get(um, "facts"))
-                       : NULL;
-    json_decref(turns);
-    json_decref(um);
-    return body;
-}
-
-json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t errlen)
-{
-    return summary_parse(text, len, err, errlen);
-}
-
 void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
                          struct event_base *base, memory_done_cb cb, void *arg)
 {
     struct store_batch *b = store_batch_new(tenant, NULL);
     store_batch_summary(b, outcome);
     memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
-}
-
-int memory_cache_key(const char *tenant, const char *profile, json_t *body, char *key)
-{
-    return cache_key(tenant, profile, body, key);
 }
 
 json_t *memory_cache_get(struct memory_reader *r, const char *key)
@@ -1074,7 +818,7 @@ void memory_rec_free(struct memory_rec *rec)
     if (rec->requested && !rec->replied)
         store_expect(rec->rd->m->st, -1);
     if (rec->e != NULL)
-        ws_release(rec->rd->m, rec->e);
+        workset_release(rec->rd->m->ws, rec->e);
     json_decref(rec->messages);
     memory_rec_question_clear(rec);
     free(rec->tenant);
@@ -1095,12 +839,8 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
         return NULL;
     struct memory *m = xcalloc(1, sizeof(*m));
     m->st = st;
+    m->ws = workset_create(o->session_turns, o->max_turns, so.retention_ms);
     m->session_turns = o->session_turns;
-    m->max_turns = o->max_turns;
-    m->retention_ms = so.retention_ms;
-    m->nbuckets = 1024;
-    m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
-    pthread_mutex_init(&m->mu, NULL);
     return m;
 }
 
@@ -1115,10 +855,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->checkpoints = c.checkpoints;
     out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;
-    pthread_mutex_lock(&m->mu);
-    out->sessions = m->nentries;
-    out->turns = m->total;
-    pthread_mutex_unlock(&m->mu);
+    workset_counts(m->ws, &out->sessions, &out->turns);
 }
 
 void memory_drain(struct memory *m)
@@ -1141,10 +878,7 @@ void memory_close(struct memory *m)
     if (m == NULL)
         return;
     store_close(m->st); /* commits what is queued; every report has run */
-    while (m->lru_head != NULL)
-        ws_remove(m, m->lru_head);
-    free(m->buckets);
-    pthread_mutex_destroy(&m->mu);
+    workset_destroy(m->ws);
     free(m);
 }
 

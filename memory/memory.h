@@ -1,8 +1,8 @@
 /*
  * memory: what memproxy remembers, behind the one interface proxy/ uses — sessions, their
  * turns, and the working set of recent turns that keeps a hot session's request off the
- * database. The SQLite backend (store.h) and the reconciliation rules (reconcile.h) sit
- * behind it; a second backend would replace store.c without touching proxy/.
+ * database (workset.h). The store (store.h, over its backend) and the reconciliation rules
+ * (reconcile.h) sit behind it; a second backend plugs into the store without touching proxy/.
  *
  * Recording one chat request (struct memory_rec), on the worker that handles it:
  *   1. memory_rec_new() when the request has a session id: cheap, reads nothing;
@@ -23,6 +23,9 @@
  *
  * Turns are JSON objects in reconcile.h's stored shape. Entries never change a turn object
  * after sharing it (an update replaces it), so requests may hold references across threads.
+ *
+ * memory.c is the one door to the store: nothing above it reads or writes the database
+ * another way. Its pure helpers (history.h, snapshot.h, cache.h, recall.h) are used directly.
  *
  * Ownership: memory_open() returns a handle closed by memory_close() after every reader is
  * closed and every rec freed. Readers are per thread. A rec borrows its reader and copies
@@ -159,10 +162,6 @@ json_t *memory_turns(struct memory_reader *r, const char *tenant, const char *id
 json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char *user_id,
                         const char *status, int64_t before, size_t limit);
 
-/* A session's history in Agora's shape {agent_id, start_ts, status, contents}; full adds
- * memproxy's own fields to each content entry (history.h). New JSON. */
-json_t *memory_history(json_t *session, json_t *turns, int full);
-
 enum memory_change {
     MEMORY_STOP,    /* status STOPPED; data (or NULL): {"hooks": [{url, event}], "idle_before":
                        ms} — the webhook dumps queued in the same transaction, and an idle
@@ -185,8 +184,6 @@ void memory_rec_free(struct memory_rec *rec);
 
 /* The session and all its turns, or NULL when the tenant has none by that id. */
 json_t *memory_export(struct memory_reader *r, const char *tenant, const char *id);
-/* 0 when snapshot may be imported; -1 with the reason in err. */
-int memory_import_check(json_t *snapshot, char *err, size_t errlen);
 /* Create the session as exported (checked first); ok 0 when the id is taken meanwhile. */
 void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
                    memory_done_cb cb, void *arg);
@@ -195,21 +192,21 @@ void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struc
 
 /* {user_id, summary: {text, from_ms, to_ms, updated_ms}|null, facts: [...]}. */
 json_t *memory_user(struct memory_reader *r, const char *tenant, const char *user_id);
+/* What is known of the user, the max_facts most confident facts: {summary|null, facts}. */
+json_t *memory_user_known(struct memory_reader *r, const char *tenant, const char *user_id,
+                          size_t max_facts);
 
 enum memory_user_change {
     MEMORY_USER_ERASE,  /* everything held about the user: sessions, turns, summary, facts,
                            webhook dumps */
     MEMORY_USER_MEMORY, /* data replaces the summary and facts ({summary, facts}; {} clears) */
 };
-/* The body of PUT /v1/users/{id}/memory checked and made MEMORY_USER_MEMORY's data, or NULL
- * with the reason in err (snapshot.h). */
-json_t *memory_user_memory_check(json_t *body, char *err, size_t errlen);
 /* The tenant's sessions in the working set are read again after the change. */
 void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
                         enum memory_user_change what, json_t *data, struct event_base *base,
                         memory_done_cb cb, void *arg);
 
-/* ---- long-term memory: summaries and facts (summary.h) ---- */
+/* ---- long-term memory: summaries and facts (proxy/jobs/summarizer.h makes them) ---- */
 
 /* STOPPED sessions waiting for their summary, due now: [{tenant, id, user_id, profile,
  * created_ms, stopped_ms, tries}], the longest waiting first. */
@@ -220,12 +217,6 @@ int64_t memory_summary_next(struct memory_reader *r);
  * summary: [{tenant, id, user_id, profile, created_ms, updated_ms, seq}]. */
 json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,
                                     size_t limit);
-/* The summarizer request for a session: its turns as the caller heard them, with the user's
- * current summary and facts to fold in. New JSON; NULL when the session is gone. */
-json_t *memory_summary_request(struct memory_reader *r, const char *tenant, const char *id,
-                               const char *user_id, const char *model, const char *prompt);
-/* Read the summarizer's answer (summary.h): the memory to store, or NULL with err set. */
-json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t errlen);
 /* Store a summary pass's outcome ({session_id, user_id, memory|null, from_ms, to_ms,
  * retry_ms?}, see
  * store_batch_summary()); the tenant's sessions in the working set read their injected memory
@@ -233,11 +224,8 @@ json_t *memory_summary_parse(const char *text, size_t len, char *err, size_t err
 void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
                          struct event_base *base, memory_done_cb cb, void *arg);
 
-/* ---- the exact-match answer cache (cache.h) ---- */
+/* ---- the exact-match answer cache (cache.h makes the keys) ---- */
 
-/* 0 with key (65 bytes) filled when the final upstream body may be answered from the cache;
- * -1 when the turn depends on earlier context. */
-int memory_cache_key(const char *tenant, const char *profile, json_t *body, char *key);
 /* The live answer under key: {content, model}, or NULL. */
 json_t *memory_cache_get(struct memory_reader *r, const char *key);
 /* Keep an answer for ttl_ms (written in the background; user_id may be NULL). */

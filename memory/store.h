@@ -1,64 +1,39 @@
 /*
- * store: the SQLite database behind memproxy's memory — sessions and their turns.
+ * store: the database behind memproxy's memory — sessions and their turns — as a queue and a
+ * writer thread over a backend (store_backend.h; SQLite, sqlite.h, is the default).
  *
- * Writes: one writer thread owns the only write connection. Worker threads build a batch
- * (a list of writes that belong together, e.g. one request's turns) and submit it; the
- * writer takes everything queued, commits it in one transaction (group commit: one fsync for
- * many requests), then hands each batch's completion back to the event base of the thread
- * that submitted it. A caller that must know its rows are durable waits for that callback;
- * nothing on a worker ever waits on SQLite.
+ * Writes: one writer thread owns the backend's only write connection. Worker threads build a
+ * batch (store_batch.h: a list of writes that belong together, e.g. one request's turns) and
+ * submit it; the writer takes everything queued, commits it in one transaction (group
+ * commit: one sync for many requests), then hands each batch's completion back to the event
+ * base of the thread that submitted it. A caller that must know its rows are durable waits
+ * for that callback; nothing on a worker ever waits on the database.
  *
- * Reads: each worker opens its own read-only connection (store_reader); WAL lets readers run
- * beside the writer.
+ * Reads: each worker opens its own reader (store_reader_open); the calls below go to the
+ * backend's.
  *
- * Settings: journal_mode=WAL, synchronous=NORMAL, busy_timeout, foreign_keys=ON,
- * journal_size_limit. The write connection is opened on memory/walbuf's VFS, which writes a
- * transaction's WAL frames in one system call rather than two per page. The schema version
- * lives in PRAGMA user_version; store_open() applies the missing migrations in order, each in
- * its own transaction.
- *
- * Turns are JSON objects in the shape memory/reconcile.h describes; the store maps them to
+ * Turns are JSON objects in the shape memory/reconcile.h describes; the backend maps them to
  * columns and back. A session is identified by (tenant, id): the same id used by two tenants
  * names two sessions.
  *
  * Ownership: store_open() returns a store closed with store_close(), which first commits
- * everything already submitted. A submitted batch belongs to the store. Batches copy the JSON
- * they are given (deeply), except the turns of store_batch_insert, _update and _replace: those
- * are on every recorded request's path, and a copy made only to be freed again cost a
- * worker more than the rest of the recording. The batch keeps a reference to them instead,
- * and the caller must change neither the turn nor anything inside it afterwards (the working
- * set replaces a turn, never changes it). The writer only reads them, and jansson's
- * reference counts are atomic (JANSSON_THREAD_SAFE_REFCOUNT, checked at build time), so
- * either thread may drop the last reference. JSON returned by readers is new (caller decrefs).
+ * everything already submitted. A submitted batch belongs to the store. JSON returned by
+ * readers is new (caller decrefs).
  */
 #ifndef MEMPROXY_STORE_H
 #define MEMPROXY_STORE_H
+
+#include "memory/store_backend.h"
 
 #include <event2/event.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 9
-
 struct recall_pick;
 struct store;
 struct store_batch;
 struct store_reader;
-
-struct store_opts {
-    long busy_timeout_ms; /* every connection waits this long for a lock */
-    int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
-    int64_t touch_ms;     /* a session's updated_ms lags its last write by at most this
-                             (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
-    /* Group commit under load: when awaited batches (with a completion) arrive less than
-     * this far apart while other replies are on their way (store_expect), the writer holds
-     * a group's transaction until this long after its first awaited batch arrived, so that
-     * the batches arriving meanwhile share the commit; 0 commits each group at once. One
-     * request at a time and replies ending far apart are never held. See store_gather() in
-     * store.c. */
-    int64_t commit_delay_us;
-};
 
 /* Open (creating and migrating as needed). NULL with *err set on failure. */
 struct store *store_open(const char *path, const struct store_opts *opts, char **err);
@@ -77,106 +52,7 @@ void store_drain(struct store *st);
 /* Commit what is queued, stop the writer, close. */
 void store_close(struct store *st);
 
-/* ---- writes ---- */
-
-/* A batch of one session's writes; with session_id NULL, a batch of the tenant's writes that
- * belong to no one session (import, the user and outbox operations below). */
-struct store_batch *store_batch_new(const char *tenant, const char *session_id);
-/* Create the session if new (RUNNING); set user and profile when given (NULL keeps them). */
-void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
-/* The client's latest system messages (NULL keeps the stored ones) and window fingerprint
- * (reconcile's window_hash; memory.c decides when either is worth writing). */
-void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
-/* A new turn (reconcile's insert, or a recorded reply) at its "seq": the caller numbers a
- * session's turns and submits them in that order. A turn whose (turn_id, role, turn_idx)
- * exists is skipped, so a write repeated after a crash or a race stores nothing twice. */
-void store_batch_insert(struct store_batch *b, json_t *turn);
-/* Change a stored turn: reconcile's update {seq, content, original, interrupted,
- * interrupt_timestamp}. */
-void store_batch_update(struct store_batch *b, json_t *update);
-/* Overwrite the reply stored at turn's "seq" with turn (a request retried: the new reply is
- * the one the client got). */
-void store_batch_replace(struct store_batch *b, json_t *turn);
-/* (These three reference their JSON, never copy it: see Ownership above.) */
-/* The REST API's changes. A batch marked existing fails (ok 0) when the session is gone,
- * rather than creating it. */
-void store_batch_existing(struct store_batch *b);
-/*
- * Status STOPPED, stopped_ms now — unless it is stopped already, or how.idle_before (ms) is
- * given and the session was updated since. When it stops, one outbox row per how.hooks
- * item ({url, event}) is written in the same transaction, its payload (history.h) read there
- * too, with a fresh random notice id. With how.summarize (and a user on the session) the
- * session waits for its summary (store_to_summarize()) and the rows are due how.hold_ms
- * later, unless the summary comes sooner. how may be NULL.
- */
-void store_batch_stop(struct store_batch *b, json_t *how);
-void store_batch_delete(struct store_batch *b); /* the session and its turns */
-void store_batch_runtime(struct store_batch *b, json_t *system_messages);
-void store_batch_patch(struct store_batch *b, json_t *fields); /* labels, metadata, user_id */
-/* Tenant batches (session_id NULL). */
-/* A session from an export (snapshot_check() passed); fails when the id is taken. */
-void store_batch_import(struct store_batch *b, json_t *snapshot);
-/* Every session of the user (and their turns), their summary, facts, webhook dumps and the
- * cached answers their requests made. */
-void store_batch_user_erase(struct store_batch *b, const char *user_id);
-/* Replace the user's summary and facts: {summary: {text, from_ms?, to_ms?}|null,
- * facts: [{category, key, value, confidence}]}; NULL or {} removes them. */
-void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t *memory);
-/* A delivery's outcome: {id, status: pending|delivered|failed, next_ms, code?, error?};
- * attempts counts up. Only a pending row changes. */
-void store_batch_outbox_result(struct store_batch *b, json_t *result);
-/* A summary pass over a stopped session: {session_id, user_id, memory: {summary: {text},
- * facts} or null when none was made, from_ms, to_ms}; over a running one, seq (the last turn
- * it covered) too, and then only the summary, the facts and how far it went are stored. The summary
- * replaces the user's (its range widened to cover both), facts seen are reinforced and the user's
- * others decay; the session is marked summarized and its waiting dumps become due, carrying the
- * summary. With retry_ms instead (a stopped session's summary failed upstream), the session
- * waits again until then, its tries counted, and its dumps go now without it. */
-void store_batch_summary(struct store_batch *b, json_t *outcome);
-/* An answer for the exact-match cache: {key, user_id, content, model, expires_ms}. */
-void store_batch_cache_put(struct store_batch *b, json_t *entry);
-/* Make a failed (or pending) delivery due now with its tries counted afresh; the batch fails
- * when the tenant has no such undelivered notice. */
-void store_batch_outbox_retry(struct store_batch *b, const char *notice_id);
-/* Retrieval: this batch's user and assistant turns (inserted, or changed: their embedding is
- * then dropped) are queued for the embedder (store_to_embed()). */
-void store_batch_embed(struct store_batch *b);
-/* Retrieval: an embedding made already (a request's question, looked up for its recall). A
- * user turn of this embed batch that reads exactly text takes it at once instead of being
- * queued, so the question is not embedded twice. Everything is copied. */
-void store_batch_known_embedding(struct store_batch *b, const char *model, const char *text,
-                                 const float *vec, size_t dim);
-/* An embedder's outcome for one queued turn (in a batch of tenant "", session NULL). */
-struct store_embedding {
-    int64_t sid, seq;  /* the turn (store_to_embed()'s row) */
-    const char *model; /* the embedding model */
-    const char *text;  /* the text embedded: stored only while the turn still reads so */
-    const float *vec;  /* dim floats, copied; or NULL with error (no embedding will be made:
-                          the turn leaves the queue) or retry_ms (> 0: try again then) */
-    size_t dim;
-    const char *error;
-    int64_t retry_ms;
-};
-void store_batch_embedding(struct store_batch *b, const struct store_embedding *e);
-size_t store_batch_ops(const struct store_batch *b);
-void store_batch_free(struct store_batch *b);
-
-/* b, submitted without a completion while other replies are on their way (store_expect
- * above 1), is not committed on its own: it waits for the next batch that is not deferred (a
- * reply's) and shares its transaction, or commit_delay_us at most (the first one deferred
- * into an empty queue wakes the writer only to set that timeout). For a request's own turns:
- * under load each request otherwise cost a transaction of its own before its reply's,
- * writing its session's pages twice. One request at a time they are committed at once,
- * while the upstream answers. */
-void store_batch_defer(struct store_batch *b);
-
-/* ok: 1 when committed, 0 when the transaction failed (logged; the rows are not there). */
-typedef void (*store_done_cb)(void *arg, int ok);
-
-/* cb(arg, ok) runs on the writer thread as soon as b's transaction is over, before b's report
- * is handed to the submitter's thread (store_submit): for bookkeeping that must not wait for
- * that thread's loop. It must be short and thread-safe. */
-void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg);
+/* ---- writes (store_batch.h builds them) ---- */
 
 /*
  * Queue b for the writer; batches are applied in the order they were submitted. When b is
@@ -236,11 +112,6 @@ json_t *store_user_memory(struct store_reader *r, const char *tenant, const char
 /* Webhook deliveries of a tenant, newest first: {"deliveries": [{id (the notice id),
  * session_id, url, event, status, attempts, next_try_ms, last_status, last_error, created_ms,
  * updated_ms}], "next": cursor|null}. NULL filters match all. */
-struct store_delivery_query {
-    const char *tenant, *status, *session_id, *notice_id;
-    int64_t before; /* a previous page's next, or 0 */
-    size_t limit;
-};
 json_t *store_deliveries(struct store_reader *r, const struct store_delivery_query *q);
 
 /* Pending deliveries due by now_ms, the most overdue first, at most limit:

@@ -2,6 +2,7 @@
  * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
  */
 #include "config/cfg.h"
+#include "config/cfgcheck.h"
 #include "proxy/jobs/lifecycle.h"
 #include "base/jalloc.h"
 #include "base/log.h"
@@ -104,7 +105,7 @@ static struct cfg *main_config(const struct main_args *a)
     struct cfg *cfg = a->config ? cfg_load(a->config, &err) : cfg_defaults();
     if (cfg == NULL)
         goto fail;
-    cfg_apply_env(cfg);
+    cfgcheck_apply_env(cfg);
     if (a->listen && cfg_set(cfg, "server.listen", a->listen, "--listen", &err) != 0)
         goto fail;
     if (a->workers && cfg_set(cfg, "server.workers", a->workers, "--workers", &err) != 0)
@@ -112,8 +113,8 @@ static struct cfg *main_config(const struct main_args *a)
     if (a->db && cfg_set(cfg, "storage.path", a->db, "--db", &err) != 0)
         goto fail;
     if (a->upstream)
-        cfg_set_upstream_url(cfg, a->upstream);
-    if (cfg_validate(cfg, &err) != 0 || tx_check_profiles(cfg, &err) != 0)
+        cfgcheck_set_upstream_url(cfg, a->upstream);
+    if (cfgcheck_validate(cfg, &err) != 0 || tx_check_profiles(cfg, &err) != 0)
         goto fail;
     return cfg;
 fail:

@@ -1,4 +1,5 @@
 #include "proxy/chat/chat.h"
+#include "memory/cache.h"
 #include "base/msg.h"
 
 #include "proxy/chat/chatreq.h"
@@ -353,7 +354,7 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
         .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
     tx_run(&tx, msgs);
     json_object_set_new(up, "messages", msgs);
-    if (prof->cache && memory_cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
+    if (prof->cache && cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
         c->cache_key[0] = '\0'; /* it depends on earlier context */
     if (prof->context_header) {
         size_t counts[] = {json_array_size(msgs), history_n, tx.trimmed, tx.injected, recalled};

@@ -1,5 +1,7 @@
 #include "proxy/chat/chatreq.h"
 
+#include "base/log.h"
+
 #include "base/jmemo.h"
 #include "base/jtext.h"
 #include "base/util.h"
@@ -188,7 +190,7 @@ char *chatreq_dump(json_t *up, struct jmemo *memo, size_t *len)
 {
     char *s = jtext_dump_memo(up, memo, len);
     if (s == NULL)
-        abort(); /* the tree holds only text that was checked as UTF-8 when it came in */
+        log_fatal("chatreq: a tree that does not serialize"); /* its text was checked as UTF-8 */
     return s;
 }
 

@@ -111,7 +111,7 @@ struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused)
     (void)unused;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL)
-        abort();
+        log_fatal("conn: cannot create a bufferevent");
     evbuffer_add_cb(bufferevent_get_input(bev), conn_input_cb, bev);
     return bev;
 }

@@ -99,7 +99,7 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     event_config_free(ec);
     w->http = evhttp_new(w->base);
     if (w->base == NULL || w->http == NULL)
-        abort();
+        log_fatal("worker %d: cannot create its event base", id);
     /* Past 4x the limit evhttp refuses the body unread (its own 413 page); up to that,
      * routes answer 413 in JSON. The read is bounded either way. */
     evhttp_set_max_body_size(w->http, (ev_ssize_t)cfg->max_body_size * 4);
@@ -117,7 +117,7 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     struct evconnlistener *l =
         evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
     if (l == NULL)
-        abort();
+        log_fatal("worker %d: cannot listen on the shared socket", id);
     w->bound = evhttp_bind_listener(w->http, l);
     w->up = upstream_create(w->base, cfg);
     w->metrics = metrics_create();
@@ -288,7 +288,7 @@ int server_run(struct server *srv)
     for (size_t i = 0; i < srv->nworkers; i++) {
         if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main, &srv->workers[i]) !=
             0)
-            abort();
+            log_fatal("cannot start worker %zu", i);
     }
     log_info("memproxy %s listening on %s (port %d), %zu worker(s)", MEMPROXY_VERSION,
              srv->cfg->listen, srv->port, srv->nworkers);

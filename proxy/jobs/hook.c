@@ -101,7 +101,7 @@ static uint32_t hook_random(void)
 {
     uint32_t r = 0;
     if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1)
-        abort();
+        log_fatal("hook: the random generator failed (RAND_bytes)");
     return r;
 }
 

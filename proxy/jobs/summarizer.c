@@ -2,6 +2,7 @@
 
 #include "proxy/upstream/fetch.h"
 #include "proxy/jobs/hook.h"
+#include "proxy/jobs/summary.h"
 #include "base/jtext.h"
 #include "base/log.h"
 #include "memory/memory.h"
@@ -18,6 +19,9 @@
 #define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
 #define SUMMARIZER_SCAN_MS      1000 /* running sessions are looked at most this often */
 #define SUMMARIZER_MAX_TRIES    5    /* a stopped session's summary failing upstream */
+#define SUMMARIZER_MAX_FACTS    50   /* the user's facts folded into a summary, most confident */
+/* The model when neither the profile nor the session names one. */
+#define SUMMARIZER_MODEL "gpt-4o-mini"
 
 struct summarizer_job {
     struct summarizer *s;
@@ -94,7 +98,7 @@ static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_
     if (text == NULL)
         snprintf(err, sizeof(err), "the upstream's answer is not a chat completion");
     else
-        mem = memory_summary_parse(text, strlen(text), err, sizeof(err));
+        mem = summary_parse(text, strlen(text), err, sizeof(err));
     if (mem == NULL)
         log_warn("session %s: summary not stored: %s", j->id, err);
     json_decref(resp);
@@ -118,10 +122,34 @@ static void summarizer_answered(void *arg, long status, const char *body, size_t
     summarizer_finish(j, mem);
 }
 
-/* The model to ask: the profile's summarizer_model, its model, else "" (memory picks). */
+/* The model to ask: the profile's summarizer_model, its model, else "" (summarizer_request picks). */
 static const char *summarizer_model(const struct cfg_profile *p)
 {
     return *p->summarizer_model ? p->summarizer_model : p->model;
+}
+
+/* The summarizer's request for j's session (summary.h): its turns as the caller heard them,
+ * with the user's current summary and facts to fold in; NULL when it has no turns. The model
+ * is the profile's, else the one that answered the session last, else SUMMARIZER_MODEL. */
+static json_t *summarizer_request(struct summarizer *s, struct summarizer_job *j,
+                                  const struct cfg_profile *p)
+{
+    json_t *turns = memory_turns(s->w->reader, j->tenant, j->id, 0);
+    json_t *um = memory_user_known(s->w->reader, j->tenant, j->user, SUMMARIZER_MAX_FACTS);
+    const char *prev = json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
+    const char *model = summarizer_model(p), *prompt = p->summary_prompt;
+    if (prompt == NULL || *prompt == '\0')
+        prompt = SUMMARY_DEFAULT_PROMPT;
+    for (size_t i = json_array_size(turns); (model == NULL || *model == '\0') && i-- > 0;)
+        model = json_string_value(json_object_get(json_array_get(turns, i), "model"));
+    if (model == NULL || *model == '\0')
+        model = SUMMARIZER_MODEL;
+    json_t *body = json_array_size(turns) > 0
+                       ? summary_request(model, prompt, turns, prev, json_object_get(um, "facts"))
+                       : NULL;
+    json_decref(turns);
+    json_decref(um);
+    return body;
 }
 
 static int summarizer_is_inflight(const struct summarizer *s, const char *tenant, const char *id)
@@ -150,10 +178,7 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->retry_ms = p ? p->summary_retry_ms : 60000;
     j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
     s->inflight[s->ninflight++] = j;
-    json_t *body = p && p->summarize && user
-                       ? memory_summary_request(s->w->reader, j->tenant, j->id, user,
-                                                summarizer_model(p), p->summary_prompt)
-                       : NULL;
+    json_t *body = p && p->summarize && user ? summarizer_request(s, j, p) : NULL;
     if (body == NULL) { /* nothing to summarize, or not wanted: only marked done */
         summarizer_finish(j, NULL);
         return;

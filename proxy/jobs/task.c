@@ -1,5 +1,7 @@
 #include "proxy/jobs/task.h"
 
+#include "base/log.h"
+
 #include "base/util.h"
 
 struct task {
@@ -34,7 +36,7 @@ struct task *task_create(struct event_base *base, task_fn fn, void *arg)
     t->timer = evtimer_new(base, task_due, t);
     t->wake = event_new(base, -1, 0, task_run, t);
     if (t->timer == NULL || t->wake == NULL)
-        abort();
+        log_fatal("task: cannot create its events");
     task_after(t, 0);
     return t;
 }

@@ -1,5 +1,7 @@
 #include "proxy/jobs/webhook.h"
 
+#include "base/log.h"
+
 #include "base/jtext.h"
 #include "base/util.h"
 
@@ -26,7 +28,7 @@ static void webhook_hmac(const EVP_MD *md, const char *secret, const void *body,
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned n = 0;
     if (HMAC(md, secret, (int)strlen(secret), body, len, mac, &n) == NULL)
-        abort(); /* only without memory */
+        log_fatal("webhook: HMAC failed"); /* only without memory */
     webhook_hex(mac, n, out);
 }
 

@@ -2,6 +2,8 @@
 
 #include "proxy/rest/deliveries.h"
 #include "proxy/rest/restio.h"
+#include "memory/history.h"
+#include "memory/snapshot.h"
 #include "base/jtext.h"
 #include "proxy/jobs/lifecycle.h"
 #include "memory/memory.h"
@@ -118,7 +120,7 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
     if (strcmp(format, "text") == 0)
         rest_history_text(w, req, turns);
     else
-        restio_json(w, req, 200, memory_history(sess, turns, format[0] == 'f'));
+        restio_json(w, req, 200, history_object(sess, turns, format[0] == 'f'));
     json_decref(turns);
     json_decref(sess);
 }
@@ -330,7 +332,7 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
         return;
     const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
     json_t *have = NULL;
-    if (memory_import_check(snap, why, sizeof(why)) != 0)
+    if (snapshot_check(snap, why, sizeof(why)) != 0)
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
     else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
         restio_error(w, req, APIERR_CONFLICT, "session.id",

@@ -3,6 +3,7 @@
 #include "memory/memory.h"
 #include "proxy/http/respond.h"
 #include "proxy/rest/restio.h"
+#include "memory/snapshot.h"
 #include "proxy/http/worker.h"
 #include "base/util.h"
 
@@ -42,7 +43,7 @@ static void users_put(struct worker *w, struct evhttp_request *req, const struct
     json_t *body = restio_body(w, req, rc);
     if (body == NULL)
         return;
-    json_t *data = memory_user_memory_check(body, why, sizeof(why));
+    json_t *data = snapshot_user_memory(body, why, sizeof(why));
     json_decref(body);
     if (data == NULL) {
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);

@@ -1,5 +1,7 @@
 #include "proxy/upstream/fetch.h"
 
+#include "base/log.h"
+
 #include "base/jtext.h"
 #include "base/util.h"
 
@@ -73,7 +75,7 @@ struct fetch *fetch_start(struct upstream *up, const struct cfg_upstream *target
     size_t len = 0;
     f->body = jtext_dump(body, &len);
     if (f->body == NULL)
-        abort(); /* the bodies memproxy builds hold only checked UTF-8 */
+        log_fatal("fetch: a body that is not JSON text"); /* memproxy builds only checked UTF-8 */
     struct upstream_request rq = {.target = target, .path = path, .body = f->body, .body_len = len};
     f->x = upstream_start(up, &rq, &fetch_handler, f);
     return f;

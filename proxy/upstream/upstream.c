@@ -390,7 +390,7 @@ static void upstream_setup_plain(struct upstream_xfer *x, const struct upstream_
     for (size_t i = 0; rq->headers != NULL && rq->headers[i] != NULL; i++)
         l = curl_slist_append(l, rq->headers[i]);
     if (l == NULL)
-        abort();
+        log_fatal("upstream: out of memory building request headers");
     x->own_headers = l;
     curl_easy_setopt(e, CURLOPT_URL, rq->url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
@@ -436,7 +436,7 @@ static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t,
     upstream_target_url(url, t, path);
     CURLU *uh = curl_url();
     if (uh == NULL)
-        abort(); /* curl_url fails only when out of memory */
+        log_fatal("upstream: out of memory (curl_url)");
     /* the flags curl itself parses CURLOPT_URL with */
     if (curl_url_set(uh, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
         CURLUE_OK) {
@@ -516,7 +516,7 @@ struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_
     x->arg = arg;
     x->easy = up->npool > 0 ? up->pool[--up->npool] : curl_easy_init();
     if (x->easy == NULL)
-        abort(); /* curl_easy_init fails only when out of memory */
+        log_fatal("upstream: out of memory (curl_easy_init)");
     x->fb_timer = evtimer_new(up->base, upstream_fb_timer_cb, x);
     upstream_setup(x, rq);
 
@@ -586,7 +586,7 @@ static struct curl_slist *upstream_headers(const struct cfg_upstream *u, int str
         free(auth);
     }
     if (l == NULL)
-        abort();
+        log_fatal("upstream: out of memory building request headers");
     return l;
 }
 
@@ -597,7 +597,7 @@ struct upstream *upstream_create(struct event_base *base, const struct cfg *cfg)
     up->cfg = cfg;
     up->multi = curl_multi_init();
     if (up->multi == NULL)
-        abort();
+        log_fatal("upstream: cannot create a curl multi handle");
     up->timer = evtimer_new(base, upstream_timer_event, up);
     curl_multi_setopt(up->multi, CURLMOPT_SOCKETFUNCTION, upstream_socket_cb);
     curl_multi_setopt(up->multi, CURLMOPT_SOCKETDATA, up);

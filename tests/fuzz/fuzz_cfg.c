@@ -3,6 +3,7 @@
  * names the source, never crash. A loaded config goes through validation too.
  */
 #include "config/cfg.h"
+#include "config/cfgcheck.h"
 #include "fuzz.h"
 
 #include <stdlib.h>
@@ -18,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(err);
         return 0;
     }
-    if (cfg_validate(cfg, &err) != 0)
+    if (cfgcheck_validate(cfg, &err) != 0)
         free(err);
     cfg_destroy(cfg);
     return 0;

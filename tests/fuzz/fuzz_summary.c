@@ -3,7 +3,7 @@
  * outside input. What passes must be storable: a non-empty summary text and checked facts.
  */
 #include "fuzz.h"
-#include "memory/summary.h"
+#include "proxy/jobs/summary.h"
 
 #include <stdlib.h>
 #include <string.h>

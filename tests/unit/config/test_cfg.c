@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "config/cfg.h"
+#include "config/cfgcheck.h"
 #include "base/util.h"
 
 #include <stdio.h>
@@ -30,7 +31,7 @@ static struct cfg *load(const char *text, char **err)
     char *path = write_tmp(text);
     *err = NULL;
     struct cfg *cfg = cfg_load(path, err);
-    if (cfg != NULL && cfg_validate(cfg, err) != 0) {
+    if (cfg != NULL && cfgcheck_validate(cfg, err) != 0) {
         cfg_destroy(cfg);
         cfg = NULL;
     }
@@ -58,11 +59,11 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->client_timeout_ms, 60000);
     assert_true(cfg->metrics_enabled);
     char *err = NULL;
-    assert_int_equal(cfg_validate(cfg, &err), -1); /* no upstream */
+    assert_int_equal(cfgcheck_validate(cfg, &err), -1); /* no upstream */
     assert_non_null(strstr(err, "no upstream configured"));
     free(err);
-    cfg_set_upstream_url(cfg, "http://127.0.0.1:9/v1/");
-    assert_int_equal(cfg_validate(cfg, &err), 0);
+    cfgcheck_set_upstream_url(cfg, "http://127.0.0.1:9/v1/");
+    assert_int_equal(cfgcheck_validate(cfg, &err), 0);
     assert_string_equal(cfg->upstreams[0].url, "http://127.0.0.1:9/v1"); /* slash trimmed */
     assert_int_equal(cfg->nprofiles, 1);
     assert_string_equal(cfg->profiles[0].name, "default");
@@ -196,7 +197,7 @@ static void test_example_documents_every_option(void **state)
     struct cfg *cfg = cfg_load(example_path, &err);
     if (cfg == NULL)
         fail_msg("%s", err);
-    assert_int_equal(cfg_validate(cfg, &err), 0);
+    assert_int_equal(cfgcheck_validate(cfg, &err), 0);
     cfg_destroy(cfg);
 
     char *table = NULL, *example = NULL;

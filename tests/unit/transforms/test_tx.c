@@ -18,6 +18,7 @@
 
 #include "base/jmemo.h"
 #include "base/jtext.h"
+#include "config/cfgcheck.h"
 #include "transforms/tx.h"
 #include "base/util.h"
 
@@ -40,7 +41,7 @@ static struct cfg *golden_cfg(json_t *profile)
                            flow);
     char *err = NULL;
     struct cfg *cfg = cfg_load_text(yaml, strlen(yaml), "golden", &err);
-    if (cfg == NULL || cfg_validate(cfg, &err) != 0)
+    if (cfg == NULL || cfgcheck_validate(cfg, &err) != 0)
         fail_msg("profile options: %s", err);
     free(flow);
     free(yaml);
@@ -158,7 +159,7 @@ static void test_unknown_transform_is_a_config_error(void **state)
     char *err = NULL;
     struct cfg *cfg = cfg_load_text(yaml, strlen(yaml), "m.yaml", &err);
     assert_non_null(cfg);
-    assert_int_equal(cfg_validate(cfg, &err), 0);
+    assert_int_equal(cfgcheck_validate(cfg, &err), 0);
     assert_int_equal(tx_check_profiles(cfg, &err), -1);
     assert_non_null(strstr(err, "profiles[p].transforms: unknown transform 'summarize'"));
     free(err);

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "memory/summary.h"
+#include "proxy/jobs/summary.h"
 
 #include <jansson.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "memory/summary.h"
+#include "proxy/jobs/summary.h"
 
 #include "base/jtext.h"
 #include "memory/snapshot.h"

@@ -1,0 +1,228 @@
+#include "config/cfgcheck.h"
+
+#include "base/log.h"
+#include "base/util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static struct cfg_upstream *cfgcheck_upstream_add(struct cfg *cfg, const char *name, const char *url)
+{
+    cfg->upstreams = xrealloc(cfg->upstreams, (cfg->nupstreams + 1) * sizeof(*cfg->upstreams));
+    struct cfg_upstream *u = &cfg->upstreams[cfg->nupstreams++];
+    memset(u, 0, sizeof(*u));
+    cfg_apply_defaults(CFG_SEC_UPSTREAM, u);
+    u->name = xstrdup(name);
+    u->url = xstrdup(url);
+    return u;
+}
+
+static struct cfg_profile *cfgcheck_profile_add(struct cfg *cfg, const char *name, const char *up)
+{
+    cfg->profiles = xrealloc(cfg->profiles, (cfg->nprofiles + 1) * sizeof(*cfg->profiles));
+    struct cfg_profile *p = &cfg->profiles[cfg->nprofiles++];
+    memset(p, 0, sizeof(*p));
+    cfg_apply_defaults(CFG_SEC_PROFILE, p);
+    p->name = xstrdup(name);
+    p->upstream = xstrdup(up);
+    return p;
+}
+
+static struct cfg_upstream *cfgcheck_upstream_by_name(struct cfg *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        if (strcmp(cfg->upstreams[i].name, name) == 0)
+            return &cfg->upstreams[i];
+    }
+    return NULL;
+}
+
+void cfgcheck_set_upstream_url(struct cfg *cfg, const char *url)
+{
+    if (cfg->nprofiles == 0) {
+        if (cfg->nupstreams == 0)
+            cfgcheck_upstream_add(cfg, "default", url);
+        cfgcheck_profile_add(cfg, "default", cfg->upstreams[0].name);
+    }
+    const struct cfg_profile *p = cfg_profile_find(cfg, "default", 7);
+    if (p == NULL)
+        p = &cfg->profiles[0];
+    struct cfg_upstream *u = cfgcheck_upstream_by_name(cfg, p->upstream);
+    if (u == NULL)
+        u = cfgcheck_upstream_add(cfg, p->upstream, url);
+    free(u->url);
+    u->url = xstrdup(url);
+}
+
+/* A key from the environment, tenant "default". */
+static void cfgcheck_key_add(struct cfg_client_key **keys, size_t *n, const char *key)
+{
+    *keys = xrealloc(*keys, (*n + 1) * sizeof(**keys));
+    (*keys)[*n].key = xstrdup(key);
+    (*keys)[*n].tenant = xstrdup("default");
+    (*n)++;
+}
+
+void cfgcheck_apply_env(struct cfg *cfg)
+{
+    const char *url = getenv("MEMPROXY_UPSTREAM_URL");
+    const char *client = getenv("MEMPROXY_CLIENT_KEY");
+    const char *admin = getenv("MEMPROXY_ADMIN_KEY");
+    const char *listen = getenv("MEMPROXY_LISTEN");
+
+    if (url != NULL && *url != '\0')
+        cfgcheck_set_upstream_url(cfg, url);
+    if (listen != NULL && *listen != '\0') {
+        free(cfg->listen);
+        cfg->listen = xstrdup(listen);
+    }
+    if (admin != NULL && *admin != '\0')
+        cfgcheck_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin);
+    if (client != NULL && *client != '\0')
+        cfgcheck_key_add(&cfg->client_keys, &cfg->nclient_keys, client);
+}
+
+__attribute__((format(printf, 3, 4))) static int cfgcheck_invalid(struct cfg *cfg, char **err,
+                                                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    *err = xasprintf("%s: %s", cfg->source, msg);
+    free(msg);
+    return -1;
+}
+
+static int cfgcheck_validate_upstreams(struct cfg *cfg, char **err)
+{
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        struct cfg_upstream *u = &cfg->upstreams[i];
+        if (strncmp(u->url, "http://", 7) != 0 && strncmp(u->url, "https://", 8) != 0)
+            return cfgcheck_invalid(cfg, err,
+                               "upstreams[%s].url: '%s' must start with http:// or "
+                               "https://",
+                               u->name, u->url);
+        size_t n = strlen(u->url);
+        if (n > CFG_MAX_URL) /* a request's URL is this plus a path, in a bounded buffer */
+            return cfgcheck_invalid(cfg, err, "upstreams[%s].url: longer than %d characters", u->name,
+                               CFG_MAX_URL);
+        while (n > 0 && u->url[n - 1] == '/')
+            u->url[--n] = '\0';
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->upstreams[j].name, u->name) == 0)
+                return cfgcheck_invalid(cfg, err, "upstreams: name '%s' is used twice", u->name);
+        }
+    }
+    return 0;
+}
+
+static int cfgcheck_check_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
+{
+    static const char *const modes[] = {"heard", "original", "annotate"};
+    int ok = 0;
+    if (strcmp(p->history, "passthrough") != 0 && strcmp(p->history, "stored") != 0)
+        return cfgcheck_invalid(cfg, err, "profiles[%s].history: '%s' must be passthrough or stored",
+                           p->name, p->history);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(modes); i++)
+        ok |= strcmp(p->interruptions, modes[i]) == 0;
+    if (!ok)
+        return cfgcheck_invalid(cfg, err,
+                           "profiles[%s].interruptions: '%s' must be heard, original or annotate",
+                           p->name, p->interruptions);
+    return 0;
+}
+
+static int cfgcheck_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char **err)
+{
+    p->nchain = 0;
+    if (cfgcheck_check_profile(cfg, p, err) != 0)
+        return -1;
+    if (p->fallbacks.n > CFG_MAX_FALLBACKS)
+        return cfgcheck_invalid(cfg, err, "profiles[%s].fallbacks: at most %d", p->name,
+                           CFG_MAX_FALLBACKS);
+    for (size_t i = 0; i <= p->fallbacks.n; i++) {
+        const char *name = i == 0 ? p->upstream : p->fallbacks.v[i - 1];
+        struct cfg_upstream *u = cfgcheck_upstream_by_name(cfg, name);
+        if (u == NULL)
+            return cfgcheck_invalid(cfg, err, "profiles[%s]: no upstream named '%s'", p->name, name);
+        p->chain[p->nchain++] = (size_t)(u - cfg->upstreams);
+    }
+    return 0;
+}
+
+static int cfgcheck_validate_webhooks(struct cfg *cfg, char **err)
+{
+    for (size_t i = 0; i < cfg->nwebhooks; i++) {
+        const struct cfg_webhook *h = &cfg->webhooks[i];
+        if (strncmp(h->url, "http://", 7) != 0 && strncmp(h->url, "https://", 8) != 0)
+            return cfgcheck_invalid(cfg, err,
+                               "webhooks[%zu].url: '%s' must start with http:// or "
+                               "https://",
+                               i, h->url);
+        if (*h->secret == '\0')
+            return cfgcheck_invalid(cfg, err, "webhooks[%zu].secret: must not be empty", i);
+        if (h->events.n == 0)
+            return cfgcheck_invalid(cfg, err, "webhooks[%zu].events: name at least one event", i);
+        for (size_t j = 0; j < h->events.n; j++) {
+            if (strcmp(h->events.v[j], "102") != 0 && strcmp(h->events.v[j], "103") != 0)
+                return cfgcheck_invalid(cfg, err, "webhooks[%zu].events: '%s' is not 102 or 103", i,
+                                   h->events.v[j]);
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->webhooks[j].url, h->url) == 0)
+                return cfgcheck_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i, h->url);
+        }
+    }
+    return 0;
+}
+
+int cfgcheck_validate(struct cfg *cfg, char **err)
+{
+    char *host = NULL;
+    int port = 0;
+
+    if (cfg_parse_listen(cfg->listen, &host, &port) != 0)
+        return cfgcheck_invalid(cfg, err, "server.listen: '%s' must be host:port", cfg->listen);
+    free(host);
+    if (cfg->nupstreams == 0)
+        return cfgcheck_invalid(cfg, err,
+                           "no upstream configured: add 'upstreams' to the config, "
+                           "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
+    if (cfgcheck_validate_upstreams(cfg, err) != 0)
+        return -1;
+    /* The first upstream's key defaults to the environment's, whichever source made it. */
+    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
+    if (key == NULL || *key == '\0')
+        key = getenv("OPENAI_API_KEY");
+    if (key != NULL && *key != '\0' && *cfg->upstreams[0].api_key == '\0') {
+        free(cfg->upstreams[0].api_key);
+        cfg->upstreams[0].api_key = xstrdup(key);
+    }
+    if (cfg->nprofiles == 0)
+        cfgcheck_profile_add(cfg, "default", cfg->upstreams[0].name);
+    cfg->default_profile = 0;
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        struct cfg_profile *p = &cfg->profiles[i];
+        if (cfgcheck_resolve_profile(cfg, p, err) != 0)
+            return -1;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(cfg->profiles[j].name, p->name) == 0)
+                return cfgcheck_invalid(cfg, err, "profiles: name '%s' is used twice", p->name);
+        }
+        if (strcmp(p->name, "default") == 0)
+            cfg->default_profile = i;
+    }
+    for (size_t i = 0; i < cfg->nadmin_keys; i++) {
+        if (*cfg->admin_keys[i].key == '\0')
+            return cfgcheck_invalid(cfg, err, "auth.admin_keys: a key is empty");
+    }
+    for (size_t i = 0; i < cfg->nclient_keys; i++) {
+        if (*cfg->client_keys[i].key == '\0')
+            return cfgcheck_invalid(cfg, err, "auth.client_keys: a key is empty");
+    }
+    return cfgcheck_validate_webhooks(cfg, err);
+}
+

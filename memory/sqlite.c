@@ -1,0 +1,244 @@
+#include "memory/sqlite.h"
+
+#include "base/log.h"
+#include "base/util.h"
+#include "memory/sqlite_exec.h"
+#include "memory/sqlite_read.h"
+#include "memory/sqlite_schema.h"
+#include "memory/walbuf.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* The writer's checkpoints: when a commit leaves at least this many frames in the WAL, the
+ * writer copies them into the database after it has reported the group (SQLite's own
+ * automatic checkpoint, which it replaces on the write connection, uses the same count but
+ * runs inside the COMMIT). Why after: a checkpoint syncs the WAL and then the database
+ * (synchronous=NORMAL), ~3 ms of fdatasync on the benchmark's VM and more on a network disk;
+ * inside the COMMIT every response waiting for that commit waited for the disk too, one
+ * recorded reply in ~250 in a call (~4 frames a request) and in ~1,000 when the window is
+ * replayed. The writer still runs it itself, between groups: a checkpoint beside a writer
+ * that keeps appending never catches up with it, and the WAL restarts from its start only
+ * once a checkpoint has copied every frame. */
+#define STORE_CKPT_FRAMES 1000
+
+#define STORE_PURGE_CHUNK    200 /* sessions per transaction: the writer never stalls long */
+
+/* Run a chunked DELETE (?1 = before, ?2 = chunk) until it deletes less than a chunk, a
+ * transaction per chunk so that commits queued meanwhile wait at most one chunk. The rows
+ * deleted, or -1 on failure. */
+static long sqlite_purge_chunks(struct sqlite_db *st, enum sqlite_stmt which, int64_t before)
+{
+    sqlite3_stmt *s = st->stmt[which];
+    long total = 0;
+    for (;;) {
+        if (sqlite_exec_run(st, ST_BEGIN) != 0)
+            return -1;
+        sqlite3_bind_int64(s, 1, before);
+        sqlite3_bind_int(s, 2, STORE_PURGE_CHUNK);
+        int ok = sqlite_exec_step(st->db, s) == 0;
+        int n = ok ? sqlite3_changes(st->db) : 0;
+        if (sqlite_exec_run(st, ok ? ST_COMMIT : ST_ROLLBACK) != 0 || !ok)
+            return -1;
+        total += n;
+        if (n < STORE_PURGE_CHUNK)
+            return total;
+    }
+}
+
+/* Delete sessions idle past the retention period (their turns go by cascade) and webhook
+ * deliveries finished (delivered or failed) as long ago. */
+static void sqlite_purge(void *arg)
+{
+    struct sqlite_db *st = arg;
+    int64_t before = util_wall_ms() - st->opts.retention_ms;
+    json_object_clear(st->sids); /* a purged session's id must not be reused */
+    long sessions = sqlite_purge_chunks(st, ST_PURGE, before);
+    long dumps = sqlite_purge_chunks(st, ST_PURGE_OUTBOX, before);
+    if (sessions > 0 || dumps > 0)
+        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
+                 "deliveries older than %lld day(s)",
+                 sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
+                 (long long)(st->opts.retention_ms / 86400000LL));
+}
+
+
+/* After each commit on the write connection (SQLite calls it with the frames now in the WAL):
+ * only noted here, for sqlite_settle. */
+static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    struct sqlite_db *st = arg;
+    (void)db;
+    (void)name;
+    st->wal_frames = frames;
+    return SQLITE_OK;
+}
+
+/* On the writer, with everything committed so far reported (STORE_CKPT_FRAMES). PASSIVE, as
+ * SQLite's own: it copies what no reader still needs and never waits; a WAL a reader holds
+ * back, or a checkpoint that failed (a full disk), is tried again after the next commit. */
+static void sqlite_settle(void *arg)
+{
+    struct sqlite_db *st = arg;
+    if (st->wal_frames < STORE_CKPT_FRAMES)
+        return;
+    st->wal_frames = 0;
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
+        if (st->ckpt_failing)
+            log_info("store: checkpoints work again");
+        st->ckpt_failing = 0;
+    } else if (rc != SQLITE_BUSY && !st->ckpt_failing) {
+        log_warn("store: checkpoint: %s (the WAL grows until one succeeds)",
+                 sqlite3_errmsg(st->db));
+        st->ckpt_failing = 1;
+    }
+}
+
+/* Run the batches of list in one transaction: 0 when it committed; -1 when a batch or the
+ * commit failed and it was rolled back (the writer's session cache is then forgotten, as it
+ * may name rows that are gone). */
+static int sqlite_transaction(void *arg, struct store_batch *list)
+{
+    struct sqlite_db *st = arg;
+    int ok = sqlite_exec_run(st, ST_BEGIN) == 0;
+    for (struct store_batch *b = list; ok && b != NULL; b = b->next) {
+        sqlite_exec_apply(st, b);
+        ok = b->ok;
+    }
+    if (ok && sqlite_exec_run(st, ST_COMMIT) == 0)
+        return 0;
+    sqlite_exec_run(st, ST_ROLLBACK);
+    json_object_clear(st->sids);
+    return -1;
+}
+
+/* Whether the embeddings table holds a row (unknown counts as yes). */
+static int sqlite_any_embedding(sqlite3 *db)
+{
+    sqlite3_stmt *s = NULL;
+    int any = 1;
+    if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM embeddings)", -1, &s, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        any = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return any;
+}
+
+/* SQLite's process-wide settings, once, before its first use. Memory statistics off: with
+ * them on (the default) every allocation and free SQLite makes takes a global mutex to count
+ * it, ~36 lock and unlock pairs per transaction, for figures memproxy never reads. */
+static void sqlite_setup(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    sqlite3_initialize();
+}
+
+static void sqlite_db_free(struct sqlite_db *st)
+{
+    sqlite_read_close(st->wr);
+    for (int i = 0; i < ST__COUNT; i++)
+        sqlite3_finalize(st->stmt[i]);
+    sqlite3_close(st->db);
+    json_decref(st->sids);
+    free(st->path);
+    free(st);
+}
+
+/* The write connection on walbuf's VFS (walbuf.h: a transaction's WAL frames in one write),
+ * its pragmas, migrations, statements and the writer's own reader. */
+static void *sqlite_open(const char *path, const struct store_opts *opts, char **err)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sqlite_setup);
+    struct sqlite_db *st = xcalloc(1, sizeof(*st));
+    st->path = xstrdup(path);
+    st->opts = *opts;
+    if (st->opts.touch_ms <= 0 || st->opts.touch_ms > STORE_TOUCH_MS)
+        st->opts.touch_ms = STORE_TOUCH_MS;
+    st->sids = json_object();
+    if (sqlite3_open_v2(path, &st->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        walbuf_register() == 0 ? WALBUF_VFS : NULL) != SQLITE_OK) {
+        *err = xasprintf("%s: cannot open: %s", path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    sqlite3_busy_timeout(st->db, (int)opts->busy_timeout_ms);
+    if (sqlite_schema_setup(st->db) != 0) {
+        *err = xasprintf("%s: cannot set up: %s", path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    if (sqlite_schema_migrate(st->db, err) != 0 || sqlite_schema_prepare(st, err) != 0)
+        goto fail;
+    st->embedded = sqlite_any_embedding(st->db);
+    sqlite3_wal_hook(st->db, sqlite_wal_hook, st); /* in place of the automatic checkpoint */
+    st->wr = xcalloc(1, sizeof(*st->wr));
+    st->wr->base.be = &sqlite_backend;
+    st->wr->db = st->db;
+    if (sqlite_schema_prepare_reader(st->wr) != 0) {
+        *err = xasprintf("cannot prepare a statement: %s", sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    return st;
+fail:
+    sqlite_db_free(st);
+    return NULL;
+}
+
+static void sqlite_close(void *arg)
+{
+    if (arg != NULL)
+        sqlite_db_free(arg);
+}
+
+static uint64_t sqlite_checkpoints(void *arg)
+{
+    struct sqlite_db *st = arg;
+    return atomic_load_explicit(&st->n_ckpt, memory_order_relaxed);
+}
+
+static struct store_reader *sqlite_reader_open(void *arg, char **err)
+{
+    struct sqlite_reader *r = sqlite_read_open(arg, err);
+    if (r == NULL)
+        return NULL;
+    r->base.be = &sqlite_backend;
+    return &r->base;
+}
+
+static void sqlite_reader_close(struct store_reader *r)
+{
+    sqlite_read_close((struct sqlite_reader *)r);
+}
+
+const struct store_backend sqlite_backend = {
+    .name = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .transaction = sqlite_transaction,
+    .settle = sqlite_settle,
+    .purge = sqlite_purge,
+    .checkpoints = sqlite_checkpoints,
+    .reader_open = sqlite_reader_open,
+    .reader_close = sqlite_reader_close,
+    .session_get = sqlite_read_session_get,
+    .turns = sqlite_read_turns,
+    .turns_of = sqlite_read_turns_of,
+    .sessions = sqlite_read_sessions,
+    .user_memory = sqlite_read_user_memory,
+    .deliveries = sqlite_read_deliveries,
+    .outbox_due = sqlite_read_outbox_due,
+    .outbox_next = sqlite_read_outbox_next,
+    .to_summarize = sqlite_read_to_summarize,
+    .summary_next = sqlite_read_summary_next,
+    .running_to_summarize = sqlite_read_running_to_summarize,
+    .cache_get = sqlite_read_cache_get,
+    .to_embed = sqlite_read_to_embed,
+    .embed_next = sqlite_read_embed_next,
+    .recall_embedded = sqlite_read_recall_embedded,
+    .recall = sqlite_read_recall,
+    .idle_sessions = sqlite_read_idle_sessions,
+};

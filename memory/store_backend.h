@@ -1,0 +1,95 @@
+/*
+ * store_backend: what a database must do for the store (store.h). The store owns the queue,
+ * the writer thread, group commit and the hand-back of completions to the submitting
+ * threads; a backend owns the database: its connection for the writer, the transaction that
+ * applies a group of batches (store_batch.h), the upkeep between groups, and the readers.
+ * SQLite (sqlite.h) is the one backend today; the functions it fills in are the seam a
+ * second one (PostgreSQL, docs/design.md section 13) implements.
+ *
+ * Threads: open, close, transaction, settle and purge run on the writer thread only (open
+ * and close on the caller's, before the writer starts and after it stopped). A reader is
+ * used by one thread at a time, the one that opened it. Everything returned as JSON is new.
+ */
+#ifndef MEMPROXY_STORE_BACKEND_H
+#define MEMPROXY_STORE_BACKEND_H
+
+#include "memory/store_batch.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct recall_pick;
+struct store_backend;
+
+struct store_opts {
+    long busy_timeout_ms; /* every connection waits this long for a lock */
+    int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
+    int64_t touch_ms;     /* a session's updated_ms lags its last write by at most this
+                             (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
+    /* Group commit under load: when awaited batches (with a completion) arrive less than
+     * this far apart while other replies are on their way (store_expect), the writer holds
+     * a group's transaction until this long after its first awaited batch arrived, so that
+     * the batches arriving meanwhile share the commit; 0 commits each group at once. One
+     * request at a time and replies ending far apart are never held. See store_gather() in
+     * store.c. */
+    int64_t commit_delay_us;
+};
+
+/* A reader as the store sees it: the backend's own reader starts with this. */
+struct store_reader {
+    const struct store_backend *be;
+};
+
+struct store_delivery_query {
+    const char *tenant, *status, *session_id, *notice_id;
+    int64_t before; /* a previous page's next, or 0 */
+    size_t limit;
+};
+
+struct store_backend {
+    const char *name;
+    /* The writer's connection to where (a SQLite file): created and migrated as needed. NULL
+     * with *err set on failure. */
+    void *(*open)(const char *where, const struct store_opts *opts, char **err);
+    void (*close)(void *db);
+    /* Apply list's batches (linked through next) in one transaction, setting each one's ok:
+     * 0 when it committed; -1 when a batch or the commit failed and it was rolled back. */
+    int (*transaction)(void *db, struct store_batch *list);
+    /* After a group's completions were handed over, and after a purge: upkeep that must not
+     * delay a commit (SQLite's WAL checkpoint). */
+    void (*settle)(void *db);
+    /* Retention: delete sessions idle past opts.retention_ms, in short transactions. */
+    void (*purge)(void *db);
+    uint64_t (*checkpoints)(void *db); /* upkeep runs so far, for /metrics */
+
+    struct store_reader *(*reader_open)(void *db, char **err);
+    void (*reader_close)(struct store_reader *r);
+    /* The reads, as store.h describes them. */
+    json_t *(*session_get)(struct store_reader *r, const char *tenant, const char *session_id);
+    json_t *(*turns)(struct store_reader *r, const char *tenant, const char *session_id,
+                     int64_t min_turn, size_t limit);
+    json_t *(*turns_of)(struct store_reader *r, const char *tenant, const char *session_id,
+                        const int64_t *turn_ids, size_t n, size_t limit);
+    json_t *(*sessions)(struct store_reader *r, const char *tenant, const char *user_id,
+                        const char *status, int64_t before, size_t limit);
+    json_t *(*user_memory)(struct store_reader *r, const char *tenant, const char *user_id,
+                           size_t max_facts);
+    json_t *(*deliveries)(struct store_reader *r, const struct store_delivery_query *q);
+    json_t *(*outbox_due)(struct store_reader *r, int64_t now_ms, size_t limit);
+    int64_t (*outbox_next)(struct store_reader *r);
+    json_t *(*to_summarize)(struct store_reader *r, int64_t now_ms, size_t limit);
+    int64_t (*summary_next)(struct store_reader *r);
+    json_t *(*running_to_summarize)(struct store_reader *r, const char *profile, long threshold,
+                                    size_t limit);
+    json_t *(*cache_get)(struct store_reader *r, const char *key, int64_t now_ms);
+    json_t *(*to_embed)(struct store_reader *r, int64_t now_ms, size_t limit);
+    int64_t (*embed_next)(struct store_reader *r);
+    int (*recall_embedded)(struct store_reader *r, const char *tenant, const char *user_id,
+                           const char *session_id);
+    void (*recall)(struct store_reader *r, const char *tenant, const char *user_id,
+                   const char *session_id, size_t limit, struct recall_pick *p);
+    json_t *(*idle_sessions)(struct store_reader *r, int64_t before_ms, size_t limit);
+};
+
+#endif

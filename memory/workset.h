@@ -1,0 +1,83 @@
+/*
+ * workset: the working set — each hot session's recent turns in memory, so that a request of
+ * a call in progress reads nothing from the database. Shared by all workers: the table under
+ * one lock, each entry under its own (mu), held by memory.c while a window is reconciled and
+ * its writes are numbered and submitted, so turns are numbered (seq) in the order they are
+ * committed even when two requests of one session race.
+ *
+ * An entry holds at most session_turns recent turns, all entries together max_turns; the
+ * least recently used entries that nobody uses and that have nothing in flight go first. An
+ * entry is marked stale when a commit for it failed, when a change was made to its session
+ * behind it (a REST change, a user's data), or when it sat idle past the retention period;
+ * the next acquire then says it must be read again.
+ *
+ * struct workset_entry is open to memory.c, which keeps the session's state in it; the
+ * fields under "the working set's lock" are this module's. Ownership: entries belong to the
+ * working set; a caller holds one between workset_acquire and workset_release.
+ */
+#ifndef MEMPROXY_WORKSET_H
+#define MEMPROXY_WORKSET_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct turnlist;
+struct workset;
+
+struct workset_entry {
+    char *key; /* tenant, 0x1f, session id */
+    uint64_t hash;
+    struct workset_entry *hnext;       /* bucket chain */
+    struct workset_entry *prev, *next; /* LRU list, most recent first */
+    pthread_mutex_t mu;
+    /* under mu */
+    int loaded;
+    int complete;           /* turns hold the session from its first turn */
+    int warned_back;        /* memory_turn_ids_back() has logged for this session */
+    struct turnlist *turns; /* the recent tail; elements never change once added */
+    int64_t last_seq;
+    /* The last window's fingerprint (reconcile's window_hash). Written with the session in
+     * alignment mode only, where it is what keeps a replay across a restart from being
+     * matched as new turns; a turn-id window is matched by its ids, so there it saves only
+     * the work of a replay, and rewriting the session's row for it on every request cost
+     * the writer ~8 us a request in a call. */
+    uint64_t window_hash;
+    uint64_t system_hash; /* of the system messages written last (memory_system_hash) */
+    int exists;           /* the session row is in the database, or on its way */
+    char *user, *profile; /* as last written */
+    json_t *inject;       /* system messages for inject_memory, read with the entry */
+    json_t *params;       /* the session's runtime params (an object), or NULL */
+    /* under the working set's lock (workset.c) */
+    int refs;       /* recs using it */
+    int pending;    /* submitted batches not yet committed */
+    int stale;      /* a commit failed: reload once nothing is pending */
+    size_t counted; /* its share of memory.total */
+    int64_t used_ms;
+};
+
+struct workset *workset_create(size_t session_turns, size_t max_turns, int64_t retention_ms);
+/* Frees every entry; nobody may hold one. */
+void workset_destroy(struct workset *m);
+
+/* The session's entry (key: tenant, 0x1f, id), created empty if new; held until
+ * workset_release(). *reload is set when its turns must be read again (it went stale and
+ * nothing is in flight for it). */
+struct workset_entry *workset_acquire(struct workset *m, const char *key, int *reload);
+void workset_release(struct workset *m, struct workset_entry *e);
+/* e->mu held: bound the entry's turns to session_turns and count them in the total
+ * (at least 1 an entry, so sessions without turns count too), evicting what no longer fits. */
+void workset_account(struct workset *m, struct workset_entry *e);
+
+/* A batch for e was submitted; and, on the writer thread once it is over: e's batch settled
+ * (a failure makes e stale), the session under key (if any) and every session of tenant (if
+ * any) must be read again. e may be NULL. */
+void workset_pending(struct workset *m, struct workset_entry *e);
+void workset_settled(struct workset *m, struct workset_entry *e, int ok, const char *key,
+                     const char *tenant);
+
+/* Sessions and turns held now. */
+void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns);
+
+#endif
