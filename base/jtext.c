@@ -734,7 +734,8 @@ json_t *jtext_load_memo(const char *buf, size_t len, size_t flags, size_t max_ne
                         struct jmemo *memo, uint64_t seed, json_error_t *err)
 {
     if ((flags & ~(size_t)(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)) != 0)
-        log_fatal("jtext: a flag it does not implement (0x%zx)", (size_t)flags); /* a caller's bug */
+        log_fatal("jtext: a flag it does not implement (0x%zx)",
+                  (size_t)flags); /* a caller's bug */
     const unsigned char *b = (const unsigned char *)(buf ? buf : "");
     struct jtext_reader r = {.start = b,
                              .p = b,

@@ -42,6 +42,7 @@
  */
 #include "bench.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -55,7 +56,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #define BUF_MAX (1 << 20)
 

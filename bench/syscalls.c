@@ -26,11 +26,11 @@
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 #include "config/cfg.h"
 
-#include "base/util.h"
 #include "base/log.h"
+#include "base/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -52,17 +52,19 @@ static const struct cfg_option cfg_options[] = {
      "Per worker: messages kept as read, by their exact bytes and tenant, with what was made "
      "of them (their check, transforms' facts, standard form, text), so a voice platform's "
      "window resent each turn is not read or rebuilt again; 0 = read every message."},
-    {CFG_SEC_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
+    {CFG_SEC_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC,
+     3600 * SEC,
      "Time a client has to send its request; idle keep-alive connections close after it."},
-    {CFG_SEC_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0, 600 * SEC,
-     "On SIGTERM, how long in-flight requests may take to finish before exit."},
-    {CFG_SEC_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB, 64 * MIB,
-     "Unsent bytes queued for one slow client before the upstream transfer pauses."},
-    {CFG_SEC_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB", 64 * KIB,
-     256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
+    {CFG_SEC_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0,
+     600 * SEC, "On SIGTERM, how long in-flight requests may take to finish before exit."},
+    {CFG_SEC_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB,
+     64 * MIB, "Unsent bytes queued for one slow client before the upstream transfer pauses."},
+    {CFG_SEC_TOP, "server.max_upstream_response", T_SIZE, TOP(max_upstream_response), "8MiB",
+     64 * KIB, 256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
     {CFG_SEC_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
      "Idle upstream connections each worker keeps open for reuse."},
-    {CFG_SEC_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0, "debug, info, warn or error."},
+    {CFG_SEC_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0,
+     "debug, info, warn or error."},
     {CFG_SEC_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
      "Serve Prometheus metrics at GET /metrics."},
     {CFG_SEC_TOP, "storage.path", T_STR, TOP(db_path), "memproxy.db", 0, 0,
@@ -86,7 +88,8 @@ static const struct cfg_option cfg_options[] = {
      "A voice call's turn takes ~4 KiB (the default: ~800 MiB at most)."},
     {CFG_SEC_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
      "Sessions not updated for this many days are deleted in the background; 0 keeps them."},
-    {CFG_SEC_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0, 30 * 86400 * SEC,
+    {CFG_SEC_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0,
+     30 * 86400 * SEC,
      "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
      "0 = never."},
     {CFG_SEC_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
@@ -134,12 +137,12 @@ static const struct cfg_option cfg_options[] = {
      "$OPENAI_API_KEY for the first upstream."},
     {CFG_SEC_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
      "Time to connect (and finish TLS); past it the next fallback is tried, then 502."},
-    {CFG_SEC_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1, 3600 * SEC,
-     "Time from sending the request to the response headers; past it: 504."},
+    {CFG_SEC_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1,
+     3600 * SEC, "Time from sending the request to the response headers; past it: 504."},
     {CFG_SEC_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
      "Longest silence inside a response (whole seconds)."},
-    {CFG_SEC_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC, 86400 * SEC,
-     "Longest whole transfer, streams included."},
+    {CFG_SEC_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC,
+     86400 * SEC, "Longest whole transfer, streams included."},
 
     {CFG_SEC_PROFILE, "name", T_STR, PRO(name), NULL, 0, 0,
      "Chosen by X-Memproxy-Profile, body 'profile' or /p/{name}/v1/...; 'default' otherwise."},
@@ -163,8 +166,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "annotate_note", T_STR, PRO(annotate_note),
      "[interrupted: the caller cut in here and did not hear the rest]", 0, 0,
      "Appended to an interrupted reply with interruptions: annotate."},
-    {CFG_SEC_PROFILE, "timestamp_format", T_STR, PRO(timestamp_format), "[%Y-%m-%d %H:%M:%S UTC] ", 0, 0,
-     "strftime format (UTC) the timestamps transform puts before each message's text."},
+    {CFG_SEC_PROFILE, "timestamp_format", T_STR, PRO(timestamp_format), "[%Y-%m-%d %H:%M:%S UTC] ",
+     0, 0, "strftime format (UTC) the timestamps transform puts before each message's text."},
     {CFG_SEC_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
      "Sources the drop_sources transform leaves out (e.g. [silence, llm_failure])."},
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
@@ -201,9 +204,10 @@ static const struct cfg_option cfg_options[] = {
      "Tri-hybrid retrieval: stored user and assistant turns are embedded in the background "
      "(upstream /v1/embeddings) and each request gets the caller's recent, salient and "
      "relevant earlier turns as one system message (through inject_memory)."},
-    {CFG_SEC_PROFILE, "retrieval_model", T_STR, PRO(retrieval_model), "text-embedding-3-small", 0, 0,
-     "Embedding model asked for, on the profile's primary upstream."},
-    {CFG_SEC_PROFILE, "retrieval_timeout", T_DURATION, PRO(retrieval_timeout_ms), "30ms", 1, 10 * SEC,
+    {CFG_SEC_PROFILE, "retrieval_model", T_STR, PRO(retrieval_model), "text-embedding-3-small", 0,
+     0, "Embedding model asked for, on the profile's primary upstream."},
+    {CFG_SEC_PROFILE, "retrieval_timeout", T_DURATION, PRO(retrieval_timeout_ms), "30ms", 1,
+     10 * SEC,
      "Time budget of a request's lookup: when the question's embedding is not back by then, "
      "the request goes on without the relevance leg."},
     {CFG_SEC_PROFILE, "retrieval_recent", T_INT, PRO(retrieval_recent), "10", 0, 1000,
@@ -403,7 +407,8 @@ void cfg_apply_defaults(enum cfg_section section, void *base)
         if (o->type == T_STRLIST)
             cfg_default_list(o, base);
         else if (cfg_store(o, base, o->def, why, sizeof(why)) != 0)
-            log_fatal("cfg: the default of %s is out of its bounds", o->name); /* a programming error */
+            log_fatal("cfg: the default of %s is out of its bounds",
+                      o->name); /* a programming error */
     }
 }
 

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-static struct cfg_upstream *cfgcheck_upstream_add(struct cfg *cfg, const char *name, const char *url)
+static struct cfg_upstream *cfgcheck_upstream_add(struct cfg *cfg, const char *name,
+                                                  const char *url)
 {
     cfg->upstreams = xrealloc(cfg->upstreams, (cfg->nupstreams + 1) * sizeof(*cfg->upstreams));
     struct cfg_upstream *u = &cfg->upstreams[cfg->nupstreams++];
@@ -85,7 +86,7 @@ void cfgcheck_apply_env(struct cfg *cfg)
 }
 
 __attribute__((format(printf, 3, 4))) static int cfgcheck_invalid(struct cfg *cfg, char **err,
-                                                             const char *fmt, ...)
+                                                                  const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -102,13 +103,13 @@ static int cfgcheck_validate_upstreams(struct cfg *cfg, char **err)
         struct cfg_upstream *u = &cfg->upstreams[i];
         if (strncmp(u->url, "http://", 7) != 0 && strncmp(u->url, "https://", 8) != 0)
             return cfgcheck_invalid(cfg, err,
-                               "upstreams[%s].url: '%s' must start with http:// or "
-                               "https://",
-                               u->name, u->url);
+                                    "upstreams[%s].url: '%s' must start with http:// or "
+                                    "https://",
+                                    u->name, u->url);
         size_t n = strlen(u->url);
         if (n > CFG_MAX_URL) /* a request's URL is this plus a path, in a bounded buffer */
-            return cfgcheck_invalid(cfg, err, "upstreams[%s].url: longer than %d characters", u->name,
-                               CFG_MAX_URL);
+            return cfgcheck_invalid(cfg, err, "upstreams[%s].url: longer than %d characters",
+                                    u->name, CFG_MAX_URL);
         while (n > 0 && u->url[n - 1] == '/')
             u->url[--n] = '\0';
         for (size_t j = 0; j < i; j++) {
@@ -124,14 +125,15 @@ static int cfgcheck_check_profile(struct cfg *cfg, struct cfg_profile *p, char *
     static const char *const modes[] = {"heard", "original", "annotate"};
     int ok = 0;
     if (strcmp(p->history, "passthrough") != 0 && strcmp(p->history, "stored") != 0)
-        return cfgcheck_invalid(cfg, err, "profiles[%s].history: '%s' must be passthrough or stored",
-                           p->name, p->history);
+        return cfgcheck_invalid(cfg, err,
+                                "profiles[%s].history: '%s' must be passthrough or stored", p->name,
+                                p->history);
     for (size_t i = 0; i < UTIL_ARRAY_LEN(modes); i++)
         ok |= strcmp(p->interruptions, modes[i]) == 0;
     if (!ok)
-        return cfgcheck_invalid(cfg, err,
-                           "profiles[%s].interruptions: '%s' must be heard, original or annotate",
-                           p->name, p->interruptions);
+        return cfgcheck_invalid(
+            cfg, err, "profiles[%s].interruptions: '%s' must be heard, original or annotate",
+            p->name, p->interruptions);
     return 0;
 }
 
@@ -142,12 +144,13 @@ static int cfgcheck_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char
         return -1;
     if (p->fallbacks.n > CFG_MAX_FALLBACKS)
         return cfgcheck_invalid(cfg, err, "profiles[%s].fallbacks: at most %d", p->name,
-                           CFG_MAX_FALLBACKS);
+                                CFG_MAX_FALLBACKS);
     for (size_t i = 0; i <= p->fallbacks.n; i++) {
         const char *name = i == 0 ? p->upstream : p->fallbacks.v[i - 1];
         struct cfg_upstream *u = cfgcheck_upstream_by_name(cfg, name);
         if (u == NULL)
-            return cfgcheck_invalid(cfg, err, "profiles[%s]: no upstream named '%s'", p->name, name);
+            return cfgcheck_invalid(cfg, err, "profiles[%s]: no upstream named '%s'", p->name,
+                                    name);
         p->chain[p->nchain++] = (size_t)(u - cfg->upstreams);
     }
     return 0;
@@ -159,9 +162,9 @@ static int cfgcheck_validate_webhooks(struct cfg *cfg, char **err)
         const struct cfg_webhook *h = &cfg->webhooks[i];
         if (strncmp(h->url, "http://", 7) != 0 && strncmp(h->url, "https://", 8) != 0)
             return cfgcheck_invalid(cfg, err,
-                               "webhooks[%zu].url: '%s' must start with http:// or "
-                               "https://",
-                               i, h->url);
+                                    "webhooks[%zu].url: '%s' must start with http:// or "
+                                    "https://",
+                                    i, h->url);
         if (*h->secret == '\0')
             return cfgcheck_invalid(cfg, err, "webhooks[%zu].secret: must not be empty", i);
         if (h->events.n == 0)
@@ -169,11 +172,12 @@ static int cfgcheck_validate_webhooks(struct cfg *cfg, char **err)
         for (size_t j = 0; j < h->events.n; j++) {
             if (strcmp(h->events.v[j], "102") != 0 && strcmp(h->events.v[j], "103") != 0)
                 return cfgcheck_invalid(cfg, err, "webhooks[%zu].events: '%s' is not 102 or 103", i,
-                                   h->events.v[j]);
+                                        h->events.v[j]);
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(cfg->webhooks[j].url, h->url) == 0)
-                return cfgcheck_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i, h->url);
+                return cfgcheck_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i,
+                                        h->url);
         }
     }
     return 0;
@@ -189,8 +193,8 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
     free(host);
     if (cfg->nupstreams == 0)
         return cfgcheck_invalid(cfg, err,
-                           "no upstream configured: add 'upstreams' to the config, "
-                           "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
+                                "no upstream configured: add 'upstreams' to the config, "
+                                "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
     if (cfgcheck_validate_upstreams(cfg, err) != 0)
         return -1;
     /* The first upstream's key defaults to the environment's, whichever source made it. */
@@ -225,4 +229,3 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
     }
     return cfgcheck_validate_webhooks(cfg, err);
 }
-

@@ -57,8 +57,7 @@ int cache_key(const char *tenant, const char *profile, json_t *body, char *key)
     cache_hash(h, json_string_value(json_object_get(body, "model")));
     json_free_t jfree; /* json_dumps' text is jansson's to free (config/jalloc.h) */
     json_get_alloc_funcs(NULL, &jfree);
-    json_array_foreach(msgs, i, m)
-    {
+    json_array_foreach(msgs, i, m) {
         int final = i + 1 == n;
         char *text_i = final ? cache_normalize(text) : json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
         cache_hash(h, text_i);

@@ -50,7 +50,8 @@ static json_t *history_contents(json_t *turns, int full)
 {
     json_t *out = json_array(), *t;
     size_t i;
-    json_array_foreach(turns, i, t) json_array_append_new(out, history_content(t, full));
+    json_array_foreach(turns, i, t)
+        json_array_append_new(out, history_content(t, full));
     return out;
 }
 

@@ -1,15 +1,15 @@
 #include "memory/memory.h"
-#include "base/msg.h"
 
+#include "base/log.h"
+#include "base/msg.h"
+#include "base/util.h"
 #include "memory/cache.h"
 #include "memory/history.h"
-#include "base/log.h"
 #include "memory/reconcile.h"
 #include "memory/snapshot.h"
 #include "memory/store.h"
 #include "memory/turnlist.h"
 #include "memory/workset.h"
-#include "base/util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -113,8 +113,7 @@ static char *memory_facts_text(json_t *facts)
     size_t i;
     json_t *f;
     char *text = xstrdup("What this caller has told us before:");
-    json_array_foreach(facts, i, f)
-    {
+    json_array_foreach(facts, i, f) {
         char *n = xasprintf("%s\n- %s %s: %s", text, memory_str(f, "category"),
                             memory_str(f, "key"), memory_str(f, "value"));
         free(text);
@@ -129,8 +128,7 @@ static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, cons
 {
     json_t *out = json_array(), *x;
     size_t i;
-    json_array_foreach(runtime, i, x)
-    {
+    json_array_foreach(runtime, i, x) {
         const char *text = json_is_string(x) ? json_string_value(x) : memory_str(x, "content");
         if (*text)
             memory_inject_add(out, text);
@@ -166,8 +164,7 @@ static uint64_t memory_system_hash(json_t *system)
     size_t i;
     json_t *x;
     uint64_t h = system != NULL;
-    json_array_foreach(system, i, x)
-    {
+    json_array_foreach(system, i, x) {
         const char *role = memory_str(x, "role");
         json_t *content = json_object_get(x, "content");
         h = util_hash64(h, role, strlen(role) + 1);
@@ -222,7 +219,8 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
  * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
  * when none were read; MEMORY_MAX_READ). The array is new. */
 static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct workset_entry *e,
-                                          const struct reconcile_window *w, size_t *n, json_t **db)
+                                                const struct reconcile_window *w, size_t *n,
+                                                json_t **db)
 {
     int64_t oldest = reconcile_window_oldest(w);
     struct reconcile_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
@@ -322,8 +320,7 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
     json_t *msg, *system = NULL;
     size_t n = turnlist_size(e->turns);
     int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
-    json_array_foreach(rec->messages, i, msg)
-    {
+    json_array_foreach(rec->messages, i, msg) {
         json_t *t = reconcile_normalize(msg, now);
         const char *role = memory_str(t, "role");
         if (msg_role_is_system(role)) {
@@ -352,7 +349,8 @@ static void memory_turn_ids_back(struct memory_rec *rec, struct workset_entry *e
                                  const struct reconcile_window *w)
 {
     size_t n = turnlist_size(e->turns);
-    int64_t newest = reconcile_window_newest(w), stored = n ? turnlist_turn_id(e->turns, n - 1) : -1;
+    int64_t newest = reconcile_window_newest(w),
+            stored = n ? turnlist_turn_id(e->turns, n - 1) : -1;
     if (e->warned_back || newest < 0 || stored <= newest)
         return;
     e->warned_back = 1;
@@ -385,9 +383,9 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
                  strcmp(memory_str(last, "source"), "llm") == 0;
     if (res.window_hash != e->window_hash)
         memory_system(e, b, res.system, res.window_hash, aligned);
-    json_array_foreach(res.inserts, i, x) memory_add_turn(e, b, x);
-    json_array_foreach(res.updates, i, x)
-    {
+    json_array_foreach(res.inserts, i, x)
+        memory_add_turn(e, b, x);
+    json_array_foreach(res.updates, i, x) {
         memory_apply_update(e, x);
         store_batch_update(b, x);
     }
@@ -508,7 +506,7 @@ static void memory_set_str(json_t *t, const char *key, const char *v)
 static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id, int64_t idx)
 {
     json_t *t = reconcile_reply_turn(rp->content ? rp->content : "", turn_id, idx, rp->interrupted,
-                               util_wall_ms());
+                                     util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
     /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):

@@ -1,9 +1,9 @@
 #include "memory/recall.h"
-#include "base/msg.h"
 
 #include "base/jtext.h"
-#include "memory/reconcile.h"
+#include "base/msg.h"
 #include "base/util.h"
+#include "memory/reconcile.h"
 
 #include <math.h>
 #include <openssl/evp.h>
@@ -43,8 +43,7 @@ static size_t recall_vector(json_t *e, float *out)
     if (json_is_array(e)) {
         if (json_array_size(e) > RECALL_MAX_DIM)
             return 0;
-        json_array_foreach(e, i, v)
-        {
+        json_array_foreach(e, i, v) {
             double d = json_number_value(v);
             if (!json_is_number(v) || !isfinite(d) || fabs(d) > 3.4e38)
                 return 0;
@@ -104,8 +103,7 @@ int recall_parse_embeddings(const char *body, size_t len, size_t n, float **vecs
         snprintf(err, errlen, "the answer is not a list of %zu embeddings", n);
         goto out;
     }
-    json_array_foreach(data, k, item)
-    {
+    json_array_foreach(data, k, item) {
         if (recall_take(item, k, n, all, dim, seen, scratch, err, errlen) != 0)
             goto out;
     }
@@ -198,8 +196,7 @@ static int recall_in_window(const char *content, json_t *window)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(window, i, m)
-    {
+    json_array_foreach(window, i, m) {
         const char *c = json_string_value(json_object_get(m, "content"));
         if (c != NULL && strcmp(c, content) == 0)
             return 1;

@@ -81,8 +81,8 @@ json_t *reconcile_normalize(json_t *msg, int64_t now_ms)
 
 /* Built key by key: json_pack's format parsing cost more than the turn on every recorded
  * reply. */
-json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx, int interrupted,
-                       int64_t now_ms)
+json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx,
+                             int interrupted, int64_t now_ms)
 {
     json_t *text = json_string(content);
     if (text == NULL) /* content was not UTF-8: keep the turn, lose the text */
@@ -114,15 +114,15 @@ json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_
 enum reconcile_kind { RECONCILE_NOT_A_TURN, RECONCILE_TURN, RECONCILE_SYSTEM };
 
 struct reconcile_msg {
-    json_t *msg;          /* the client's message */
-    enum reconcile_kind kind;   /* no string role: neither */
-    const char *role;     /* its role */
-    json_t *text;         /* its content as stored (msg_text); a reference */
-    int64_t turn_id;      /* -1 when it has none */
-    int interrupted;      /* metadata.interrupted */
-    json_t *original;     /* metadata.original when a string, else NULL */
-    int64_t interrupt_ms; /* metadata.interrupt_timestamp in ms, or -1 */
-    uint64_t hash;        /* a turn's share of the window's fingerprint (reconcile_window_read) */
+    json_t *msg;              /* the client's message */
+    enum reconcile_kind kind; /* no string role: neither */
+    const char *role;         /* its role */
+    json_t *text;             /* its content as stored (msg_text); a reference */
+    int64_t turn_id;          /* -1 when it has none */
+    int interrupted;          /* metadata.interrupted */
+    json_t *original;         /* metadata.original when a string, else NULL */
+    int64_t interrupt_ms;     /* metadata.interrupt_timestamp in ms, or -1 */
+    uint64_t hash; /* a turn's share of the window's fingerprint (reconcile_window_read) */
 };
 
 struct reconcile_window {
@@ -214,8 +214,8 @@ static int reconcile_matches(const struct reconcile_view *s, const struct reconc
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
-static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w, int64_t now_ms,
-                       json_t *updates)
+static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w,
+                             int64_t now_ms, json_t *updates)
 {
     int same = strcmp(s->content, reconcile_content(w)) == 0;
     if (strcmp(s->role, "assistant") != 0 || (same && (s->interrupted || !w->interrupted)))
@@ -279,14 +279,17 @@ static size_t reconcile_group_hash(int64_t turn_id, const char *role)
 }
 
 /* The group of (turn_id, role), made when absent (there is room: reconcile_groups_init). */
-static struct reconcile_group *reconcile_group(struct reconcile_ctx *c, int64_t turn_id, const char *role)
+static struct reconcile_group *reconcile_group(struct reconcile_ctx *c, int64_t turn_id,
+                                               const char *role)
 {
     size_t mask = c->nslots - 1;
     for (size_t i = reconcile_group_hash(turn_id, role) & mask;; i = (i + 1) & mask) {
         if (c->slots[i] == 0) {
             struct reconcile_group *g = &c->groups[c->ngroups++];
-            *g = (struct reconcile_group){
-                .role = role, .turn_id = turn_id, .sfirst = RECONCILE_NONE, .slast = RECONCILE_NONE};
+            *g = (struct reconcile_group){.role = role,
+                                          .turn_id = turn_id,
+                                          .sfirst = RECONCILE_NONE,
+                                          .slast = RECONCILE_NONE};
             c->slots[i] = (uint32_t)c->ngroups;
             return g;
         }
@@ -327,11 +330,13 @@ static void reconcile_groups_init(struct reconcile_ctx *c)
     }
 }
 
-static void reconcile_insert(struct reconcile_ctx *c, const struct reconcile_msg *w, int64_t turn_id)
+static void reconcile_insert(struct reconcile_ctx *c, const struct reconcile_msg *w,
+                             int64_t turn_id)
 {
     json_t *t = reconcile_normalize(w->msg, c->now_ms);
     json_object_set_new(t, "turn_id", json_integer(turn_id));
-    struct reconcile_group *g = reconcile_group(c, turn_id, w->role); /* the next of its turn and role */
+    struct reconcile_group *g =
+        reconcile_group(c, turn_id, w->role); /* the next of its turn and role */
     json_object_set_new(t, "turn_idx", json_integer(g->nstored + g->inserted++));
     json_object_set_new(t, "seq", json_integer(c->next_seq++));
     json_array_append_new(c->out->inserts, t);
@@ -344,12 +349,14 @@ static void reconcile_insert(struct reconcile_ctx *c, const struct reconcile_msg
  * the turn was not cut and the ones past the stored are new). So a reply that came back in
  * other words (a platform's own rendering of it) stays one row when its turn becomes the
  * window's oldest, as it is while the turn is newer. Returns its position or -1. */
-static long reconcile_find_by_turn(struct reconcile_ctx *c, const struct reconcile_msg *w, const struct reconcile_group *g,
-                             int64_t idx, int64_t m, int oldest)
+static long reconcile_find_by_turn(struct reconcile_ctx *c, const struct reconcile_msg *w,
+                                   const struct reconcile_group *g, int64_t idx, int64_t m,
+                                   int oldest)
 {
     int64_t n = g->nstored; /* stored messages of w's turn and role */
     for (size_t i = g->sfirst; i != RECONCILE_NONE; i = c->snext[i]) {
-        if (!c->used[i] && (oldest ? reconcile_matches(&c->stored[i], w) : c->stored[i].turn_idx == idx))
+        if (!c->used[i] &&
+            (oldest ? reconcile_matches(&c->stored[i], w) : c->stored[i].turn_idx == idx))
             return (long)i;
     }
     int64_t at = (n > m ? n - m : 0) + idx; /* more in the window than stored: new at its end */
@@ -571,8 +578,7 @@ struct reconcile_window *reconcile_window_read(json_t *incoming, struct jmemo *m
     int64_t oldest = INT64_MAX, newest = -1;
     w->turns = xmalloc((n + 1) * sizeof(*w->turns));
     w->system = xmalloc((n + 1) * sizeof(*w->system));
-    json_array_foreach(incoming, i, m)
-    {
+    json_array_foreach(incoming, i, m) {
         reconcile_msg_of(memo, m, &x);
         if (x.kind == RECONCILE_SYSTEM)
             w->system[w->nsystem++] = x;
@@ -644,8 +650,9 @@ static json_t *reconcile_system(const struct reconcile_window *w)
     return out;
 }
 
-void reconcile_run_views(const struct reconcile_view *stored, size_t ns, const struct reconcile_window *w,
-                         uint64_t last_hash, int64_t now_ms, struct reconcile_result *out)
+void reconcile_run_views(const struct reconcile_view *stored, size_t ns,
+                         const struct reconcile_window *w, uint64_t last_hash, int64_t now_ms,
+                         struct reconcile_result *out)
 {
     struct reconcile_ctx c = {
         .now_ms = now_ms, .out = out, .next_seq = 1, .turns = w->turns, .nturns = w->nturns};

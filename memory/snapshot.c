@@ -109,8 +109,7 @@ static int snapshot_fields(json_t *obj, const struct snapshot_field *f, size_t n
     json_t *v;
     if (!json_is_object(obj))
         return snapshot_fail(err, errlen, "%s must be an object", where);
-    json_object_foreach(obj, key, v)
-    {
+    json_object_foreach(obj, key, v) {
         size_t i = 0;
         while (i < n && strcmp(f[i].name, key) != 0)
             i++;
@@ -142,8 +141,7 @@ static int snapshot_turns(json_t *turns, char *err, size_t errlen)
     json_int_t last = 0;
     size_t i;
     int rc = 0;
-    json_array_foreach(turns, i, t)
-    {
+    json_array_foreach(turns, i, t) {
         char where[48], key[96];
         snprintf(where, sizeof(where), "turns[%zu]", i);
         if ((rc = snapshot_fields(t, snapshot_turn, UTIL_ARRAY_LEN(snapshot_turn), where, err,
@@ -240,8 +238,7 @@ static json_t *snapshot_facts(json_t *facts, char *err, size_t errlen)
 {
     json_t *out = json_array(), *seen = json_object(), *f;
     size_t i;
-    json_array_foreach(facts, i, f)
-    {
+    json_array_foreach(facts, i, f) {
         json_t *one = snapshot_fact_one(f, i, seen, err, errlen);
         if (one == NULL) {
             json_decref(out);

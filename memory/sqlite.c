@@ -23,7 +23,7 @@
  * once a checkpoint has copied every frame. */
 #define STORE_CKPT_FRAMES 1000
 
-#define STORE_PURGE_CHUNK    200 /* sessions per transaction: the writer never stalls long */
+#define STORE_PURGE_CHUNK 200 /* sessions per transaction: the writer never stalls long */
 
 /* Run a chunked DELETE (?1 = before, ?2 = chunk) until it deletes less than a chunk, a
  * transaction per chunk so that commits queued meanwhile wait at most one chunk. The rows
@@ -62,7 +62,6 @@ static void sqlite_purge(void *arg)
                  sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
                  (long long)(st->opts.retention_ms / 86400000LL));
 }
-
 
 /* After each commit on the write connection (SQLite calls it with the frames now in the WAL):
  * only noted here, for sqlite_settle. */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 /* ---- binding turns to columns ---- */
 
 static void sqlite_exec_bind_text(sqlite3_stmt *s, int i, json_t *v)
@@ -180,7 +179,8 @@ static void sqlite_exec_notice_id(char *out, size_t len, json_int_t event)
 
 /* One outbox row per hook for the session b just stopped, its payload read inside this
  * transaction (so it holds exactly what was committed with it). */
-static int sqlite_exec_outbox_fill(struct sqlite_db *st, struct store_batch *b, json_t *how, int64_t now)
+static int sqlite_exec_outbox_fill(struct sqlite_db *st, struct store_batch *b, json_t *how,
+                                   int64_t now)
 {
     json_t *sess = sqlite_read_session_get(&st->wr->base, b->tenant, b->session_id);
     json_t *turns = sqlite_read_turns(&st->wr->base, b->tenant, b->session_id, INT64_MIN, 0), *h;
@@ -193,8 +193,7 @@ static int sqlite_exec_outbox_fill(struct sqlite_db *st, struct store_batch *b, 
     sqlite3_stmt *s = st->stmt[ST_OUTBOX_ADD];
     size_t i;
     int rc = sess ? 0 : -1;
-    json_array_foreach(hooks, i, h)
-    {
+    json_array_foreach(hooks, i, h) {
         json_int_t event = json_integer_value(json_object_get(h, "event"));
         json_t *payload = history_payload(sess, turns, (int)event);
         char notice[64];
@@ -266,7 +265,7 @@ static int sqlite_exec_session_op(struct sqlite_db *st, int64_t sid, struct stor
 
 /* Bind tenant and user as ?1, ?2 of s and run it. */
 static int sqlite_exec_user(struct sqlite_db *st, enum sqlite_stmt which, const char *tenant,
-                           const char *user)
+                            const char *user)
 {
     sqlite3_stmt *s = st->stmt[which];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -276,7 +275,8 @@ static int sqlite_exec_user(struct sqlite_db *st, enum sqlite_stmt which, const 
 
 /* A user's summary through which (ST_SUMMARY_SET or ST_SUMMARY_FOLD). */
 static int sqlite_exec_put_summary(struct sqlite_db *st, enum sqlite_stmt which, const char *tenant,
-                             const char *user, json_t *text, json_t *from, json_t *to, int64_t now)
+                                   const char *user, json_t *text, json_t *from, json_t *to,
+                                   int64_t now)
 {
     sqlite3_stmt *s = st->stmt[which];
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -290,13 +290,12 @@ static int sqlite_exec_put_summary(struct sqlite_db *st, enum sqlite_stmt which,
 
 /* A user's facts through which (ST_FACT_SET or ST_FACT_SEEN). */
 static int sqlite_exec_put_facts(struct sqlite_db *st, enum sqlite_stmt which, const char *tenant,
-                           const char *user, json_t *facts, int64_t now)
+                                 const char *user, json_t *facts, int64_t now)
 {
     sqlite3_stmt *s = st->stmt[which];
     json_t *f;
     size_t i;
-    json_array_foreach(facts, i, f)
-    {
+    json_array_foreach(facts, i, f) {
         sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
         sqlite_exec_bind_text(s, 3, json_object_get(f, "category"));
@@ -311,7 +310,8 @@ static int sqlite_exec_put_facts(struct sqlite_db *st, enum sqlite_stmt which, c
 }
 
 /* Replace what is remembered about a user with m ({summary?, facts?}; NULL: nothing). */
-static int sqlite_exec_user_memory(struct sqlite_db *st, const char *tenant, const char *user, json_t *m)
+static int sqlite_exec_user_memory(struct sqlite_db *st, const char *tenant, const char *user,
+                                   json_t *m)
 {
     int64_t now = util_wall_ms();
     json_t *sum = json_object_get(m, "summary");
@@ -320,7 +320,8 @@ static int sqlite_exec_user_memory(struct sqlite_db *st, const char *tenant, con
         return -1;
     if (json_is_object(sum) &&
         sqlite_exec_put_summary(st, ST_SUMMARY_SET, tenant, user, json_object_get(sum, "text"),
-                          json_object_get(sum, "from_ms"), json_object_get(sum, "to_ms"), now) != 0)
+                                json_object_get(sum, "from_ms"), json_object_get(sum, "to_ms"),
+                                now) != 0)
         return -1;
     return sqlite_exec_put_facts(st, ST_FACT_SET, tenant, user, json_object_get(m, "facts"), now);
 }
@@ -364,8 +365,7 @@ static int sqlite_exec_import(struct sqlite_db *st, const char *tenant, json_t *
         return -1;
     int64_t sid = sqlite3_last_insert_rowid(st->db);
     s = st->stmt[ST_INSERT];
-    json_array_foreach(json_object_get(snap, "turns"), i, t)
-    {
+    json_array_foreach(json_object_get(snap, "turns"), i, t) {
         sqlite_exec_bind_turn(s, t);
         sqlite3_bind_int64(s, 1, sid);
         if (sqlite_exec_step(st->db, s) != 0)
@@ -406,16 +406,17 @@ static int sqlite_exec_summary(struct sqlite_db *st, const char *tenant, json_t 
     sqlite3_stmt *s;
     if (json_is_string(text)) {
         if (sqlite_exec_put_summary(st, ST_SUMMARY_FOLD, tenant, user, text,
-                              json_object_get(d, "from_ms"), json_object_get(d, "to_ms"),
-                              now) != 0 ||
-            sqlite_exec_put_facts(st, ST_FACT_SEEN, tenant, user, json_object_get(mem, "facts"), now) !=
-                0)
+                                    json_object_get(d, "from_ms"), json_object_get(d, "to_ms"),
+                                    now) != 0 ||
+            sqlite_exec_put_facts(st, ST_FACT_SEEN, tenant, user, json_object_get(mem, "facts"),
+                                  now) != 0)
             return -1;
         s = st->stmt[ST_FACT_DECAY];
         sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, user, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 3, now);
-        if (sqlite_exec_step(st->db, s) != 0 || sqlite_exec_user(st, ST_FACT_FORGET, tenant, user) != 0)
+        if (sqlite_exec_step(st->db, s) != 0 ||
+            sqlite_exec_user(st, ST_FACT_FORGET, tenant, user) != 0)
             return -1;
     }
     json_t *seq = json_object_get(d, "seq");        /* a running session's pass: how far it went */
@@ -469,7 +470,8 @@ static void sqlite_exec_bind_turn_key(sqlite3_stmt *s, int64_t sid, int64_t seq)
 
 /* A user turn that reads exactly as the batch's known embedding's text takes that embedding
  * (1) instead of waiting in the queue; 0 when it does not apply, -1 on failure. */
-static int sqlite_exec_embed_known(struct sqlite_db *st, struct store_batch *b, int64_t sid, json_t *turn)
+static int sqlite_exec_embed_known(struct sqlite_db *st, struct store_batch *b, int64_t sid,
+                                   json_t *turn)
 {
     const char *role = json_string_value(json_object_get(turn, "role"));
     if (b->known_vec == NULL || role == NULL || strcmp(role, "user") != 0)
@@ -488,8 +490,8 @@ static int sqlite_exec_embed_known(struct sqlite_db *st, struct store_batch *b, 
 
 /* A turn was written: an embedding of its earlier text is stale (changed), and a batch that
  * wants embeddings queues it (ST_EMBED_QUEUE keeps to user and assistant turns with text). */
-static int sqlite_exec_embed_turn(struct sqlite_db *st, struct store_batch *b, int64_t sid, json_t *turn,
-                            int changed)
+static int sqlite_exec_embed_turn(struct sqlite_db *st, struct store_batch *b, int64_t sid,
+                                  json_t *turn, int changed)
 {
     int64_t seq = json_integer_value(json_object_get(turn, "seq"));
     sqlite3_stmt *s = st->stmt[ST_EMBED_FORGET];
@@ -576,7 +578,8 @@ static int sqlite_exec_reopen(struct sqlite_db *st, struct store_batch *b, int64
     return 0;
 }
 
-static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t sid, struct store_op *op)
+static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t sid,
+                          struct store_op *op)
 {
     sqlite3_stmt *s = NULL;
     if (b->session_id == NULL)

@@ -32,7 +32,6 @@ void sqlite_read_close(struct sqlite_reader *r)
     free(r);
 }
 
-
 static void sqlite_read_rdone(sqlite3_stmt *s)
 {
     sqlite3_reset(s);
@@ -93,7 +92,7 @@ static json_t *sqlite_read_row(sqlite3_stmt *s, const char *const *names, int n,
 }
 
 json_t *sqlite_read_turns(struct store_reader *base, const char *tenant, const char *session_id,
-                    int64_t min_turn, size_t limit)
+                          int64_t min_turn, size_t limit)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     json_t *out = json_array();
@@ -109,7 +108,7 @@ json_t *sqlite_read_turns(struct store_reader *base, const char *tenant, const c
 }
 
 json_t *sqlite_read_turns_of(struct store_reader *base, const char *tenant, const char *session_id,
-                       const int64_t *turn_ids, size_t n, size_t limit)
+                             const int64_t *turn_ids, size_t n, size_t limit)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     json_t *out = json_array();
@@ -133,7 +132,8 @@ json_t *sqlite_read_turns_of(struct store_reader *base, const char *tenant, cons
     return out;
 }
 
-json_t *sqlite_read_session_get(struct store_reader *base, const char *tenant, const char *session_id)
+json_t *sqlite_read_session_get(struct store_reader *base, const char *tenant,
+                                const char *session_id)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     static const char *const names[] = {
@@ -151,7 +151,7 @@ json_t *sqlite_read_session_get(struct store_reader *base, const char *tenant, c
 }
 
 json_t *sqlite_read_user_memory(struct store_reader *base, const char *tenant, const char *user_id,
-                          size_t max_facts)
+                                size_t max_facts)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     static const char *const sum[] = {"text", "from_ms", "to_ms", "updated_ms"};
@@ -177,7 +177,7 @@ json_t *sqlite_read_user_memory(struct store_reader *base, const char *tenant, c
 /* Rows of s as objects (the last column, the row id, is the cursor of the next page):
  * {key: [...], "next": cursor|null}. */
 static json_t *sqlite_read_page(sqlite3_stmt *s, const char *key, const char *const *names, int n,
-                          unsigned json_cols, size_t limit)
+                                unsigned json_cols, size_t limit)
 {
     json_t *list = json_array();
     int64_t last = -1;
@@ -193,7 +193,7 @@ static json_t *sqlite_read_page(sqlite3_stmt *s, const char *key, const char *co
 }
 
 json_t *sqlite_read_sessions(struct store_reader *base, const char *tenant, const char *user_id,
-                       const char *status, int64_t before, size_t limit)
+                             const char *status, int64_t before, size_t limit)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     static const char *const names[] = {"id",     "user_id",    "profile",    "status",
@@ -224,8 +224,8 @@ json_t *sqlite_read_deliveries(struct store_reader *base, const struct store_del
 }
 
 /* A queue's rows due by now_ms (?1), at most limit (?2), as objects of names. */
-static json_t *sqlite_read_due(struct sqlite_reader *r, enum sqlite_rstmt which, const char *const *names,
-                         int n, int64_t now_ms, size_t limit)
+static json_t *sqlite_read_due(struct sqlite_reader *r, enum sqlite_rstmt which,
+                               const char *const *names, int n, int64_t now_ms, size_t limit)
 {
     json_t *out = json_array();
     sqlite3_stmt *s = r->stmt[which];
@@ -290,8 +290,8 @@ int64_t sqlite_read_summary_next(struct store_reader *base)
     return sqlite_read_next(r, RS_SUMMARY_NEXT);
 }
 
-json_t *sqlite_read_running_to_summarize(struct store_reader *base, const char *profile, long threshold,
-                                   size_t limit)
+json_t *sqlite_read_running_to_summarize(struct store_reader *base, const char *profile,
+                                         long threshold, size_t limit)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     static const char *const names[] = {"tenant",     "id",         "user_id", "profile",
@@ -349,8 +349,8 @@ static char *sqlite_read_session_user(struct sqlite_reader *r, const char *tenan
 
 /* The scope of a lookup: ?1 tenant, ?2 the user (or, without one, the session). */
 static sqlite3_stmt *sqlite_read_recall_scope(struct sqlite_reader *r, enum sqlite_rstmt by_user,
-                                        const char *tenant, const char *user_id,
-                                        const char *session_id, char **user)
+                                              const char *tenant, const char *user_id,
+                                              const char *session_id, char **user)
 {
     *user = user_id ? xstrdup(user_id) : sqlite_read_session_user(r, tenant, session_id);
     sqlite3_stmt *s = r->stmt[*user ? by_user : by_user + 1];
@@ -360,11 +360,12 @@ static sqlite3_stmt *sqlite_read_recall_scope(struct sqlite_reader *r, enum sqli
 }
 
 int sqlite_read_recall_embedded(struct store_reader *base, const char *tenant, const char *user_id,
-                          const char *session_id)
+                                const char *session_id)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     char *user;
-    sqlite3_stmt *s = sqlite_read_recall_scope(r, RS_EMBEDDED_USER, tenant, user_id, session_id, &user);
+    sqlite3_stmt *s =
+        sqlite_read_recall_scope(r, RS_EMBEDDED_USER, tenant, user_id, session_id, &user);
     int found = sqlite3_step(s) == SQLITE_ROW;
     sqlite_read_rdone(s);
     free(user);
@@ -372,11 +373,12 @@ int sqlite_read_recall_embedded(struct store_reader *base, const char *tenant, c
 }
 
 void sqlite_read_recall(struct store_reader *base, const char *tenant, const char *user_id,
-                  const char *session_id, size_t limit, struct recall_pick *p)
+                        const char *session_id, size_t limit, struct recall_pick *p)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
     char *user;
-    sqlite3_stmt *s = sqlite_read_recall_scope(r, RS_RECALL_USER, tenant, user_id, session_id, &user);
+    sqlite3_stmt *s =
+        sqlite_read_recall_scope(r, RS_RECALL_USER, tenant, user_id, session_id, &user);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
     while (sqlite3_step(s) == SQLITE_ROW)
         recall_pick_offer(p, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),

@@ -319,7 +319,6 @@ int sqlite_schema_migrate(sqlite3 *db, char **err)
     return 0;
 }
 
-
 int sqlite_schema_prepare(struct sqlite_db *st, char **err)
 {
     for (int i = 0; i < ST__COUNT; i++) {

@@ -97,9 +97,9 @@ struct sqlite_db {
     struct store_opts opts;
     sqlite3 *db;
     sqlite3_stmt *stmt[ST__COUNT];
-    json_t *sids;              /* the writer's session cache (sqlite_exec.h) */
-    int embedded;              /* the embeddings table may hold a row */
-    struct sqlite_reader *wr;  /* reads inside the writer's transaction (the stop-time dump) */
+    json_t *sids;             /* the writer's session cache (sqlite_exec.h) */
+    int embedded;             /* the embeddings table may hold a row */
+    struct sqlite_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
     /* frames in the WAL after the last commit (the WAL hook), and whether the last
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;

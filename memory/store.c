@@ -16,7 +16,6 @@
 
 #define STORE_PURGE_EVERY_MS (3600 * 1000LL)
 
-
 /* Completions waiting for an attached base's loop: the writer appends and writes efd after
  * unlocking; the base's event on efd takes the whole list. Where the backend has edge
  * triggering (epoll) the event is edge-triggered and efd is read only every 65536th wake-up

@@ -87,7 +87,6 @@ struct store_batch {
     struct store_batch *next;
 };
 
-
 /* A batch of one session's writes; with session_id NULL, a batch of the tenant's writes that
  * belong to no one session (import, the user and outbox operations below). */
 struct store_batch *store_batch_new(const char *tenant, const char *session_id);

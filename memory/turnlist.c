@@ -66,7 +66,8 @@ void turnlist_set(struct turnlist *l, json_t *turns)
     size_t i;
     json_t *t;
     turnlist_clear(l);
-    json_array_foreach(turns, i, t) turnlist_append(l, t);
+    json_array_foreach(turns, i, t)
+        turnlist_append(l, t);
 }
 
 void turnlist_append(struct turnlist *l, json_t *turn)

@@ -16,7 +16,6 @@ struct workset {
 
 /* ---- the table (m->mu held) ---- */
 
-
 static uint64_t workset_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -173,7 +172,6 @@ void workset_account(struct workset *m, struct workset_entry *e)
     workset_evict(m);
     pthread_mutex_unlock(&m->mu);
 }
-
 
 void workset_pending(struct workset *m, struct workset_entry *e)
 {

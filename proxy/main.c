@@ -1,16 +1,16 @@
 /*
  * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
  */
-#include "config/cfg.h"
-#include "config/cfgcheck.h"
-#include "proxy/jobs/lifecycle.h"
 #include "base/jalloc.h"
 #include "base/log.h"
+#include "base/util.h"
+#include "config/cfg.h"
+#include "config/cfgcheck.h"
 #include "memory/memory.h"
 #include "proxy/http/server.h"
-#include "transforms/tx.h"
+#include "proxy/jobs/lifecycle.h"
 #include "proxy/upstream/upstream.h"
-#include "base/util.h"
+#include "transforms/tx.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>

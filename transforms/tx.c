@@ -125,7 +125,8 @@ static size_t tx_text_len(json_t *content)
     json_t *part;
     if (json_is_string(content))
         return json_string_length(content);
-    json_array_foreach(content, i, part) n += json_string_length(json_object_get(part, "text"));
+    json_array_foreach(content, i, part)
+        n += json_string_length(json_object_get(part, "text"));
     return n;
 }
 
@@ -133,8 +134,7 @@ size_t tx_tokens(json_t *m)
 {
     size_t chars = tx_text_len(json_object_get(m, "content")), i;
     json_t *call;
-    json_array_foreach(json_object_get(m, "tool_calls"), i, call)
-    {
+    json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
         json_t *fn = json_object_get(call, "function");
         chars += json_string_length(json_object_get(fn, "name")) +
                  json_string_length(json_object_get(fn, "arguments"));
@@ -146,7 +146,8 @@ size_t tx_tokens_all(json_t *messages)
 {
     size_t i, n = 0;
     json_t *m;
-    json_array_foreach(messages, i, m) n += tx_tokens(m);
+    json_array_foreach(messages, i, m)
+        n += tx_tokens(m);
     return n;
 }
 
@@ -230,8 +231,7 @@ static void tx_standard_body(json_t *body)
     const char *key;
     json_t *v;
     void *tmp;
-    json_object_foreach_safe(body, tmp, key, v)
-    {
+    json_object_foreach_safe(body, tmp, key, v) {
         if (!tx_body_field(key))
             json_object_del(body, key);
     }
@@ -255,8 +255,7 @@ void tx_standard(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
     json_t *m, *n;
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         if ((n = tx_standard_form(ctx, m)) != NULL)
             json_array_set_new(messages, i, n);
     }
@@ -287,8 +286,7 @@ void tx_interruptions(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         if (!tx_interrupted(ctx, m))
             continue;
         json_t *n = tx_interrupted_as(ctx, m);
@@ -303,8 +301,7 @@ void tx_timestamps(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         int64_t ms = msg_timestamp_ms(json_object_get(m, "timestamp")); /* s or ms, as stored */
         json_t *content = json_object_get(m, "content");
         if (ms < 0 || !json_is_string(content) || tx_is_system(m))
@@ -343,8 +340,7 @@ void tx_user_context(struct tx_ctx *ctx, json_t *messages)
         return;
     char *line = xasprintf("What is known about the user:%s%s", ctx->user_id ? " id: " : "",
                            ctx->user_id ? ctx->user_id : "");
-    json_object_foreach(ctx->user_info, key, v)
-    {
+    json_object_foreach(ctx->user_info, key, v) {
         char *val = json_is_string(v) ? xstrdup(json_string_value(v)) : jtext_dump(v, NULL);
         char *n = xasprintf("%s; %s: %s", line, key, val ? val : "");
         free(val);
@@ -362,8 +358,7 @@ void tx_drop_sources(struct tx_ctx *ctx, json_t *messages)
 {
     size_t i;
     json_t *m, *keep = json_array();
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         if (tx_listed_in(&ctx->prof->drop_sources, json_string_value(msg_voice(m, "source"))))
             ctx->dropped++;
         else
@@ -391,8 +386,7 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
     size_t i;
     json_t *m, *keep = json_array();
     (void)ctx;
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         size_t n = json_array_size(keep);
         json_t *last = n ? json_array_get(keep, n - 1) : NULL;
         if (!tx_mergeable(last, m)) {
@@ -469,8 +463,7 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
         return;
     }
     json_t *m, *keep = json_array();
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         if (i < from && !info[i].system)
             ctx->trimmed++;
         else
@@ -487,8 +480,7 @@ void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
     size_t at = tx_after_system(messages), i, used = 0;
     size_t budget = (size_t)ctx->prof->memory_budget;
     json_t *m;
-    json_array_foreach(ctx->inject, i, m)
-    {
+    json_array_foreach(ctx->inject, i, m) {
         size_t cost = tx_tokens(m);
         if (used + cost > budget)
             continue; /* a smaller one further on may still fit */

@@ -29,8 +29,8 @@
 #ifndef MEMPROXY_TX_H
 #define MEMPROXY_TX_H
 
-#include "config/cfg.h"
 #include "base/jmemo.h"
+#include "config/cfg.h"
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,23 +1,23 @@
 #include "proxy/chat/chat.h"
-#include "memory/cache.h"
-#include "base/msg.h"
 
-#include "proxy/chat/chatreq.h"
-#include "proxy/jobs/embedder.h"
 #include "base/jmemo.h"
 #include "base/log.h"
-#include "proxy/chat/lookup.h"
+#include "base/msg.h"
+#include "base/util.h"
+#include "memory/cache.h"
 #include "memory/memory.h"
 #include "memory/recall.h"
+#include "proxy/chat/chatreq.h"
+#include "proxy/chat/lookup.h"
 #include "proxy/chat/relay.h"
 #include "proxy/chat/reply.h"
+#include "proxy/chat/session.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
-#include "proxy/chat/session.h"
+#include "proxy/jobs/embedder.h"
 #include "proxy/jobs/summarizer.h"
-#include "transforms/tx.h"
 #include "proxy/upstream/upstream.h"
-#include "base/util.h"
+#include "transforms/tx.h"
 
 #include <event2/keyvalq_struct.h>
 #include <string.h>
@@ -27,7 +27,7 @@ struct chat {
     struct chatreq creq;
     struct reply *reply;
     struct memory_rec *rec; /* NULL: the request names no session */
-    int record_pending;        /* the request is still to be recorded (after the transfer starts) */
+    int record_pending;     /* the request is still to be recorded (after the transfer starts) */
     struct relay *relay;    /* while its end waits for a commit */
     const struct cfg_profile *prof;
     const char *tenant; /* the client key's (the config's string) */
@@ -265,8 +265,7 @@ static void chat_hold_history(struct chat *c, json_t *history)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(history, i, m)
-    {
+    json_array_foreach(history, i, m) {
         if (jmemo_find(c->w->memo, m) == NULL)
             jmemo_hold(c->w->memo, m, tx_tokens(m) * TX_CHARS_PER_TOKEN + CHAT_TURN_FIELDS);
     }
@@ -287,11 +286,15 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
         json_array_extend(out, c->creq.messages);
         return out;
     }
-    json_array_foreach(c->creq.messages, i, m) if (msg_role_is_system(msg_role(m))) json_array_append(out, m);
+    json_array_foreach(c->creq.messages, i, m)
+        if (msg_role_is_system(msg_role(m)))
+            json_array_append(out, m);
     chat_hold_history(c, history);
     json_array_extend(out, history);
     *history_n = json_array_size(history);
-    json_array_foreach(c->creq.messages, i, m) if (!msg_role_is_system(msg_role(m))) json_array_append(out, m);
+    json_array_foreach(c->creq.messages, i, m)
+        if (!msg_role_is_system(msg_role(m)))
+            json_array_append(out, m);
     return out;
 }
 

@@ -1,10 +1,10 @@
 #include "proxy/chat/forward.h"
 
 #include "base/jtext.h"
+#include "base/util.h"
 #include "proxy/chat/relay.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
-#include "base/util.h"
 
 #include <jansson.h>
 
@@ -19,7 +19,8 @@ static void forward_on_complete(void *arg, struct relay *r, const char *body, si
 static const struct relay_hooks forward_hooks = {.on_complete = forward_on_complete};
 
 /* The body must be a JSON object: the upstream would refuse anything else less clearly. */
-static int forward_check_body(const struct worker *w, const struct request_ctx *rc, struct apierr *e)
+static int forward_check_body(const struct worker *w, const struct request_ctx *rc,
+                              struct apierr *e)
 {
     if (rc->body == NULL) {
         apierr_set(e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");

@@ -1,11 +1,11 @@
 #include "proxy/chat/lookup.h"
 
-#include "proxy/upstream/fetch.h"
 #include "base/log.h"
-#include "proxy/http/metrics.h"
-#include "memory/recall.h"
-#include "proxy/http/worker.h"
 #include "base/util.h"
+#include "memory/recall.h"
+#include "proxy/http/metrics.h"
+#include "proxy/http/worker.h"
+#include "proxy/upstream/fetch.h"
 
 #include <string.h>
 

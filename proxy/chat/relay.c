@@ -1,11 +1,11 @@
 #include "proxy/chat/relay.h"
 
-#include "proxy/http/conn.h"
 #include "base/log.h"
+#include "base/util.h"
+#include "proxy/http/conn.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
 #include "proxy/upstream/upstream.h"
-#include "base/util.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

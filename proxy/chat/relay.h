@@ -23,10 +23,10 @@
 #ifndef MEMPROXY_RELAY_H
 #define MEMPROXY_RELAY_H
 
-#include "proxy/http/apierr.h"
 #include "config/cfg.h"
-#include "proxy/http/metrics.h"
 #include "proxy/chat/sse.h"
+#include "proxy/http/apierr.h"
+#include "proxy/http/metrics.h"
 
 #include <event2/http.h>
 #include <stddef.h>

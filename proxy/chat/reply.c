@@ -1,8 +1,8 @@
 #include "proxy/chat/reply.h"
 
-#include "proxy/chat/chunkscan.h"
 #include "base/jtext.h"
 #include "base/util.h"
+#include "proxy/chat/chunkscan.h"
 
 #include <string.h>
 
@@ -112,8 +112,7 @@ static void reply_add_tool_calls(struct reply *r, json_t *calls)
 {
     size_t i;
     json_t *call;
-    json_array_foreach(calls, i, call)
-    {
+    json_array_foreach(calls, i, call) {
         json_t *slot = reply_tool_slot(r, call);
         if (slot == NULL)
             continue;

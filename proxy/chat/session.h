@@ -17,9 +17,9 @@
 #ifndef MEMPROXY_SESSION_H
 #define MEMPROXY_SESSION_H
 
-#include "proxy/http/apierr.h"
-#include "config/cfg.h"
 #include "base/util.h"
+#include "config/cfg.h"
+#include "proxy/http/apierr.h"
 
 #include <jansson.h>
 

@@ -1,7 +1,7 @@
 #include "proxy/http/metrics.h"
 
-#include "memory/memory.h"
 #include "base/util.h"
+#include "memory/memory.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

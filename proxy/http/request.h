@@ -33,7 +33,7 @@ struct request_ctx {
  * else body_profile (may be NULL), else the default. NULL and *e set when the name is unknown.
  */
 const struct cfg_profile *request_profile(const struct cfg *cfg, struct evhttp_request *req,
-                                         const struct request_ctx *rc, const char *body_profile,
-                                         struct apierr *e);
+                                          const struct request_ctx *rc, const char *body_profile,
+                                          struct apierr *e);
 
 #endif

@@ -1,7 +1,7 @@
 #include "proxy/http/respond.h"
 
-#include "proxy/http/worker.h"
 #include "base/util.h"
+#include "proxy/http/worker.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>

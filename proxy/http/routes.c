@@ -1,15 +1,15 @@
 #include "proxy/http/routes.h"
 
-#include "proxy/http/auth.h"
+#include "base/util.h"
+#include "memory/memory.h"
 #include "proxy/chat/chat.h"
 #include "proxy/chat/forward.h"
-#include "memory/memory.h"
+#include "proxy/http/auth.h"
 #include "proxy/http/metrics.h"
-#include "proxy/rest/notify.h"
 #include "proxy/http/respond.h"
-#include "proxy/rest/rest.h"
 #include "proxy/http/worker.h"
-#include "base/util.h"
+#include "proxy/rest/notify.h"
+#include "proxy/rest/rest.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>

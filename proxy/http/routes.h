@@ -9,7 +9,6 @@
 #ifndef MEMPROXY_ROUTES_H
 #define MEMPROXY_ROUTES_H
 
-
 #include <event2/http.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -2,19 +2,19 @@
 
 #include "proxy/http/worker.h"
 
-#include "proxy/http/conn.h"
-#include "proxy/jobs/hook.h"
 #include "base/jmemo.h"
-#include "proxy/jobs/lifecycle.h"
 #include "base/log.h"
-#include "memory/memory.h"
-#include "proxy/http/metrics.h"
-#include "proxy/chat/relay.h"
-#include "proxy/http/routes.h"
-#include "proxy/jobs/summarizer.h"
-#include "proxy/jobs/embedder.h"
-#include "proxy/upstream/upstream.h"
 #include "base/util.h"
+#include "memory/memory.h"
+#include "proxy/chat/relay.h"
+#include "proxy/http/conn.h"
+#include "proxy/http/metrics.h"
+#include "proxy/http/routes.h"
+#include "proxy/jobs/embedder.h"
+#include "proxy/jobs/hook.h"
+#include "proxy/jobs/lifecycle.h"
+#include "proxy/jobs/summarizer.h"
+#include "proxy/upstream/upstream.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

@@ -22,7 +22,6 @@
 struct memory;
 struct server;
 
-
 /* Bind the listening socket and set up the workers (not started), each with a reader of mem.
  * NULL and *err on failure. */
 struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err);

@@ -53,9 +53,9 @@ struct worker {
     struct embedder *embedder;
     struct metrics *const *all_metrics; /* every worker's, nworkers of them, for a scrape */
     size_t nworkers;
-    size_t active;                /* relays in flight */
-    size_t sending;               /* responses handed to evhttp, not yet fully written */
-    size_t held;                  /* other work the loop must finish first (worker_hold) */
+    size_t active;  /* relays in flight */
+    size_t sending; /* responses handed to evhttp, not yet fully written */
+    size_t held;    /* other work the loop must finish first (worker_hold) */
     int draining;
     int forced;                /* the drain deadline passed: the loop ends whatever is held */
     int64_t date_sec;          /* the second date was made for (respond_date) */

@@ -1,13 +1,13 @@
 #include "proxy/jobs/embedder.h"
 
-#include "proxy/upstream/fetch.h"
 #include "base/log.h"
-#include "proxy/http/metrics.h"
+#include "base/util.h"
 #include "memory/memory.h"
 #include "memory/recall.h"
+#include "proxy/http/metrics.h"
 #include "proxy/http/worker.h"
 #include "proxy/jobs/task.h"
-#include "base/util.h"
+#include "proxy/upstream/fetch.h"
 
 #include <string.h>
 
@@ -45,8 +45,7 @@ static void embedder_store(struct embedder *e, const float *vecs, size_t dim, co
     int64_t now = util_wall_ms();
     enum metrics_embed outcome = vecs ? METRICS_EMBED_STORED : METRICS_EMBED_FAILED;
     json_t *row;
-    json_array_foreach(e->rows, i, row)
-    {
+    json_array_foreach(e->rows, i, row) {
         json_int_t tries = json_integer_value(json_object_get(row, "attempts")) + 1;
         out[i] = (struct memory_embedding){.sid = json_integer_value(json_object_get(row, "sid")),
                                            .seq = json_integer_value(json_object_get(row, "seq")),
@@ -99,8 +98,7 @@ static void embedder_start(struct embedder *e, json_t *due)
     json_t *row;
     e->prof = cfg_profile_find(e->w->cfg, pname, strlen(pname));
     e->rows = json_array();
-    json_array_foreach(due, i, row)
-    {
+    json_array_foreach(due, i, row) {
         if (strcmp(json_string_value(json_object_get(row, "profile")), pname) != 0)
             continue;
         texts[n++] = json_string_value(json_object_get(row, "text"));

@@ -1,13 +1,13 @@
 #include "proxy/jobs/hook.h"
 
 #include "base/log.h"
+#include "base/util.h"
 #include "memory/memory.h"
 #include "proxy/http/metrics.h"
 #include "proxy/http/worker.h"
 #include "proxy/jobs/task.h"
-#include "proxy/upstream/upstream.h"
-#include "base/util.h"
 #include "proxy/jobs/webhook.h"
+#include "proxy/upstream/upstream.h"
 
 #include <event2/event.h>
 #include <openssl/rand.h>
@@ -211,8 +211,7 @@ static void hook_poll(void *arg)
     int64_t now = util_wall_ms();
     json_t *due = memory_outbox_due(h->w->reader, now, 2 * HOOK_MAX_INFLIGHT), *row;
     size_t i;
-    json_array_foreach(due, i, row)
-    {
+    json_array_foreach(due, i, row) {
         if (h->ninflight == HOOK_MAX_INFLIGHT)
             break;
         if (!hook_is_inflight(h, json_integer_value(json_object_get(row, "id"))))

@@ -1,11 +1,11 @@
 #include "proxy/jobs/lifecycle.h"
 
-#include "proxy/jobs/hook.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "proxy/http/worker.h"
+#include "proxy/jobs/hook.h"
 #include "proxy/jobs/summarizer.h"
 #include "proxy/jobs/task.h"
-#include "base/util.h"
 
 #include <string.h>
 
@@ -73,8 +73,7 @@ static void lifecycle_sweep(void *arg)
     int64_t before = util_wall_ms() - w->cfg->idle_timeout_ms - lc->every_ms;
     json_t *idle = memory_idle_sessions(w->reader, before, LIFECYCLE_SWEEP_MAX), *s;
     size_t i;
-    json_array_foreach(idle, i, s)
-    {
+    json_array_foreach(idle, i, s) {
         const char *tenant = json_string_value(json_object_get(s, "tenant"));
         const char *id = json_string_value(json_object_get(s, "id"));
         log_info("session %s: idle for %lds, stopping", id, w->cfg->idle_timeout_ms / 1000);

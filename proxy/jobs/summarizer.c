@@ -1,15 +1,15 @@
 #include "proxy/jobs/summarizer.h"
 
-#include "proxy/upstream/fetch.h"
-#include "proxy/jobs/hook.h"
-#include "proxy/jobs/summary.h"
 #include "base/jtext.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "memory/memory.h"
 #include "proxy/http/worker.h"
+#include "proxy/jobs/hook.h"
+#include "proxy/jobs/summary.h"
 #include "proxy/jobs/task.h"
+#include "proxy/upstream/fetch.h"
 #include "proxy/upstream/upstream.h"
-#include "base/util.h"
 
 #include <event2/event.h>
 #include <string.h>
@@ -122,7 +122,8 @@ static void summarizer_answered(void *arg, long status, const char *body, size_t
     summarizer_finish(j, mem);
 }
 
-/* The model to ask: the profile's summarizer_model, its model, else "" (summarizer_request picks). */
+/* The model to ask: the profile's summarizer_model, its model, else "" (summarizer_request picks).
+ */
 static const char *summarizer_model(const struct cfg_profile *p)
 {
     return *p->summarizer_model ? p->summarizer_model : p->model;
@@ -193,8 +194,7 @@ static void summarizer_start_rows(struct summarizer *s, json_t *rows)
 {
     json_t *row;
     size_t i;
-    json_array_foreach(rows, i, row)
-    {
+    json_array_foreach(rows, i, row) {
         if (s->ninflight == SUMMARIZER_MAX_INFLIGHT)
             break;
         if (!summarizer_is_inflight(s, json_string_value(json_object_get(row, "tenant")),

@@ -1,8 +1,8 @@
 #include "proxy/jobs/summary.h"
 
 #include "base/jtext.h"
-#include "memory/snapshot.h"
 #include "base/util.h"
+#include "memory/snapshot.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -39,8 +39,7 @@ static char *summary_known(const char *previous, json_t *facts)
     char *out = xasprintf("Earlier summary: %s\n", previous ? previous : "(none)");
     json_t *f;
     size_t i;
-    json_array_foreach(facts, i, f)
-    {
+    json_array_foreach(facts, i, f) {
         char *n = xasprintf("%s%s%s %s: %s\n", out, i == 0 ? "Known facts:\n" : "",
                             json_string_value(json_object_get(f, "category")),
                             json_string_value(json_object_get(f, "key")),

@@ -1,10 +1,10 @@
 #include "proxy/rest/deliveries.h"
 
-#include "proxy/jobs/hook.h"
-#include "memory/memory.h"
-#include "proxy/rest/restio.h"
-#include "proxy/http/worker.h"
 #include "base/util.h"
+#include "memory/memory.h"
+#include "proxy/http/worker.h"
+#include "proxy/jobs/hook.h"
+#include "proxy/rest/restio.h"
 
 #include <event2/keyvalq_struct.h>
 #include <string.h>
@@ -30,14 +30,14 @@ static void deliveries_list(struct worker *w, struct evhttp_request *req, const 
     long long before = restio_cursor(q);
     if (limit < 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "limit",
-                   "limit must be a whole number from 1 to 1000");
+                     "limit must be a whole number from 1 to 1000");
     } else if (status != NULL && strcmp(status, "pending") != 0 &&
                strcmp(status, "delivered") != 0 && strcmp(status, "failed") != 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "status",
-                   "status must be pending, delivered or failed");
+                     "status must be pending, delivered or failed");
     } else if (before < 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "cursor",
-                   "cursor must be the next value of a previous page");
+                     "cursor must be the next value of a previous page");
     } else {
         json_t *page =
             memory_deliveries(w->reader, tenant, status, sid, NULL, before, (size_t)limit);

@@ -1,12 +1,12 @@
 #include "proxy/rest/notify.h"
 
-#include "proxy/jobs/lifecycle.h"
+#include "base/util.h"
 #include "memory/memory.h"
 #include "proxy/http/respond.h"
-#include "proxy/rest/restio.h"
 #include "proxy/http/worker.h"
-#include "base/util.h"
+#include "proxy/jobs/lifecycle.h"
 #include "proxy/jobs/webhook.h"
+#include "proxy/rest/restio.h"
 
 #include <event2/keyvalq_struct.h>
 #include <string.h>
@@ -63,10 +63,10 @@ void notify_handle(struct worker *w, struct evhttp_request *req, const struct re
         restio_method(w, req, "POST");
     } else if (*secret == '\0') {
         restio_error(w, req, APIERR_FORBIDDEN, NULL,
-                   "Agora notifications are off: set notifications.agora_secret");
+                     "Agora notifications are off: set notifications.agora_secret");
     } else if (!webhook_verify(secret, rc->body ? rc->body : "", rc->body_len, sig)) {
         restio_error(w, req, APIERR_BAD_SIGNATURE, "Agora-Signature-V2",
-                   "Agora-Signature-V2 is missing or does not match the body");
+                     "Agora-Signature-V2 is missing or does not match the body");
     } else if (webhook_parse_notice(rc->body ? rc->body : "", rc->body_len,
                                     w->cfg->agora_session_field, &n, why, sizeof(why)) != 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);

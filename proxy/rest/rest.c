@@ -1,17 +1,17 @@
 #include "proxy/rest/rest.h"
 
-#include "proxy/rest/deliveries.h"
-#include "proxy/rest/restio.h"
-#include "memory/history.h"
-#include "memory/snapshot.h"
 #include "base/jtext.h"
-#include "proxy/jobs/lifecycle.h"
+#include "base/util.h"
+#include "memory/history.h"
 #include "memory/memory.h"
+#include "memory/snapshot.h"
+#include "proxy/chat/session.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
-#include "proxy/chat/session.h"
+#include "proxy/jobs/lifecycle.h"
+#include "proxy/rest/deliveries.h"
+#include "proxy/rest/restio.h"
 #include "proxy/rest/users.h"
-#include "base/util.h"
 
 #include <ctype.h>
 #include <event2/buffer.h>
@@ -80,8 +80,7 @@ static void rest_history_text(struct worker *w, struct evhttp_request *req, json
     struct evbuffer *out = evbuffer_new();
     size_t i;
     json_t *t;
-    json_array_foreach(turns, i, t)
-    {
+    json_array_foreach(turns, i, t) {
         char role[16] = "";
         snprintf(role, sizeof(role), "%s", json_string_value(json_object_get(t, "role")));
         for (char *r = role; *r; r++)
@@ -102,13 +101,13 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
         format = "standard";
     if (limit < 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "limit",
-                   "limit must be a whole number from 1 to 100000");
+                     "limit must be a whole number from 1 to 100000");
         return;
     }
     if (strcmp(format, "full") != 0 && strcmp(format, "standard") != 0 &&
         strcmp(format, "text") != 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "format",
-                   "format must be full, standard or text");
+                     "format must be full, standard or text");
         return;
     }
     json_t *sess = memory_session(w->reader, tenant, id);
@@ -206,7 +205,7 @@ static void rest_answer_imported(struct worker *w, struct evhttp_request *req, i
     json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
     if (sess == NULL)
         restio_error(w, req, APIERR_CONFLICT, "session.id",
-                   "a session with this id was created meanwhile");
+                     "a session with this id was created meanwhile");
     else
         restio_json(w, req, 201, rest_session_view(sess));
 }
@@ -223,7 +222,7 @@ static void rest_change(struct worker *w, struct evhttp_request *req, const char
         return;
     }
     void *p = restio_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
-                        tenant, id);
+                          tenant, id);
     if (what == MEMORY_STOP)
         lifecycle_stop(w, tenant, id, json_string_value(json_object_get(sess, "profile")), 0,
                        restio_waited, p);
@@ -251,8 +250,7 @@ static json_t *rest_runtime(json_t *body, struct apierr *e)
     }
     if (sm != NULL) /* absent: the session's are kept */
         json_object_set_new(out, "system_messages", json_array());
-    json_array_foreach(sm, i, m)
-    {
+    json_array_foreach(sm, i, m) {
         json_t *c = json_is_string(m) ? m : json_object_get(m, "content");
         if (!json_is_string(c) || json_string_length(c) > REST_MAX_RUNTIME_SZ) {
             apierr_set(e, APIERR_INVALID_REQUEST, "properties.llm.system_messages",
@@ -286,8 +284,7 @@ static json_t *rest_patch(json_t *body, struct apierr *e)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(body, key, v)
-    {
+    json_object_foreach(body, key, v) {
         int obj = strcmp(key, "labels") == 0 || strcmp(key, "metadata") == 0;
         int user = strcmp(key, "user_id") == 0;
         if ((obj && json_is_object(v)) ||
@@ -336,7 +333,7 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
     else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
         restio_error(w, req, APIERR_CONFLICT, "session.id",
-                   "a session with this id exists; delete it first to restore the snapshot");
+                     "a session with this id exists; delete it first to restore the snapshot");
     else
         memory_import(w->mem, rc->tenant, snap, w->base, restio_waited,
                       restio_wait(w, req, rest_answer_imported, rc->tenant, id));
@@ -391,7 +388,7 @@ static void rest_sessions(struct worker *w, struct evhttp_request *req, const ch
     struct rest_path p;
     if (rest_parse(path, len, &p) != 0) {
         restio_error(w, req, APIERR_NOT_FOUND, NULL,
-                   "no session with this id (ids are 1 to 256 bytes without control characters)");
+                     "no session with this id (ids are 1 to 256 bytes without control characters)");
     } else if (p.id == NULL) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
             rest_list(w, req, rc->tenant, q);

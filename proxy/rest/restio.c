@@ -17,9 +17,8 @@ struct restio_waiting {
     char *scope, *id; /* copies of what restio_wait was given */
 };
 
-
 void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
-                const char *param, const char *msg)
+                  const char *param, const char *msg)
 {
     struct apierr e;
     apierr_set(&e, kind, param, "%s", msg);
@@ -43,7 +42,7 @@ json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct r
         return b;
     json_decref(b);
     restio_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
-               "the body must be a JSON object");
+                 "the body must be a JSON object");
     return NULL;
 }
 
@@ -94,8 +93,8 @@ char *restio_id(const char *s, size_t len)
     return id;
 }
 
-void *restio_wait(struct worker *w, struct evhttp_request *req, restio_answer_fn answer, const char *scope,
-                  const char *id)
+void *restio_wait(struct worker *w, struct evhttp_request *req, restio_answer_fn answer,
+                  const char *scope, const char *id)
 {
     struct restio_waiting *p = xcalloc(1, sizeof(*p));
     *p = (struct restio_waiting){.w = w, .req = req, .answer = answer};

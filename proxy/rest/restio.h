@@ -20,7 +20,7 @@ struct evkeyvalq;
 struct worker;
 
 void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
-                const char *param, const char *msg);
+                  const char *param, const char *msg);
 /* Send body (taken) as JSON with status. */
 void restio_json(struct worker *w, struct evhttp_request *req, int status, json_t *body);
 /* The request body as a JSON object, or NULL with the error sent. */

@@ -1,11 +1,11 @@
 #include "proxy/rest/users.h"
 
-#include "memory/memory.h"
-#include "proxy/http/respond.h"
-#include "proxy/rest/restio.h"
-#include "memory/snapshot.h"
-#include "proxy/http/worker.h"
 #include "base/util.h"
+#include "memory/memory.h"
+#include "memory/snapshot.h"
+#include "proxy/http/respond.h"
+#include "proxy/http/worker.h"
+#include "proxy/rest/restio.h"
 
 #include <string.h>
 
@@ -85,8 +85,8 @@ void users_handle(struct worker *w, struct evhttp_request *req, const char *path
     }
     if (user == NULL) {
         restio_error(w, req, APIERR_NOT_FOUND, NULL,
-                   "no route for this path (user ids are 1 to 256 bytes without control "
-                   "characters)");
+                     "no route for this path (user ids are 1 to 256 bytes without control "
+                     "characters)");
     } else if (slash == NULL) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_DELETE)
             users_change(w, req, rc->tenant, user, MEMORY_USER_ERASE, NULL);

@@ -5,9 +5,9 @@
  * chatreq_parse() checks while reading (jtext_load_nested) with the pre-scan on every input
  * the reader accepts.
  */
-#include "proxy/chat/chatreq.h"
-#include "fuzz.h"
 #include "base/jtext.h"
+#include "fuzz.h"
+#include "proxy/chat/chatreq.h"
 
 #include <stdlib.h>
 

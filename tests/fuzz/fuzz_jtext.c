@@ -13,9 +13,9 @@
  * copies the texts the memo learned of the objects it holds, writes jtext_dump()'s bytes
  * (twice: once learning them, once copying them).
  */
-#include "fuzz.h"
 #include "base/jmemo.h"
 #include "base/jtext.h"
+#include "fuzz.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * parsing never fails on an object with an integer eventType, every id it returns is a usable
  * id, and signature checks of arbitrary headers never crash.
  */
-#include "fuzz.h"
 #include "base/util.h"
+#include "fuzz.h"
 #include "proxy/jobs/webhook.h"
 
 #include <jansson.h>

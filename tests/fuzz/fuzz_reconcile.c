@@ -9,8 +9,8 @@
  * readings kept in a memo (jmemo.h), gives the same result as against the stored turns
  * themselves.
  */
-#include "fuzz.h"
 #include "base/jmemo.h"
+#include "fuzz.h"
 #include "memory/reconcile.h"
 #include "memory/turnlist.h"
 
@@ -20,8 +20,7 @@ static json_t *fuzz_rec_store(json_t *msgs)
 {
     size_t i;
     json_t *m, *store = json_array();
-    json_array_foreach(msgs, i, m)
-    {
+    json_array_foreach(msgs, i, m) {
         json_t *t = reconcile_normalize(m, 1000);
         if (t == NULL)
             continue;
@@ -37,16 +36,15 @@ static void fuzz_rec_apply(json_t *store, struct reconcile_result *r)
     size_t i, j;
     json_t *u, *s;
     json_int_t max = (json_int_t)json_array_size(store);
-    json_array_foreach(r->updates, i, u)
-    {
+    json_array_foreach(r->updates, i, u) {
         json_int_t seq = json_integer_value(json_object_get(u, "seq"));
         if (seq < 1 || seq > max)
             abort();
-        json_array_foreach(store, j, s) if (json_integer_value(json_object_get(s, "seq")) == seq)
-            json_object_update(s, u);
+        json_array_foreach(store, j, s)
+            if (json_integer_value(json_object_get(s, "seq")) == seq)
+                json_object_update(s, u);
     }
-    json_array_foreach(r->inserts, i, s)
-    {
+    json_array_foreach(r->inserts, i, s) {
         if (json_integer_value(json_object_get(s, "seq")) != max + 1 + (json_int_t)i)
             abort();
     }
@@ -56,14 +54,16 @@ static void fuzz_rec_apply(json_t *store, struct reconcile_result *r)
 /* The same reconciliation through a turnlist's views, and with the window read through a
  * memo that holds its messages (the first reading kept with each, the second taken from
  * there; a small memo, so that readings are evicted too), must say the same. */
-static void fuzz_rec_same_by_views(json_t *store, json_t *incoming, const struct reconcile_result *want)
+static void fuzz_rec_same_by_views(json_t *store, json_t *incoming,
+                                   const struct reconcile_result *want)
 {
     static struct jmemo *memo;
     if (memo == NULL)
         memo = jmemo_create(16 * 1024);
     size_t i, n;
     json_t *m;
-    json_array_foreach(incoming, i, m) jmemo_hold(memo, m, 64);
+    json_array_foreach(incoming, i, m)
+        jmemo_hold(memo, m, 64);
     struct turnlist *l = turnlist_create();
     turnlist_set(l, store);
     struct reconcile_view *v = turnlist_views(l, INT64_MIN, &n);

@@ -18,8 +18,7 @@ static void fuzz_check_snapshot(json_t *s)
     size_t i;
     if (id == NULL || *id == '\0' || strlen(id) > 256)
         abort();
-    json_array_foreach(turns, i, t)
-    {
+    json_array_foreach(turns, i, t) {
         json_int_t seq = json_integer_value(json_object_get(t, "seq"));
         if (seq <= last)
             abort();
@@ -33,8 +32,7 @@ static void fuzz_check_memory(json_t *m)
     size_t i;
     if (!json_is_array(facts) || json_array_size(facts) > SNAPSHOT_MAX_FACTS)
         abort();
-    json_array_foreach(facts, i, f)
-    {
+    json_array_foreach(facts, i, f) {
         double c = json_number_value(json_object_get(f, "confidence"));
         if (c < 0 || c > 1 || !json_is_string(json_object_get(f, "value")))
             abort();

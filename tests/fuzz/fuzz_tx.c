@@ -6,8 +6,8 @@
  * using what was learned), the output is the same; the memo lives across inputs and is small,
  * so that it evicts.
  */
-#include "fuzz.h"
 #include "base/jmemo.h"
+#include "fuzz.h"
 #include "transforms/tx.h"
 
 #include <stdlib.h>
@@ -25,7 +25,8 @@ static void fuzz_tx_memo(struct tx_ctx base, json_t *input, json_t *want)
         memo = jmemo_create(16 * 1024);
     size_t i;
     json_t *m;
-    json_array_foreach(input, i, m) jmemo_hold(memo, m, 64);
+    json_array_foreach(input, i, m)
+        jmemo_hold(memo, m, 64);
     for (int round = 0; round < 2; round++) {
         json_t *messages = json_copy(input);
         json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);
@@ -64,13 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     size_t i;
     json_t *m;
-    json_array_foreach(messages, i, m)
-    {
+    json_array_foreach(messages, i, m) {
         const char *key;
         json_t *v;
-        json_object_foreach(m, key, v) if (strcmp(key, "role") && strcmp(key, "content") &&
-                                           strcmp(key, "name") && strcmp(key, "tool_calls") &&
-                                           strcmp(key, "tool_call_id")) abort();
+        json_object_foreach(m, key, v)
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
+                strcmp(key, "tool_calls") && strcmp(key, "tool_call_id"))
+                abort();
     }
     ctx.body = NULL;
     ctx.trimmed = ctx.injected = ctx.dropped = 0;

@@ -4,8 +4,8 @@
  * memproxy used before, and whose result it can no longer free once libevent allocates
  * through jalloc), never write past what it returns, and never grow the input.
  */
-#include "fuzz.h"
 #include "base/util.h"
+#include "fuzz.h"
 
 #include <event2/http.h>
 #include <stdlib.h>

@@ -36,15 +36,15 @@
  * not spend more on a 32-message window than memproxy does (jansson's reader took ~80 us of
  * the mock's CPU per window, and the proxied throughput runs were the mock's, not memproxy's).
  */
+#include <ctype.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <ctype.h>
 #include <getopt.h>
-#include <math.h>
 #include <jansson.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <stdint.h>

@@ -53,7 +53,8 @@ static void test_reads_a_chat_request(void **state)
     const char *keys[] = {"model", "messages", "temperature"}, *k;
     size_t i = 0;
     json_t *v;
-    json_object_foreach(j, k, v) assert_string_equal(k, keys[i++]); /* insertion order */
+    json_object_foreach(j, k, v)
+        assert_string_equal(k, keys[i++]); /* insertion order */
     json_decref(j);
 }
 

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/util.h"
 #include "config/cfg.h"
 #include "config/cfgcheck.h"
-#include "base/util.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "memory/memory.h"
 #include "base/util.h"
+#include "memory/memory.h"
 
 #include <event2/thread.h>
 #include <sqlite3.h>
@@ -327,8 +327,7 @@ static char *working_set(struct env *v, const char *sid)
     char *out = xstrdup("");
     size_t i;
     json_t *t;
-    json_array_foreach(ctx.history, i, t)
-    {
+    json_array_foreach(ctx.history, i, t) {
         char *n = xasprintf("%s%s%s", out, i ? "," : "",
                             json_string_value(json_object_get(t, "content")));
         free(out);

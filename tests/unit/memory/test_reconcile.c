@@ -20,10 +20,8 @@ static void apply(json_t *store, struct reconcile_result *r)
 {
     size_t i, j;
     json_t *u, *s;
-    json_array_foreach(r->updates, i, u)
-    {
-        json_array_foreach(store, j, s)
-        {
+    json_array_foreach(r->updates, i, u) {
+        json_array_foreach(store, j, s) {
             if (json_integer_value(json_object_get(s, "seq")) ==
                 json_integer_value(json_object_get(u, "seq")))
                 json_object_update(s, u);
@@ -67,8 +65,7 @@ static json_t *find(json_t *store, int64_t turn, const char *role, int64_t idx)
     size_t i;
     json_t *s, *hit = NULL;
     int n = 0;
-    json_array_foreach(store, i, s)
-    {
+    json_array_foreach(store, i, s) {
         if (json_integer_value(json_object_get(s, "turn_id")) == turn &&
             strcmp(json_string_value(json_object_get(s, "role")), role) == 0 &&
             json_integer_value(json_object_get(s, "turn_idx")) == idx) {

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "memory/store.h"
 #include "base/util.h"
+#include "memory/store.h"
 
 #include <event2/thread.h>
 #include <pthread.h>

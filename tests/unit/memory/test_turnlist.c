@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "memory/turnlist.h"
 #include "base/util.h"
+#include "memory/turnlist.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,8 +34,7 @@ static char *seqs(json_t *turns)
     char *out = xstrdup("");
     size_t i;
     json_t *t;
-    json_array_foreach(turns, i, t)
-    {
+    json_array_foreach(turns, i, t) {
         char *n = xasprintf("%s%s%lld", out, i ? "," : "",
                             (long long)json_integer_value(json_object_get(t, "seq")));
         free(out);

@@ -18,9 +18,9 @@
 
 #include "base/jmemo.h"
 #include "base/jtext.h"
+#include "base/util.h"
 #include "config/cfgcheck.h"
 #include "transforms/tx.h"
-#include "base/util.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -65,7 +65,8 @@ static void golden_memo(const char *file, struct cfg *cfg, json_t *g)
     struct jmemo *memo = jmemo_create(1024 * 1024);
     json_t *input = json_object_get(g, "input"), *m, *first = NULL;
     size_t i;
-    json_array_foreach(input, i, m) jmemo_hold(memo, m, 64);
+    json_array_foreach(input, i, m)
+        jmemo_hold(memo, m, 64);
     for (int round = 0; round < 2; round++) {
         json_t *messages = json_copy(input);
         json_t *body = json_deep_copy(json_object_get(g, "body"));

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "proxy/chat/sse.h"
 #include "base/util.h"
+#include "proxy/chat/sse.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/util.h"
 #include "proxy/http/apierr.h"
 #include "proxy/http/auth.h"
-#include "base/util.h"
 
 #include <jansson.h>
 #include <string.h>
