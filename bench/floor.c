@@ -21,7 +21,7 @@
  *   one transaction, per request: recording's share of a request's CPU under load, which the
  *   throughput floor (mpbench --commit-us) adds to the two ends' costs.
  *
- * A recorded response's end waits for wake + commit + notify (DESIGN §3, the durability
+ * A recorded response's end waits for wake + commit + notify (docs/design.md §3, the durability
  * promise), on top of the loopback round trip every proxied request costs: the printed
  * "floor" is that sum of medians, the least memproxy could add with recording on here.
  * Output: a Markdown table on stdout.

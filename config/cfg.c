@@ -329,6 +329,7 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
     char *field = (char *)base + o->offset;
     long long v = 0;
     int rc = 0;
+    const char *bad = NULL; /* why text is refused, for the types that know at once */
 
     switch (o->type) {
     case T_STR:
@@ -337,8 +338,10 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
         return 0;
     case T_LEVEL: {
         enum log_level lvl;
-        if (log_level_parse(text, &lvl) != 0)
-            return snprintf(why, whylen, "must be debug, info, warn or error"), -1;
+        if (log_level_parse(text, &lvl) != 0) {
+            bad = "must be debug, info, warn or error";
+            break;
+        }
         free(*(char **)field);
         *(char **)field = xstrdup(text);
         return 0;
@@ -348,15 +351,18 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
             cfg_strlist_add((struct cfg_strlist *)field, text);
         return 0;
     case T_BOOL:
-        if (cfg_parse_bool(text, (int *)field) != 0)
-            return snprintf(why, whylen, "must be true or false"), -1;
-        return 0;
+        if (cfg_parse_bool(text, (int *)field) == 0)
+            return 0;
+        bad = "must be true or false";
+        break;
     case T_FRACTION: {
         char *end = NULL;
         errno = 0;
         double d = strtod(text, &end);
-        if (errno != 0 || end == text || *end != '\0' || !(d >= 0 && d <= 1))
-            return snprintf(why, whylen, "must be a number from 0 to 1"), -1;
+        if (errno != 0 || end == text || *end != '\0' || !(d >= 0 && d <= 1)) {
+            bad = "must be a number from 0 to 1";
+            break;
+        }
         *(double *)field = d;
         return 0;
     }
@@ -374,6 +380,10 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
                  rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
                           : "must be a duration such as 250ms, 30s, 5m or 1h");
         break;
+    }
+    if (bad != NULL) {
+        snprintf(why, whylen, "%s", bad);
+        return -1;
     }
     if (rc != 0)
         return -1;

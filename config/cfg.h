@@ -56,7 +56,7 @@ struct cfg_profile {
     long token_budget;  /* 0 = none */
     long memory_budget; /* tokens inject_memory may add */
     int context_header;
-    int summarize;          /* summaries and facts at stop (DESIGN §10) */
+    int summarize;          /* summaries and facts at stop (docs/design.md §10) */
     char *summarizer_model; /* "" = the profile's model, else the session's last reply's */
     char *summary_prompt;   /* "" = the built-in prompt (memory/summary.h) */
     long summary_wait_ms;   /* a stop's webhook dumps wait this long for the summary */

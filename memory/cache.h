@@ -1,5 +1,5 @@
 /*
- * cache: the exact-match answer cache's key (DESIGN §10). Pure.
+ * cache: the exact-match answer cache's key (docs/design.md §10). Pure.
  *
  * Only a turn that depends on no earlier context may be served from the cache: the messages
  * sent upstream must be system messages and then one user message with text content — no

@@ -343,7 +343,7 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
 
 /* A turn-id window whose newest turn is older than the session's newest: a late request, or
  * an agent restarted under the same session id, whose turn ids begin again. Messages are
- * identified by their turn ids (DESIGN §6), so its messages are taken as the stored ones of
+ * identified by their turn ids (docs/design.md §6), so its messages are taken as the stored ones of
  * those ids and a restarted agent's new turns are not recorded: say so, once a session. */
 static void memory_turn_ids_back(struct memory_rec *rec, struct workset_entry *e,
                                  const struct reconcile_window *w)

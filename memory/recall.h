@@ -1,5 +1,5 @@
 /*
- * recall: tri-hybrid retrieval over a caller's earlier turns (DESIGN §10). Pure: no I/O.
+ * recall: tri-hybrid retrieval over a caller's earlier turns (docs/design.md §10). Pure: no I/O.
  *
  * A lookup starts from candidates the store reads (the caller's latest turns, newest first,
  * each with its embedding when one was made) and picks three legs, merged by message:

@@ -3,7 +3,7 @@
  * turns already stored for the session, and say what to write. Pure: no SQLite, no HTTP.
  *
  * The platform resends a window of the conversation on every request (Agora: the last
- * max_history items). The rules (DESIGN §6):
+ * max_history items). The rules (docs/design.md §6):
  *   - replaying a request writes nothing; a window that slid forward deletes nothing;
  *   - with turn ids (Agora custom mode) a message is (turn_id, role, its index among that
  *     turn's messages of that role); the oldest turn of a window may be cut, so its messages

@@ -605,9 +605,6 @@ static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t s
     case STORE_OP_RUNTIME:
     case STORE_OP_PATCH:
         return sqlite_exec_session_op(st, sid, op);
-    default: /* a global op in a session's batch: a caller's mistake */
-        log_error("store: an operation of no session was queued with session '%s'", b->session_id);
-        return -1;
     case STORE_OP_UPDATE:
     case STORE_OP_REPLACE:
         s = st->stmt[op->kind == STORE_OP_UPDATE ? ST_UPDATE : ST_REPLACE];
@@ -619,6 +616,9 @@ static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t s
         if (op->kind == STORE_OP_REPLACE)
             sqlite_exec_bind_reply(s, op->data);
         break;
+    default: /* a global op in a session's batch: a caller's mistake */
+        log_error("store: an operation of no session was queued with session '%s'", b->session_id);
+        return -1;
     }
     sqlite3_bind_int64(s, 1, sid);
     if (sqlite_exec_step(st->db, s) != 0)

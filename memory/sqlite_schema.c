@@ -91,8 +91,8 @@ static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
                                     "PRAGMA foreign_keys=ON;"
                                     "PRAGMA journal_size_limit=67108864;";
 
-/* Facts (DESIGN §10): one seen again gains confidence, one not seen in a summary pass of its
- * user loses a tenth of it, and one under the floor is forgotten. */
+/* Facts (docs/design.md §10): one seen again gains confidence, one not seen in a summary pass of
+ * its user loses a tenth of it, and one under the floor is forgotten. */
 #define STORE_FACT_BOOST "0.1"
 #define STORE_FACT_DECAY "0.9"
 #define STORE_FACT_FLOOR "0.1"

@@ -1,5 +1,5 @@
 /*
- * tx: the transforms that decide what the model sees (DESIGN §7). Each is a pure function
+ * tx: the transforms that decide what the model sees (docs/design.md §7). Each is a pure function
  * over the message array of the upstream request; a profile lists them in order.
  *
  *   standard          only OpenAI's fields per message (role, content, name, tool_calls,

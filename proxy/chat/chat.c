@@ -338,7 +338,7 @@ static void chat_context_header(struct evhttp_request *req, const size_t *counts
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
 }
 
-/* The upstream body: the request rebuilt by the profile's transforms (DESIGN §7). */
+/* The upstream body: the request rebuilt by the profile's transforms (docs/design.md §7). */
 static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size_t *len)
 {
     const struct cfg_profile *prof = c->prof;

@@ -1,6 +1,6 @@
 /*
- * lookup: the question's embedding for one chat request's retrieval (DESIGN §10), within the
- * profile's time budget (retrieval_timeout).
+ * lookup: the question's embedding for one chat request's retrieval (docs/design.md §10), within
+ * the profile's time budget (retrieval_timeout).
  *
  * lookup_start() starts the request for the embedding (the profile's primary upstream,
  * POST /embeddings, through the worker's curl multi handle: on the wire at the caller's

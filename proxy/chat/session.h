@@ -1,5 +1,5 @@
 /*
- * session: which session and which user a chat request belongs to (DESIGN §5), and the
+ * session: which session and which user a chat request belongs to (docs/design.md §5), and the
  * routing fields to take out of the body before it goes upstream.
  *
  * Session id, first found wins: the X-Session-Id header; ?session_id= in the query; the

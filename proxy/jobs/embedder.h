@@ -1,5 +1,6 @@
 /*
- * embedder: the embeddings of stored turns, for retrieval (DESIGN §10), made off the hot path.
+ * embedder: the embeddings of stored turns, for retrieval (docs/design.md §10), made off the hot
+ * path.
  *
  * Runs on the first worker when a profile has retrieval: true. Turns are queued in the
  * database in the transaction that stores them (memory_rec_params.embed), so none is missed

@@ -1,5 +1,5 @@
 /*
- * hook: delivers the stop-time webhook dumps queued in the store's outbox (DESIGN §9).
+ * hook: delivers the stop-time webhook dumps queued in the store's outbox (docs/design.md §9).
  *
  * One hook runs on one worker (the first): its timer reads the due rows through that
  * worker's reader and POSTs each through the worker's upstream client (libcurl multi on the

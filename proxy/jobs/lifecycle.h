@@ -1,5 +1,5 @@
 /*
- * lifecycle: how a session stops (DESIGN §9). Every stop — the REST call, an Agora
+ * lifecycle: how a session stops (docs/design.md §9). Every stop — the REST call, an Agora
  * notification, the idle timeout — goes through lifecycle_stop(), which asks the store to mark
  * the session STOPPED and, in the same transaction, to queue one dump per webhook that takes
  * the session's tenant; once committed the webhook deliverer is woken. When the session's

@@ -1,5 +1,5 @@
 /*
- * summarizer: long-term memory made at stop (DESIGN §10), off the hot path.
+ * summarizer: long-term memory made at stop (docs/design.md §10), off the hot path.
  *
  * Runs on the first worker when a profile has summarize: true. Its timer (and a wake after
  * every stop) reads the stopped sessions still waiting for their summary, asks the session's

@@ -1,6 +1,6 @@
 /*
- * summary: what memproxy asks the summarizer model, and how it reads the answer (DESIGN §10).
- * Pure: no I/O, unit-tested, and the answer parser (model output is outside input) has a fuzz
+ * summary: what memproxy asks the summarizer model, and how it reads the answer (docs/design.md
+ * §10). Pure: no I/O, unit-tested, and the answer parser (model output is outside input) has a fuzz
  * target.
  *
  * The request is an OpenAI chat body: the profile's prompt as the system message, then one

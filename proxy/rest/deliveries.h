@@ -1,5 +1,5 @@
 /*
- * deliveries: the webhook outbox over REST (DESIGN §9), under an admin key of the tenant.
+ * deliveries: the webhook outbox over REST (docs/design.md §9), under an admin key of the tenant.
  *
  *   GET  /v1/webhooks/deliveries?status=&session_id=&limit=&cursor=   newest first
  *   GET  /v1/webhooks/deliveries/{noticeId}                           one delivery

@@ -1,6 +1,6 @@
 /*
- * notify: POST /v1/notifications/agora — Agora's own notification callbacks (DESIGN §8, §9),
- * so that a session ends when Agora's agent does.
+ * notify: POST /v1/notifications/agora — Agora's own notification callbacks (docs/design.md §8,
+ * §9), so that a session ends when Agora's agent does.
  *
  * Not behind an admin key: Agora signs its callbacks instead. Agora-Signature-V2 must be the
  * HMAC-SHA256 of the raw body keyed with notifications.agora_secret (else 401, nothing

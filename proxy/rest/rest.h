@@ -1,5 +1,5 @@
 /*
- * rest: the REST API over what memproxy recorded (DESIGN §8), for operators and business
+ * rest: the REST API over what memproxy recorded (docs/design.md §8), for operators and business
  * servers. Every call needs an admin key (auth.admin_keys, MEMPROXY_ADMIN_KEY) and sees only
  * its tenant's data; no admin key configured means every call is refused. docs/openapi.yaml
  * describes every route (a test checks the server against it).

@@ -1,5 +1,5 @@
 /*
- * users: the REST routes about a user (DESIGN §8, §10), under an admin key of the tenant:
+ * users: the REST routes about a user (docs/design.md §8, §10), under an admin key of the tenant:
  *
  *   GET    /v1/users/{id}/memory   the user's summary and facts
  *   PUT    /v1/users/{id}/memory   replace them ({"summary": text|null, "facts": [...]})

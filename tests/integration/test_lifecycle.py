@@ -1,4 +1,4 @@
-"""How sessions end and what leaves memproxy when they do (DESIGN §8, §9): the stop-time
+"""How sessions end and what leaves memproxy when they do (docs/design.md §8, §9): the stop-time
 webhook dump (signed, in Agora's shape, at least once, one noticeId across restarts), the idle
 timeout, Agora's notifications, export/import, and erasing a user. A webhook receiver runs in
 this process on 127.0.0.1."""

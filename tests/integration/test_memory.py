@@ -1,4 +1,4 @@
-"""Long-term memory made at stop (DESIGN §10): a summary and facts of the caller from what was
+"""Long-term memory made at stop (docs/design.md §10): a summary and facts of the caller from what was
 said and heard, stored per user, injected into their next sessions, carried by the stop's
 webhook dump; malformed summarizer output stores nothing. The mock upstream plays both the
 voice agent's LLM and the summarizer: the test scripts its reply before each stop."""

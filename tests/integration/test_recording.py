@@ -1,5 +1,5 @@
 """Recording: every turn that passes through memproxy is stored once, with its voice fields,
-and survives a crash (DESIGN §3, §5, §6)."""
+and survives a crash (docs/design.md §3, §5, §6)."""
 import copy
 import http.client
 import json

@@ -1,4 +1,4 @@
-"""The REST API over what memproxy recorded (DESIGN §8): history in Agora's shape, session
+"""The REST API over what memproxy recorded (docs/design.md §8): history in Agora's shape, session
 lifecycle, tenant scoping, and bad input that changes nothing."""
 import json
 import os

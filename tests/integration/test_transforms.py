@@ -1,4 +1,4 @@
-"""What the model sees: profiles, transforms, stored history, memory injection (DESIGN §5, §7).
+"""What the model sees: profiles, transforms, stored history, memory injection (docs/design.md §5, §7).
 The mock upstream records the body it received; these tests read it."""
 import http.client
 import json
