@@ -316,11 +316,10 @@ static void cfg_format_bound(const struct cfg_option *o, long long v, char *out,
 }
 
 /*
- * Store text into the option's field. Returns 0, or -1 with the reason in why.
+ * Store text into the option's field. Returns 0, or -1 with the reason in *why (caller frees).
  * For T_STRLIST a scalar is one item (sequences are added item by item by the caller).
  */
-static int cfg_store(const struct cfg_option *o, void *base, const char *text, char *why,
-                     size_t whylen)
+static int cfg_store(const struct cfg_option *o, void *base, const char *text, char **why)
 {
     static const struct cfg_unit sizes[] = {
         {"B", 1}, {"KiB", KIB}, {"MiB", MIB}, {"GiB", 1024 * MIB}, {"K", KIB}, {"M", MIB}};
@@ -329,7 +328,7 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
     char *field = (char *)base + o->offset;
     long long v = 0;
     int rc = 0;
-    const char *bad = NULL; /* why text is refused, for the types that know at once */
+    const char *bad = NULL; /* why text is refused */
 
     switch (o->type) {
     case T_STR:
@@ -367,31 +366,29 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
         return 0;
     }
     case T_INT:
-        rc = util_parse_ll(text, &v) == 0 ? 0 : -1;
-        snprintf(why, whylen, "must be a whole number");
+        if (util_parse_ll(text, &v) != 0)
+            bad = "must be a whole number";
         break;
     case T_SIZE:
-        rc = cfg_parse_scaled(text, sizes, UTIL_ARRAY_LEN(sizes), 0, &v);
-        snprintf(why, whylen, "must be a size: a number of bytes, or with KiB, MiB or GiB");
+        if (cfg_parse_scaled(text, sizes, UTIL_ARRAY_LEN(sizes), 0, &v) != 0)
+            bad = "must be a size: a number of bytes, or with KiB, MiB or GiB";
         break;
     case T_DURATION:
         rc = cfg_parse_scaled(text, durs, UTIL_ARRAY_LEN(durs), 1, &v);
-        snprintf(why, whylen, "%s",
-                 rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
-                          : "must be a duration such as 250ms, 30s, 5m or 1h");
+        if (rc != 0)
+            bad = rc == -2 ? "needs a unit: ms, s, m or h (e.g. 30s)"
+                           : "must be a duration such as 250ms, 30s, 5m or 1h";
         break;
     }
     if (bad != NULL) {
-        snprintf(why, whylen, "%s", bad);
+        *why = xstrdup(bad);
         return -1;
     }
-    if (rc != 0)
-        return -1;
     if (v < o->min || v > o->max) {
         char lo[32], hi[32];
         cfg_format_bound(o, o->min, lo, sizeof(lo));
         cfg_format_bound(o, o->max, hi, sizeof(hi));
-        snprintf(why, whylen, "is out of range: %s to %s", lo, hi);
+        *why = xasprintf("is out of range: %s to %s", lo, hi);
         return -1;
     }
     *(long *)field = (long)v;
@@ -401,24 +398,26 @@ static int cfg_store(const struct cfg_option *o, void *base, const char *text, c
 /* A list's default is written "a,b,c" (an item given in a file is never split). */
 static void cfg_default_list(const struct cfg_option *o, void *base)
 {
-    char why[128], *copy = xstrdup(o->def), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
-        cfg_store(o, base, t, why, sizeof(why));
+    char *copy = xstrdup(o->def), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        char *why = NULL;
+        cfg_store(o, base, t, &why); /* a list item is never refused */
+        free(why);
+    }
     free(copy);
 }
 
 void cfg_apply_defaults(enum cfg_section section, void *base)
 {
-    char why[128];
+    char *why = NULL;
     for (size_t i = 0; i < UTIL_ARRAY_LEN(cfg_options); i++) {
         const struct cfg_option *o = &cfg_options[i];
         if (o->section != section || o->def == NULL)
             continue;
         if (o->type == T_STRLIST)
             cfg_default_list(o, base);
-        else if (cfg_store(o, base, o->def, why, sizeof(why)) != 0)
-            log_fatal("cfg: the default of %s is out of its bounds",
-                      o->name); /* a programming error */
+        else if (cfg_store(o, base, o->def, &why) != 0) /* a programming error */
+            log_fatal("cfg: the default of %s %s", o->name, why);
     }
 }
 
@@ -534,16 +533,17 @@ static int cfg_walk_map(struct cfg_loader *ld, yaml_node_t *map, const char *pre
 static int cfg_scalar(struct cfg_loader *ld, yaml_node_t *node, const struct cfg_option *o,
                       const char *full, void *base)
 {
-    char *why = NULL, swhy[128];
+    char *why = NULL;
     char *text = cfg_expand_env((const char *)node->data.scalar.value, &why);
     if (text == NULL) {
         cfg_fail(ld, node, full, "%s", why);
         free(why);
         return -1;
     }
-    int rc = cfg_store(o, base, text, swhy, sizeof(swhy));
+    int rc = cfg_store(o, base, text, &why);
     if (rc != 0)
-        cfg_fail(ld, node, full, "'%s' %s", text, swhy);
+        cfg_fail(ld, node, full, "'%s' %s", text, why);
+    free(why);
     free(text);
     return rc;
 }
@@ -714,13 +714,14 @@ struct cfg *cfg_load_text(const char *text, size_t len, const char *name, char *
 int cfg_set(struct cfg *cfg, const char *name, const char *value, const char *origin, char **err)
 {
     const struct cfg_option *o = cfg_option_find(CFG_SEC_TOP, name);
-    char why[128];
+    char *why = NULL;
     if (o == NULL) {
         *err = xasprintf("%s: unknown option %s", origin, name);
         return -1;
     }
-    if (cfg_store(o, cfg, value, why, sizeof(why)) != 0) {
+    if (cfg_store(o, cfg, value, &why) != 0) {
         *err = xasprintf("%s: %s: '%s' %s", origin, name, value, why);
+        free(why);
         return -1;
     }
     return 0;

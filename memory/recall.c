@@ -69,17 +69,17 @@ static size_t recall_vector(json_t *e, float *out)
 
 /* Put data[k] (for input index) into vecs; the first one sets the dimension. */
 static int recall_take(json_t *item, size_t k, size_t n, float *vecs, size_t *dim, char *seen,
-                       float *scratch, char *err, size_t errlen)
+                       float *scratch, char **err)
 {
     json_t *jidx = json_object_get(item, "index");
     json_int_t idx = jidx == NULL ? (json_int_t)k : json_integer_value(jidx);
     if ((jidx != NULL && !json_is_integer(jidx)) || idx < 0 || (size_t)idx >= n || seen[idx]) {
-        snprintf(err, errlen, "data[%zu]: a bad or repeated index", k);
+        *err = xasprintf("data[%zu]: a bad or repeated index", k);
         return -1;
     }
     size_t d = recall_vector(json_object_get(item, "embedding"), scratch);
     if (d == 0 || (*dim != 0 && d != *dim)) {
-        snprintf(err, errlen, "data[%zu]: the embedding is not a vector of the answer's size", k);
+        *err = xasprintf("data[%zu]: the embedding is not a vector of the answer's size", k);
         return -1;
     }
     *dim = d;
@@ -89,7 +89,7 @@ static int recall_take(json_t *item, size_t k, size_t n, float *vecs, size_t *di
 }
 
 int recall_parse_embeddings(const char *body, size_t len, size_t n, float **vecs, size_t *dim,
-                            char *err, size_t errlen)
+                            char **err)
 {
     int rc = -1;
     size_t k;
@@ -100,11 +100,11 @@ int recall_parse_embeddings(const char *body, size_t len, size_t n, float **vecs
     float *scratch = xmalloc(RECALL_MAX_DIM * sizeof(float) + 4);
     *dim = 0;
     if (n == 0 || n > RECALL_MAX_INPUTS || !json_is_array(data) || json_array_size(data) != n) {
-        snprintf(err, errlen, "the answer is not a list of %zu embeddings", n);
+        *err = xasprintf("the answer is not a list of %zu embeddings", n);
         goto out;
     }
     json_array_foreach(data, k, item) {
-        if (recall_take(item, k, n, all, dim, seen, scratch, err, errlen) != 0)
+        if (recall_take(item, k, n, all, dim, seen, scratch, err) != 0)
             goto out;
     }
     *vecs = xmalloc(n * *dim * sizeof(float));

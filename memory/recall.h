@@ -35,10 +35,10 @@ json_t *recall_embed_request(const char *model, const char *const *texts, size_t
 /*
  * Read an /v1/embeddings answer that must hold n vectors of one dimension ({data: [{index,
  * embedding}]}, the embedding an array of numbers or base64 float32). 0 with *vecs (n * *dim
- * floats, row i for input i; caller frees) or -1 with the reason in err.
+ * floats, row i for input i; caller frees) or -1 with the reason in *err (caller frees).
  */
 int recall_parse_embeddings(const char *body, size_t len, size_t n, float **vecs, size_t *dim,
-                            char *err, size_t errlen);
+                            char **err);
 
 /* Cosine similarity; 0 when either vector is zero. */
 double recall_cosine(const float *a, const float *b, size_t dim);

@@ -66,14 +66,13 @@ static const struct snapshot_field snapshot_turn[] = {
 
 static const char *const snapshot_roles[] = {"system", "developer", "user", "assistant", "tool"};
 
-static int snapshot_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int snapshot_fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int snapshot_fail(char *err, size_t errlen, const char *fmt, ...)
+static int snapshot_fail(char **err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    *err = xvasprintf(fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -103,24 +102,24 @@ static int snapshot_kind_ok(json_t *v, unsigned kinds)
 
 /* Every key known and of its kind, every required key present. */
 static int snapshot_fields(json_t *obj, const struct snapshot_field *f, size_t n, const char *where,
-                           char *err, size_t errlen)
+                           char **err)
 {
     const char *key;
     json_t *v;
     if (!json_is_object(obj))
-        return snapshot_fail(err, errlen, "%s must be an object", where);
+        return snapshot_fail(err, "%s must be an object", where);
     json_object_foreach(obj, key, v) {
         size_t i = 0;
         while (i < n && strcmp(f[i].name, key) != 0)
             i++;
         if (i == n)
-            return snapshot_fail(err, errlen, "%s.%.64s is not a known field", where, key);
+            return snapshot_fail(err, "%s.%.64s is not a known field", where, key);
         if (!snapshot_kind_ok(v, f[i].kinds))
-            return snapshot_fail(err, errlen, "%s.%s has the wrong type or value", where, key);
+            return snapshot_fail(err, "%s.%s has the wrong type or value", where, key);
     }
     for (size_t i = 0; i < n; i++) {
         if (f[i].required && json_object_get(obj, f[i].name) == NULL)
-            return snapshot_fail(err, errlen, "%s.%s is missing", where, f[i].name);
+            return snapshot_fail(err, "%s.%s is missing", where, f[i].name);
     }
     return 0;
 }
@@ -135,7 +134,7 @@ static int snapshot_role_ok(const char *role)
 }
 
 /* Turns in increasing seq order, each (turn_id, role, turn_idx) once. */
-static int snapshot_turns(json_t *turns, char *err, size_t errlen)
+static int snapshot_turns(json_t *turns, char **err)
 {
     json_t *seen = json_object(), *t;
     json_int_t last = 0;
@@ -144,24 +143,24 @@ static int snapshot_turns(json_t *turns, char *err, size_t errlen)
     json_array_foreach(turns, i, t) {
         char where[48], key[96];
         snprintf(where, sizeof(where), "turns[%zu]", i);
-        if ((rc = snapshot_fields(t, snapshot_turn, UTIL_ARRAY_LEN(snapshot_turn), where, err,
-                                  errlen)) != 0)
+        if ((rc = snapshot_fields(t, snapshot_turn, UTIL_ARRAY_LEN(snapshot_turn), where, err)) !=
+            0)
             break;
         json_int_t seq = json_integer_value(json_object_get(t, "seq"));
         const char *role = json_string_value(json_object_get(t, "role"));
         if (seq <= last) {
-            rc = snapshot_fail(err, errlen, "%s.seq must be above the previous turn's", where);
+            rc = snapshot_fail(err, "%s.seq must be above the previous turn's", where);
             break;
         }
         if (!snapshot_role_ok(role)) {
-            rc = snapshot_fail(err, errlen, "%s.role is not a known role", where);
+            rc = snapshot_fail(err, "%s.role is not a known role", where);
             break;
         }
         snprintf(key, sizeof(key), "%" JSON_INTEGER_FORMAT "/%s/%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(t, "turn_id")), role,
                  json_integer_value(json_object_get(t, "turn_idx")));
         if (json_object_get(seen, key) != NULL) {
-            rc = snapshot_fail(err, errlen, "%s repeats turn_id, role and turn_idx", where);
+            rc = snapshot_fail(err, "%s repeats turn_id, role and turn_idx", where);
             break;
         }
         json_object_set_new(seen, key, json_true());
@@ -171,27 +170,26 @@ static int snapshot_turns(json_t *turns, char *err, size_t errlen)
     return rc;
 }
 
-int snapshot_check(json_t *snap, char *err, size_t errlen)
+int snapshot_check(json_t *snap, char **err)
 {
     const char *format = json_string_value(json_object_get(snap, "format"));
     json_t *sess = json_object_get(snap, "session"), *turns = json_object_get(snap, "turns");
     if (!json_is_object(snap))
-        return snapshot_fail(err, errlen, "the body must be a JSON object");
+        return snapshot_fail(err, "the body must be a JSON object");
     if (json_object_size(snap) != 3 || format == NULL || strcmp(format, SNAPSHOT_FORMAT) != 0)
-        return snapshot_fail(err, errlen,
+        return snapshot_fail(err,
                              "the body must be {\"format\": \"%s\", \"session\", \"turns\"}, "
                              "as GET /v1/sessions/{id}/export gives",
                              SNAPSHOT_FORMAT);
-    if (snapshot_fields(sess, snapshot_session, UTIL_ARRAY_LEN(snapshot_session), "session", err,
-                        errlen) != 0)
+    if (snapshot_fields(sess, snapshot_session, UTIL_ARRAY_LEN(snapshot_session), "session", err) !=
+        0)
         return -1;
     const char *status = json_string_value(json_object_get(sess, "status"));
     if (strcmp(status, "RUNNING") != 0 && strcmp(status, "STOPPED") != 0)
-        return snapshot_fail(err, errlen, "session.status must be RUNNING or STOPPED");
+        return snapshot_fail(err, "session.status must be RUNNING or STOPPED");
     if (!json_is_array(turns) || json_array_size(turns) > SNAPSHOT_MAX_TURNS)
-        return snapshot_fail(err, errlen, "turns must be an array of at most %d turns",
-                             SNAPSHOT_MAX_TURNS);
-    return snapshot_turns(turns, err, errlen);
+        return snapshot_fail(err, "turns must be an array of at most %d turns", SNAPSHOT_MAX_TURNS);
+    return snapshot_turns(turns, err);
 }
 
 static const struct snapshot_field snapshot_fact[] = {
@@ -202,24 +200,24 @@ static const struct snapshot_field snapshot_fact[] = {
 };
 
 /* One fact, checked, as stored; NULL with err set. seen holds "category/key" already met. */
-static json_t *snapshot_fact_one(json_t *f, size_t i, json_t *seen, char *err, size_t errlen)
+static json_t *snapshot_fact_one(json_t *f, size_t i, json_t *seen, char **err)
 {
     char where[32];
     snprintf(where, sizeof(where), "facts[%zu]", i);
-    if (snapshot_fields(f, snapshot_fact, UTIL_ARRAY_LEN(snapshot_fact), where, err, errlen) != 0)
+    if (snapshot_fields(f, snapshot_fact, UTIL_ARRAY_LEN(snapshot_fact), where, err) != 0)
         return NULL;
     json_t *conf = json_object_get(f, "confidence");
     double c = conf ? json_number_value(conf) : 0.5;
     const char *cat = json_string_value(json_object_get(f, "category"));
     const char *key = json_string_value(json_object_get(f, "key"));
     if (c < 0 || c > 1) {
-        snapshot_fail(err, errlen, "%s.confidence must be from 0 to 1", where);
+        snapshot_fail(err, "%s.confidence must be from 0 to 1", where);
         return NULL;
     }
     if (*cat == '\0' || *key == '\0' || strlen(cat) > 128 || strlen(key) > 128 ||
         json_string_length(json_object_get(f, "value")) > 4096) {
-        snapshot_fail(err, errlen,
-                      "%s: category and key must be 1 to 128 bytes, value at most 4096", where);
+        snapshot_fail(err, "%s: category and key must be 1 to 128 bytes, value at most 4096",
+                      where);
         return NULL;
     }
     char *id = xasprintf("%s\x1f%s", cat, key);
@@ -227,19 +225,19 @@ static json_t *snapshot_fact_one(json_t *f, size_t i, json_t *seen, char *err, s
     json_object_set_new(seen, id, json_true());
     free(id);
     if (dup) {
-        snapshot_fail(err, errlen, "%s repeats a category and key", where);
+        snapshot_fail(err, "%s repeats a category and key", where);
         return NULL;
     }
     return json_pack("{s:s, s:s, s:O, s:f}", "category", cat, "key", key, "value",
                      json_object_get(f, "value"), "confidence", c);
 }
 
-static json_t *snapshot_facts(json_t *facts, char *err, size_t errlen)
+static json_t *snapshot_facts(json_t *facts, char **err)
 {
     json_t *out = json_array(), *seen = json_object(), *f;
     size_t i;
     json_array_foreach(facts, i, f) {
-        json_t *one = snapshot_fact_one(f, i, seen, err, errlen);
+        json_t *one = snapshot_fact_one(f, i, seen, err);
         if (one == NULL) {
             json_decref(out);
             out = NULL;
@@ -251,22 +249,22 @@ static json_t *snapshot_facts(json_t *facts, char *err, size_t errlen)
     return out;
 }
 
-json_t *snapshot_user_memory(json_t *body, char *err, size_t errlen)
+json_t *snapshot_user_memory(json_t *body, char **err)
 {
     static const struct snapshot_field top[] = {{"summary", K_STR | K_NULL, 0},
                                                 {"facts", K_ARR, 0}};
-    if (snapshot_fields(body, top, UTIL_ARRAY_LEN(top), "body", err, errlen) != 0)
+    if (snapshot_fields(body, top, UTIL_ARRAY_LEN(top), "body", err) != 0)
         return NULL;
     json_t *sum = json_object_get(body, "summary"), *facts = json_object_get(body, "facts");
     if (json_string_length(sum) > SNAPSHOT_MAX_SUMMARY) {
-        snapshot_fail(err, errlen, "summary is longer than %d bytes", SNAPSHOT_MAX_SUMMARY);
+        snapshot_fail(err, "summary is longer than %d bytes", SNAPSHOT_MAX_SUMMARY);
         return NULL;
     }
     if (json_array_size(facts) > SNAPSHOT_MAX_FACTS) {
-        snapshot_fail(err, errlen, "facts holds more than %d facts", SNAPSHOT_MAX_FACTS);
+        snapshot_fail(err, "facts holds more than %d facts", SNAPSHOT_MAX_FACTS);
         return NULL;
     }
-    json_t *out_facts = snapshot_facts(facts, err, errlen);
+    json_t *out_facts = snapshot_facts(facts, err);
     if (out_facts == NULL)
         return NULL;
     json_t *out = json_pack("{s:n, s:o}", "summary", "facts", out_facts);

@@ -22,16 +22,17 @@
 #define SNAPSHOT_FORMAT    "memproxy.session.v1"
 #define SNAPSHOT_MAX_TURNS 100000
 
-/* 0 when snap can be imported; -1 with a message naming the field in err. */
-int snapshot_check(json_t *snap, char *err, size_t errlen);
+/* 0 when snap can be imported; -1 with a message naming the field in *err (caller frees). */
+int snapshot_check(json_t *snap, char **err);
 
 /*
  * What PUT /v1/users/{id}/memory sends: {"summary": text|null, "facts": [{category, key,
  * value, confidence?}]} (confidence 0..1, default 0.5; a category and key once). Returns
- * store.h's user-memory shape ({summary: {text}|null, facts}), or NULL with the reason in err.
+ * store.h's user-memory shape ({summary: {text}|null, facts}), or NULL with the reason in *err
+ * (caller frees).
  */
 #define SNAPSHOT_MAX_FACTS   1000
 #define SNAPSHOT_MAX_SUMMARY (64 * 1024)
-json_t *snapshot_user_memory(json_t *body, char *err, size_t errlen);
+json_t *snapshot_user_memory(json_t *body, char **err);
 
 #endif

@@ -43,15 +43,16 @@ static void lookup_end(struct lookup *l, enum metrics_recall outcome, float *que
 static void lookup_answered(void *arg, long status, const char *body, size_t len, const char *err)
 {
     struct lookup *l = arg;
-    char why[256];
+    char *why = NULL;
     float *vec = NULL;
     size_t dim = 0;
     l->fx = NULL; /* the fetch frees itself */
     if (*err != '\0' || status < 200 || status >= 300) {
         log_warn("retrieval: the question's embedding failed: %s (HTTP %ld)",
                  *err ? err : "upstream error", status);
-    } else if (recall_parse_embeddings(body, len, 1, &vec, &dim, why, sizeof(why)) != 0) {
+    } else if (recall_parse_embeddings(body, len, 1, &vec, &dim, &why) != 0) {
         log_warn("retrieval: the question's embedding is unusable: %s", why);
+        free(why);
     }
     lookup_end(l, vec ? METRICS_RECALL_READY : METRICS_RECALL_FAILED, vec, dim);
 }

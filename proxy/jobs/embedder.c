@@ -72,21 +72,22 @@ static void embedder_store(struct embedder *e, const float *vecs, size_t dim, co
 static void embedder_answered(void *arg, long status, const char *body, size_t len, const char *err)
 {
     struct embedder *e = arg;
-    char why[256];
+    char *why = NULL;
     float *vecs = NULL;
     size_t dim = 0;
+    int retry = 0;
     e->fx = NULL;
     if (*err != '\0' || status < 200 || status >= 300) {
-        snprintf(why, sizeof(why), "upstream: %s (HTTP %ld)", *err ? err : "failed", status);
+        why = xasprintf("upstream: %s (HTTP %ld)", *err ? err : "failed", status);
         log_warn("embeddings not made: %s", why);
-        embedder_store(e, NULL, 0, why, 1);
-        return;
-    }
-    size_t n = json_array_size(e->rows);
-    if (recall_parse_embeddings(body, len, n, &vecs, &dim, why, sizeof(why)) != 0)
+        retry = 1;
+    } else if (recall_parse_embeddings(body, len, json_array_size(e->rows), &vecs, &dim, &why) !=
+               0) {
         log_warn("embeddings not stored: %s", why);
-    embedder_store(e, vecs, dim, why, 0);
+    }
+    embedder_store(e, vecs, dim, why, retry);
     free(vecs);
+    free(why);
 }
 
 /* Ask for the embeddings of the due rows that share the first one's profile. Takes due. */

@@ -90,17 +90,18 @@ static void summarizer_finish(struct summarizer_job *j, json_t *mem)
 /* The summary in an OpenAI chat completion, or NULL (logged). */
 static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_t len)
 {
-    char err[256];
+    char *err = NULL;
     json_t *resp = jtext_load(body, len, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
     const char *text = json_string_value(json_object_get(msg, "content"));
     json_t *mem = NULL;
     if (text == NULL)
-        snprintf(err, sizeof(err), "the upstream's answer is not a chat completion");
+        err = xstrdup("the upstream's answer is not a chat completion");
     else
-        mem = summary_parse(text, strlen(text), err, sizeof(err));
+        mem = summary_parse(text, strlen(text), &err);
     if (mem == NULL)
         log_warn("session %s: summary not stored: %s", j->id, err);
+    free(err);
     json_decref(resp);
     return mem;
 }

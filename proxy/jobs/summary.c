@@ -66,11 +66,10 @@ json_t *summary_request(const char *model, const char *prompt, json_t *turns, co
     return body;
 }
 
-json_t *summary_parse(const char *text, size_t len, char *err, size_t errlen)
+json_t *summary_parse(const char *text, size_t len, char **err)
 {
     if (len > SUMMARY_MAX_ANSWER) {
-        snprintf(err, errlen, "the answer is %zu bytes; at most %d are read", len,
-                 SUMMARY_MAX_ANSWER);
+        *err = xasprintf("the answer is %zu bytes; at most %d are read", len, SUMMARY_MAX_ANSWER);
         return NULL;
     }
     const char *end = text + len;
@@ -85,11 +84,11 @@ json_t *summary_parse(const char *text, size_t len, char *err, size_t errlen)
             end -= 3;
     }
     json_t *j = jtext_load(text, (size_t)(end - text), JSON_REJECT_DUPLICATES, NULL);
-    json_t *out = j ? snapshot_user_memory(j, err, errlen) : NULL;
+    json_t *out = j ? snapshot_user_memory(j, err) : NULL;
     if (j == NULL)
-        snprintf(err, errlen, "the answer is not a JSON object");
+        *err = xstrdup("the answer is not a JSON object");
     else if (out != NULL && !json_is_object(json_object_get(out, "summary"))) {
-        snprintf(err, errlen, "the answer has no summary");
+        *err = xstrdup("the answer has no summary");
         json_decref(out);
         out = NULL;
     }

@@ -35,7 +35,7 @@ json_t *summary_request(const char *model, const char *prompt, json_t *turns, co
                         json_t *facts);
 
 /* The answer text as {summary: {text}, facts: [...]} (store.h's user-memory shape), or NULL
- * with the reason in err. */
-json_t *summary_parse(const char *text, size_t len, char *err, size_t errlen);
+ * with the reason in *err (caller frees). */
+json_t *summary_parse(const char *text, size_t len, char **err);
 
 #endif

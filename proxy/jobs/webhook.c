@@ -88,7 +88,7 @@ static void webhook_notice_add(struct webhook_notice *n, json_t *v)
 }
 
 int webhook_parse_notice(const char *body, size_t len, const char *field,
-                         struct webhook_notice *out, char *err, size_t errlen)
+                         struct webhook_notice *out, char **err)
 {
     memset(out, 0, sizeof(*out));
     json_t *root = jtext_load(body, len, JSON_REJECT_DUPLICATES, NULL);
@@ -96,11 +96,11 @@ int webhook_parse_notice(const char *body, size_t len, const char *field,
     json_t *payload = json_object_get(root, "payload");
     int rc = -1;
     if (!json_is_object(root))
-        snprintf(err, errlen, "the body must be a JSON object");
+        *err = xstrdup("the body must be a JSON object");
     else if (!json_is_integer(event))
-        snprintf(err, errlen, "eventType must be an integer");
+        *err = xstrdup("eventType must be an integer");
     else if (payload != NULL && !json_is_object(payload))
-        snprintf(err, errlen, "payload must be an object");
+        *err = xstrdup("payload must be an object");
     else
         rc = 0;
     if (rc == 0) {

@@ -48,9 +48,10 @@ struct webhook_notice {
     size_t nids;
 };
 
-/* 0, or -1 with the reason in err (not JSON, not an object, no integer eventType). */
+/* 0, or -1 with the reason in *err, caller frees (not JSON, not an object, no integer eventType).
+ */
 int webhook_parse_notice(const char *body, size_t len, const char *field,
-                         struct webhook_notice *out, char *err, size_t errlen);
+                         struct webhook_notice *out, char **err);
 void webhook_notice_clear(struct webhook_notice *n);
 
 #endif

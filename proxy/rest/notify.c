@@ -58,7 +58,7 @@ void notify_handle(struct worker *w, struct evhttp_request *req, const struct re
         evhttp_find_header(evhttp_request_get_input_headers(req), "Agora-Signature-V2");
     const char *secret = w->cfg->agora_secret;
     struct webhook_notice n;
-    char why[128];
+    char *why = NULL;
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
         restio_method(w, req, "POST");
     } else if (*secret == '\0') {
@@ -68,8 +68,9 @@ void notify_handle(struct worker *w, struct evhttp_request *req, const struct re
         restio_error(w, req, APIERR_BAD_SIGNATURE, "Agora-Signature-V2",
                      "Agora-Signature-V2 is missing or does not match the body");
     } else if (webhook_parse_notice(rc->body ? rc->body : "", rc->body_len,
-                                    w->cfg->agora_session_field, &n, why, sizeof(why)) != 0) {
+                                    w->cfg->agora_session_field, &n, &why) != 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+        free(why);
     } else {
         notify_act(w, req, &n);
         webhook_notice_clear(&n);

@@ -323,13 +323,13 @@ static void rest_write(struct worker *w, struct evhttp_request *req, const struc
 /* POST /sessions/import: a snapshot from GET /sessions/{id}/export. */
 static void rest_import(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
 {
-    char why[256];
+    char *why = NULL;
     json_t *snap = restio_body(w, req, rc);
     if (snap == NULL)
         return;
     const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
     json_t *have = NULL;
-    if (snapshot_check(snap, why, sizeof(why)) != 0)
+    if (snapshot_check(snap, &why) != 0)
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
     else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
         restio_error(w, req, APIERR_CONFLICT, "session.id",
@@ -339,6 +339,7 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
                       restio_wait(w, req, rest_answer_imported, rc->tenant, id));
     json_decref(have);
     json_decref(snap);
+    free(why);
 }
 
 /* ---- dispatch ---- */

@@ -39,14 +39,15 @@ static void users_change(struct worker *w, struct evhttp_request *req, const cha
 static void users_put(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
                       const char *user)
 {
-    char why[256];
+    char *why = NULL;
     json_t *body = restio_body(w, req, rc);
     if (body == NULL)
         return;
-    json_t *data = snapshot_user_memory(body, why, sizeof(why));
+    json_t *data = snapshot_user_memory(body, &why);
     json_decref(body);
     if (data == NULL) {
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
+        free(why);
         return;
     }
     users_change(w, req, rc->tenant, user, MEMORY_USER_MEMORY, data);

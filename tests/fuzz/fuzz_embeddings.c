@@ -11,15 +11,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[256];
+    char *err = NULL;
     float *v = NULL;
     size_t dim = 0;
     if (size < 1)
         return 0;
     size_t n = (size_t)(data[0] % 4) + 1;
-    if (recall_parse_embeddings((const char *)data + 1, size - 1, n, &v, &dim, err, sizeof(err)) !=
-        0)
+    if (recall_parse_embeddings((const char *)data + 1, size - 1, n, &v, &dim, &err) != 0) {
+        if (err == NULL)
+            abort(); /* a refusal says why */
+        free(err);
         return 0;
+    }
     if (dim == 0 || dim > RECALL_MAX_DIM)
         abort();
     for (size_t i = 0; i < n * dim; i++) {

@@ -14,12 +14,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct webhook_notice n;
-    char err[128], header[80];
+    char *err = NULL, header[80];
     size_t hn = size < sizeof(header) - 1 ? size : sizeof(header) - 1;
     memcpy(header, data, hn);
     header[hn] = '\0';
     (void)webhook_verify("secret", data, size, header);
-    if (webhook_parse_notice((const char *)data, size, "channel", &n, err, sizeof(err)) == 0) {
+    if (webhook_parse_notice((const char *)data, size, "channel", &n, &err) != 0) {
+        if (err == NULL)
+            abort(); /* a refusal says why */
+        free(err);
+    } else {
         if (n.nids > WEBHOOK_NOTICE_IDS)
             abort();
         for (size_t i = 0; i < n.nids; i++) {

@@ -41,13 +41,20 @@ static void fuzz_check_memory(json_t *m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[256];
+    char *err = NULL;
     json_t *j = json_loadb((const char *)data, size, 0, NULL);
     if (j == NULL)
         return 0;
-    if (snapshot_check(j, err, sizeof(err)) == 0)
+    if (snapshot_check(j, &err) == 0)
         fuzz_check_snapshot(j);
-    json_t *m = snapshot_user_memory(j, err, sizeof(err));
+    else if (err == NULL)
+        abort(); /* a refusal says why */
+    free(err);
+    err = NULL;
+    json_t *m = snapshot_user_memory(j, &err);
+    if ((m == NULL) != (err != NULL))
+        abort();
+    free(err);
     if (m != NULL)
         fuzz_check_memory(m);
     json_decref(m);

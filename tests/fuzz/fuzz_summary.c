@@ -1,5 +1,5 @@
 /*
- * Fuzz the reading of the summarizer model's answer (memory/summary.c): model output is
+ * Fuzz the reading of the summarizer model's answer (proxy/jobs/summary.c): model output is
  * outside input. What passes must be storable: a non-empty summary text and checked facts.
  */
 #include "fuzz.h"
@@ -10,8 +10,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[256];
-    json_t *m = summary_parse((const char *)data, size, err, sizeof(err));
+    char *err = NULL;
+    json_t *m = summary_parse((const char *)data, size, &err);
+    if ((m == NULL) != (err != NULL))
+        abort(); /* a refusal says why, an answer has no error */
+    free(err);
     if (m == NULL)
         return 0;
     const char *text = json_string_value(json_object_get(json_object_get(m, "summary"), "text"));

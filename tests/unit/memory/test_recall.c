@@ -16,8 +16,11 @@
 
 static int parse(const char *body, size_t n, float **v, size_t *dim)
 {
-    char err[256];
-    return recall_parse_embeddings(body, strlen(body), n, v, dim, err, sizeof(err));
+    char *err = NULL;
+    int rc = recall_parse_embeddings(body, strlen(body), n, v, dim, &err);
+    assert_true(rc == 0 ? err == NULL : err != NULL); /* a refusal says why */
+    free(err);
+    return rc;
 }
 
 static void test_request_cuts_long_texts_at_a_character(void **state)

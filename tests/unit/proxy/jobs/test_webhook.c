@@ -76,12 +76,12 @@ static void test_backoff_doubles_with_jitter_and_caps(void **state)
 static void test_parse_notice(void **state)
 {
     struct webhook_notice n;
-    char err[128];
+    char *err = NULL;
     const char *agora = "{\"noticeId\":\"1:2:102\",\"eventType\":102,\"payload\":{\"agent_id\":"
                         "\"A\",\"name\":\"room-42-agent\",\"channel\":\"room-42\",\"labels\":"
                         "{\"session_id\":\"s-1\"}}}";
-    assert_int_equal(webhook_parse_notice(agora, strlen(agora), "channel", &n, err, sizeof(err)),
-                     0);
+    assert_int_equal(webhook_parse_notice(agora, strlen(agora), "channel", &n, &err), 0);
+    assert_null(err);
     assert_int_equal(n.event, 102);
     assert_int_equal(n.nids, 3);
     assert_string_equal(n.ids[0], "s-1");
@@ -91,14 +91,17 @@ static void test_parse_notice(void **state)
     /* no field configured, a repeated id, an id that is not one */
     const char *dup = "{\"eventType\":103,\"payload\":{\"name\":\"x\",\"labels\":{\"session_id\":"
                       "\"x\"},\"channel\":\"\\u0001\"}}";
-    assert_int_equal(webhook_parse_notice(dup, strlen(dup), "channel", &n, err, sizeof(err)), 0);
+    assert_int_equal(webhook_parse_notice(dup, strlen(dup), "channel", &n, &err), 0);
     assert_int_equal(n.nids, 1);
     webhook_notice_clear(&n);
     const char *bad[] = {"", "[]", "{\"eventType\":\"102\"}", "{\"eventType\":102,\"payload\":1}",
                          "{\"eventType\":102,\"eventType\":103}"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(webhook_parse_notice(bad[i], strlen(bad[i]), NULL, &n, err, sizeof(err)),
-                         -1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(webhook_parse_notice(bad[i], strlen(bad[i]), NULL, &n, &err), -1);
+        assert_non_null(err);
+        free(err);
+        err = NULL;
+    }
 }
 
 int main(void)
