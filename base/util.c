@@ -200,14 +200,39 @@ int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
     return diff == 0;
 }
 
+size_t util_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000}; /* below: overlong */
+    size_t len = s[0] < 0x80                    ? 1
+                 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+                 : (s[0] & 0xf0) == 0xe0        ? 3
+                 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                                : 0;
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t c = len == 1 ? s[0] : s[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    if (c < min[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return len;
+}
+
 int util_id_valid(const char *s, size_t len)
 {
+    const unsigned char *p = (const unsigned char *)s;
     if (len == 0 || len > UTIL_MAX_ID)
         return 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f)
+    for (size_t i = 0; i < len;) {
+        uint32_t c;
+        size_t n = util_utf8_next(p + i, len - i, &c);
+        if (n == 0 || c < 0x20 || (c >= 0x7f && c <= 0x9f))
             return 0;
+        i += n;
     }
     return 1;
 }

@@ -48,9 +48,18 @@ uint64_t util_hash64(uint64_t seed, const void *p, size_t n);
 /* Compare two byte strings in time that depends only on the lengths, not the contents. */
 int util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
-/* Ids (sessions, users): 1..UTIL_MAX_ID bytes without control characters (NUL included). */
+/*
+ * Ids (sessions, users, notices): 1..UTIL_MAX_ID bytes of well-formed UTF-8 (no overlong
+ * forms, no surrogates, nothing above U+10FFFF) without control characters (C0 with NUL,
+ * DEL, C1). An id is stored, read back as JSON, logged and put in URLs: one that is not
+ * text would come back as null (jansson refuses it) and break every job that reads it.
+ */
 #define UTIL_MAX_ID 256
 int util_id_valid(const char *s, size_t len);
+
+/* The length of the well-formed UTF-8 sequence at s (at most n bytes), its code point in
+ * *cp; 0 when the bytes there are not one. */
+size_t util_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
 /* The percent-decoding of [s, s + len) as a URL path segment: each %XX (two hex digits)
  * becomes its byte, anything else (a '+', a lone '%') stays. Malloc'd, NUL-terminated;

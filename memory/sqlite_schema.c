@@ -5,6 +5,9 @@
 
 #include <stdlib.h>
 
+/* A user id that is not text, as text: the same in every table (its first 124 bytes in hex). */
+#define SQLITE_BAD_USER "('invalid-' || lower(hex(substr(CAST(user_id AS BLOB), 1, 124))))"
+
 static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     /* 1: sessions and their turns */
     "CREATE TABLE sessions ("
@@ -84,7 +87,33 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     /* 9: a stopped session's summary that failed upstream is tried again later */
     ("ALTER TABLE sessions ADD COLUMN summary_tries INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE sessions ADD COLUMN summary_next_ms INTEGER NOT NULL DEFAULT 0;"),
+    /* 10: ids that are not UTF-8 text (accepted before util_id_valid checked it) read back as
+     * JSON null and stalled the jobs that read them: each gets a text name. A session keeps its
+     * turns (they hang off sid); a user id maps the same way in every table. */
+    ("UPDATE sessions SET id = 'invalid-' || sid || '-' || lower(hex(randomblob(4)))"
+     "  WHERE NOT memproxy_id_ok(id);"
+     "UPDATE sessions SET user_id = " SQLITE_BAD_USER " WHERE NOT memproxy_id_ok(user_id);"
+     "UPDATE OR REPLACE user_summaries SET user_id = " SQLITE_BAD_USER
+     "  WHERE NOT memproxy_id_ok(user_id);"
+     "UPDATE OR REPLACE user_facts SET user_id = " SQLITE_BAD_USER
+     "  WHERE NOT memproxy_id_ok(user_id);"
+     "UPDATE webhook_outbox SET session_id = 'invalid-' || id WHERE NOT memproxy_id_ok(session_id);"
+     "UPDATE webhook_outbox SET user_id = " SQLITE_BAD_USER " WHERE NOT memproxy_id_ok(user_id);"
+     "DELETE FROM answer_cache WHERE NOT memproxy_id_ok(user_id);"),
 };
+
+/* memproxy_id_ok(x): NULL or an id util_id_valid accepts (migration 10). */
+static void sqlite_schema_id_ok(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+        sqlite3_result_int(ctx, 1);
+        return;
+    }
+    const char *s = (const char *)sqlite3_value_blob(argv[0]);
+    int n = sqlite3_value_bytes(argv[0]);
+    sqlite3_result_int(ctx, s != NULL && util_id_valid(s, (size_t)n));
+}
 
 static const char store_pragmas[] = "PRAGMA journal_mode=WAL;"
                                     "PRAGMA synchronous=NORMAL;"
@@ -303,6 +332,8 @@ int sqlite_schema_migrate(sqlite3 *db, char **err)
                          version, STORE_SCHEMA_VERSION);
         return -1;
     }
+    sqlite3_create_function(db, "memproxy_id_ok", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                            sqlite_schema_id_ok, NULL, NULL);
     for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
         char *sql =
             xasprintf("BEGIN; %s PRAGMA user_version = %d; COMMIT;", store_migrations[v], v + 1);

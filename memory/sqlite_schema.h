@@ -17,7 +17,7 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 enum sqlite_stmt {
     ST_SESSION_ENSURE,

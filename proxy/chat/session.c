@@ -19,7 +19,8 @@ static int session_take(const char *text, size_t len, const char *what, char **o
 {
     if (!session_id_valid(text, len)) {
         apierr_set(e, APIERR_INVALID_REQUEST, what,
-                   "%s must be 1 to %d bytes without control characters", what, SESSION_MAX_ID);
+                   "%s must be 1 to %d bytes of UTF-8 text without control characters", what,
+                   SESSION_MAX_ID);
         return -1;
     }
     *out = xstrndup(text, len);

@@ -7,9 +7,9 @@
  * configured sessions.id_fields in order. User id: the X-User-Id header; body user_id;
  * OpenAI's user; user_uid (Agora's samples); the metadata.user of the latest user message.
  *
- * Ids are strings of 1..SESSION_MAX_ID bytes without control characters; integers in the
- * body are taken as their decimal text. A present but unusable id is a 400, never a silent
- * fallback to the next source: a request recorded under the wrong session is worse than a
+ * Ids are 1..SESSION_MAX_ID bytes of UTF-8 text without control characters (util_id_valid);
+ * integers in the body are taken as their decimal text. A present but unusable id is a 400, never a
+ * silent fallback to the next source: a request recorded under the wrong session is worse than a
  * refused one.
  *
  * Pure: no evhttp, so unit tests and the fuzz target call it directly.

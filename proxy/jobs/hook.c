@@ -54,7 +54,7 @@ json_t *hook_targets(const struct cfg *cfg, const char *tenant)
 static const struct cfg_webhook *hook_find(const struct cfg *cfg, const char *url)
 {
     for (size_t i = 0; i < cfg->nwebhooks; i++) {
-        if (strcmp(cfg->webhooks[i].url, url) == 0)
+        if (url != NULL && strcmp(cfg->webhooks[i].url, url) == 0)
             return &cfg->webhooks[i];
     }
     return NULL;
@@ -187,7 +187,8 @@ static void hook_send(struct hook *h, json_t *row)
                            json_string_value(json_object_get(row, "session_id")),
                            json_string_value(json_object_get(row, "payload")));
     if (t->body == NULL) {
-        hook_settle(t, 0, "the stored payload is not JSON");
+        hook_settle(t, 0,
+                    "the stored row is unreadable (its payload is not JSON or an id not text)");
         return;
     }
     struct webhook_sig sig;

@@ -76,9 +76,13 @@ static void lifecycle_sweep(void *arg)
     json_array_foreach(idle, i, s) {
         const char *tenant = json_string_value(json_object_get(s, "tenant"));
         const char *id = json_string_value(json_object_get(s, "id"));
+        const char *profile = json_string_value(json_object_get(s, "profile"));
+        if (tenant == NULL || id == NULL || profile == NULL) {
+            log_warn("idle sweep: a stored session's ids are not text; it is skipped");
+            continue;
+        }
         log_info("session %s: idle for %lds, stopping", id, w->cfg->idle_timeout_ms / 1000);
-        lifecycle_stop(w, tenant, id, json_string_value(json_object_get(s, "profile")), before,
-                       NULL, NULL);
+        lifecycle_stop(w, tenant, id, profile, before, NULL, NULL);
     }
     json_decref(idle);
 }

@@ -196,10 +196,13 @@ static void summarizer_start_rows(struct summarizer *s, json_t *rows)
     json_t *row;
     size_t i;
     json_array_foreach(rows, i, row) {
+        const char *tenant = json_string_value(json_object_get(row, "tenant"));
+        const char *id = json_string_value(json_object_get(row, "id"));
         if (s->ninflight == SUMMARIZER_MAX_INFLIGHT)
             break;
-        if (!summarizer_is_inflight(s, json_string_value(json_object_get(row, "tenant")),
-                                    json_string_value(json_object_get(row, "id"))))
+        if (tenant == NULL || id == NULL || !json_is_string(json_object_get(row, "profile")))
+            log_warn("summaries: a stored session's ids are not text; it is skipped");
+        else if (!summarizer_is_inflight(s, tenant, id))
             summarizer_start(s, row);
     }
     json_decref(rows);

@@ -38,12 +38,15 @@ static char *summary_known(const char *previous, json_t *facts)
 {
     char *out = xasprintf("Earlier summary: %s\n", previous ? previous : "(none)");
     json_t *f;
-    size_t i;
+    size_t i, shown = 0;
     json_array_foreach(facts, i, f) {
-        char *n = xasprintf("%s%s%s %s: %s\n", out, i == 0 ? "Known facts:\n" : "",
-                            json_string_value(json_object_get(f, "category")),
-                            json_string_value(json_object_get(f, "key")),
-                            json_string_value(json_object_get(f, "value")));
+        const char *cat = json_string_value(json_object_get(f, "category"));
+        const char *key = json_string_value(json_object_get(f, "key"));
+        const char *value = json_string_value(json_object_get(f, "value"));
+        if (cat == NULL || key == NULL || value == NULL)
+            continue; /* a stored row that did not read back as text */
+        char *n = xasprintf("%s%s%s %s: %s\n", out, shown++ == 0 ? "Known facts:\n" : "", cat, key,
+                            value);
         free(out);
         out = n;
     }

@@ -54,6 +54,8 @@ int webhook_verify(const char *secret, const void *body, size_t len, const char 
 char *webhook_body(const char *notice_id, long event, int64_t notify_ms, const char *sid,
                    const char *payload_json)
 {
+    if (notice_id == NULL || sid == NULL || payload_json == NULL)
+        return NULL; /* a row that did not read back as text */
     json_t *payload = jtext_load(payload_json, strlen(payload_json), 0, NULL);
     if (payload == NULL)
         return NULL;

@@ -25,9 +25,9 @@ static void deliveries_list(struct worker *w, struct evhttp_request *req, const 
                             struct evkeyvalq *q)
 {
     const char *status = evhttp_find_header(q, "status");
-    const char *sid = evhttp_find_header(q, "session_id");
-    long limit = restio_limit(q, DELIVERIES_DEFAULT, DELIVERIES_MAX);
-    long long before = restio_cursor(q);
+    const char *sid = NULL;
+    long limit = restpath_limit(q, DELIVERIES_DEFAULT, DELIVERIES_MAX);
+    long long before = restpath_cursor(q);
     if (limit < 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "limit",
                      "limit must be a whole number from 1 to 1000");
@@ -38,6 +38,9 @@ static void deliveries_list(struct worker *w, struct evhttp_request *req, const 
     } else if (before < 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, "cursor",
                      "cursor must be the next value of a previous page");
+    } else if (restpath_query_id(q, "session_id", &sid) != 0) {
+        restio_error(w, req, APIERR_INVALID_REQUEST, "session_id",
+                     "session_id must be 1 to 256 bytes of UTF-8 text");
     } else {
         json_t *page =
             memory_deliveries(w->reader, tenant, status, sid, NULL, before, (size_t)limit);
@@ -83,31 +86,22 @@ static void deliveries_get(struct worker *w, struct evhttp_request *req, const c
         restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
 }
 
-void deliveries_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+void deliveries_handle(struct worker *w, struct evhttp_request *req, const struct restpath *p,
                        const struct request_ctx *rc, struct evkeyvalq *q)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    const char *end = path + len, *slash = len > 1 ? memchr(path + 1, '/', len - 1) : NULL;
-    char *notice = NULL;
-    if (len <= 1) { /* the collection */
-        if (m == EVHTTP_REQ_GET)
-            deliveries_list(w, req, rc->tenant, q);
-        else
-            restio_method(w, req, "GET");
-        return;
-    }
-    notice = restio_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
-    if (notice == NULL)
-        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
-    else if (slash == NULL && m == EVHTTP_REQ_GET)
-        deliveries_get(w, req, rc->tenant, notice);
-    else if (slash == NULL)
+    if (p->id == NULL && m == EVHTTP_REQ_GET)
+        deliveries_list(w, req, rc->tenant, q);
+    else if (p->id == NULL)
         restio_method(w, req, "GET");
-    else if ((size_t)(end - slash) != 6 || memcmp(slash, "/retry", 6) != 0)
+    else if (p->action_len == 0 && m == EVHTTP_REQ_GET)
+        deliveries_get(w, req, rc->tenant, p->id);
+    else if (p->action_len == 0)
+        restio_method(w, req, "GET");
+    else if (!restpath_action_is(p, "retry"))
         restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     else if (m == EVHTTP_REQ_POST)
-        deliveries_retry(w, req, rc->tenant, notice);
+        deliveries_retry(w, req, rc->tenant, p->id);
     else
         restio_method(w, req, "POST");
-    free(notice);
 }

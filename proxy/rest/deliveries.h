@@ -12,6 +12,7 @@
 #define MEMPROXY_DELIVERIES_H
 
 #include "proxy/http/request.h"
+#include "proxy/rest/restpath.h"
 
 #include <event2/http.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 struct evkeyvalq;
 
 /* path: what follows "/webhooks/deliveries". */
-void deliveries_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+void deliveries_handle(struct worker *w, struct evhttp_request *req, const struct restpath *p,
                        const struct request_ctx *rc, struct evkeyvalq *q);
 
 #endif

@@ -11,6 +11,7 @@
 #include "proxy/jobs/lifecycle.h"
 #include "proxy/rest/deliveries.h"
 #include "proxy/rest/restio.h"
+#include "proxy/rest/restpath.h"
 #include "proxy/rest/users.h"
 
 #include <ctype.h>
@@ -26,54 +27,15 @@
 #define REST_MAX_RUNTIME_SZ (32 * 1024)
 #define REST_MAX_PARAMS_SZ  (16 * 1024)
 
-/* The parts of a session path: /{sessions|agents}/{id}/{action}. */
-struct rest_path {
-    int agents;         /* /agents/... (Agora's names) rather than /sessions/... */
-    char *id;           /* decoded; NULL for the collection */
-    const char *action; /* "", "history", "update", "stop", "leave", "export" */
-    size_t action_len;
-};
-
-static int rest_prefix(const char *path, size_t len, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    return len >= n && memcmp(path, prefix, n) == 0 && (len == n || path[n] == '/');
-}
-
 int rest_match(const char *path, size_t len)
 {
-    return rest_prefix(path, len, "/sessions") || (len > 8 && memcmp(path, "/agents/", 8) == 0) ||
-           rest_prefix(path, len, "/users") || rest_prefix(path, len, "/webhooks/deliveries");
+    struct restpath p;
+    int rc = restpath_parse(path, len, &p);
+    restpath_clear(&p);
+    return rc != RESTPATH_NO_ROUTE;
 }
 
 /* ---- sessions: reads ---- */
-
-/* Split a session path; -1 when its id is unusable. */
-static int rest_parse(const char *path, size_t len, struct rest_path *p)
-{
-    memset(p, 0, sizeof(*p));
-    p->agents = path[1] == 'a';
-    const char *rest = path + (p->agents ? 8 : 9), *end = path + len;
-    p->action = "";
-    if (!p->agents && (rest == end || (rest + 1 == end && *rest == '/')))
-        return 0; /* the collection */
-    if (!p->agents)
-        rest++; /* the '/' after "sessions" */
-    const char *slash = memchr(rest, '/', (size_t)(end - rest));
-    p->id = restio_id(rest, (size_t)((slash ? slash : end) - rest));
-    if (p->id == NULL)
-        return -1;
-    if (slash != NULL) {
-        p->action = slash + 1;
-        p->action_len = (size_t)(end - slash - 1);
-    }
-    return 0;
-}
-
-static int rest_action_is(const struct rest_path *p, const char *name)
-{
-    return p->action_len == strlen(name) && memcmp(p->action, name, p->action_len) == 0;
-}
 
 static void rest_history_text(struct worker *w, struct evhttp_request *req, json_t *turns)
 {
@@ -96,7 +58,7 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
                          const char *id, struct evkeyvalq *q)
 {
     const char *format = evhttp_find_header(q, "format");
-    long limit = restio_limit(q, 0, REST_HISTORY_MAX);
+    long limit = restpath_limit(q, 0, REST_HISTORY_MAX);
     if (format == NULL)
         format = "standard";
     if (limit < 0) {
@@ -128,11 +90,13 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
                       struct evkeyvalq *q)
 {
     const char *status = evhttp_find_header(q, "status");
-    long long before = restio_cursor(q);
-    long limit = restio_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
-    const char *bad = NULL, *why = NULL;
+    long long before = restpath_cursor(q);
+    long limit = restpath_limit(q, REST_LIST_DEFAULT, REST_LIST_MAX);
+    const char *bad = NULL, *why = NULL, *user = NULL;
     if (limit < 0)
         bad = "limit", why = "limit must be a whole number from 1 to 1000";
+    else if (restpath_query_id(q, "user_id", &user) != 0)
+        bad = "user_id", why = "user_id must be 1 to 256 bytes of UTF-8 text";
     else if (status != NULL && strcmp(status, "RUNNING") != 0 && strcmp(status, "STOPPED") != 0)
         bad = "status", why = "status must be RUNNING or STOPPED";
     else if (before < 0)
@@ -141,8 +105,7 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
         restio_error(w, req, APIERR_INVALID_REQUEST, bad, why);
         return;
     }
-    json_t *page = memory_sessions(w->reader, tenant, evhttp_find_header(q, "user_id"), status,
-                                   before, (size_t)limit);
+    json_t *page = memory_sessions(w->reader, tenant, user, status, before, (size_t)limit);
     restio_page_cursor(page);
     restio_json(w, req, 200, page);
 }
@@ -346,25 +309,25 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
 
 /* A route on one session: its action or the session itself. */
 static void rest_one(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc,
-                     const struct rest_path *p, struct evkeyvalq *q)
+                     const struct restpath *p, struct evkeyvalq *q)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     const char *allow = "POST";
-    if (rest_action_is(p, "history")) {
+    if (restpath_action_is(p, "history")) {
         allow = "GET";
         if (m == EVHTTP_REQ_GET)
             allow = NULL, rest_history(w, req, rc->tenant, p->id, q);
-    } else if (rest_action_is(p, "update")) {
+    } else if (restpath_action_is(p, "update")) {
         if (m == EVHTTP_REQ_POST)
             allow = NULL, rest_write(w, req, rc, p->id, 1);
-    } else if (rest_action_is(p, p->agents ? "leave" : "stop")) {
+    } else if (restpath_action_is(p, (p->area == RESTPATH_AGENTS) ? "leave" : "stop")) {
         if (m == EVHTTP_REQ_POST)
             allow = NULL, rest_change(w, req, rc->tenant, p->id, MEMORY_STOP, NULL);
-    } else if (!p->agents && rest_action_is(p, "export")) {
+    } else if (!(p->area == RESTPATH_AGENTS) && restpath_action_is(p, "export")) {
         allow = "GET";
         if (m == EVHTTP_REQ_GET)
             allow = NULL, rest_export(w, req, rc->tenant, p->id);
-    } else if (p->action_len > 0 || p->agents) {
+    } else if (p->action_len > 0 || (p->area == RESTPATH_AGENTS)) {
         allow = NULL;
         restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     } else if (strcmp(p->id, "import") == 0) {
@@ -383,36 +346,48 @@ static void rest_one(struct worker *w, struct evhttp_request *req, const struct 
         restio_method(w, req, allow);
 }
 
-static void rest_sessions(struct worker *w, struct evhttp_request *req, const char *path,
-                          size_t len, const struct request_ctx *rc, struct evkeyvalq *q)
+/* The session routes: the collection or one session. */
+static void rest_sessions(struct worker *w, struct evhttp_request *req, const struct restpath *p,
+                          const struct request_ctx *rc, struct evkeyvalq *q)
 {
-    struct rest_path p;
-    if (rest_parse(path, len, &p) != 0) {
-        restio_error(w, req, APIERR_NOT_FOUND, NULL,
-                     "no session with this id (ids are 1 to 256 bytes without control characters)");
-    } else if (p.id == NULL) {
-        if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
-            rest_list(w, req, rc->tenant, q);
-        else
-            restio_method(w, req, "GET");
-    } else {
-        rest_one(w, req, rc, &p, q);
-    }
-    free(p.id);
+    if (p->id != NULL)
+        rest_one(w, req, rc, p, q);
+    else if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
+        rest_list(w, req, rc->tenant, q);
+    else
+        restio_method(w, req, "GET");
 }
 
 void rest_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
                  const struct request_ctx *rc)
 {
+    static const char *const no_such[] = {
+        [RESTPATH_SESSIONS] = "no session with this id",
+        [RESTPATH_AGENTS] = "no session with this id",
+        [RESTPATH_USERS] = "no user with this id",
+        [RESTPATH_DELIVERIES] = "no delivery with this id",
+    };
     struct evkeyvalq q;
+    struct restpath p;
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    if (evhttp_parse_query_str(query ? query : "", &q) != 0) /* also initialises q */
+    int rc_path = restpath_parse(path, len, &p);
+    char *why = NULL;
+    if (evhttp_parse_query_str(query ? query : "", &q) != 0) { /* also initialises q */
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
-    else if (rest_prefix(path, len, "/users"))
-        users_handle(w, req, path + 6, len - 6, rc);
-    else if (rest_prefix(path, len, "/webhooks/deliveries"))
-        deliveries_handle(w, req, path + 20, len - 20, rc, &q);
-    else
-        rest_sessions(w, req, path, len, rc, &q);
+    } else if (rc_path == RESTPATH_NO_ROUTE) {
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
+    } else if (rc_path == RESTPATH_BAD_ID) {
+        why = xasprintf("%s (ids are 1 to %d bytes of UTF-8 text without control characters)",
+                        no_such[p.area], UTIL_MAX_ID);
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, why);
+    } else if (p.area == RESTPATH_USERS) {
+        users_handle(w, req, &p, rc);
+    } else if (p.area == RESTPATH_DELIVERIES) {
+        deliveries_handle(w, req, &p, rc, &q);
+    } else {
+        rest_sessions(w, req, &p, rc, &q);
+    }
+    free(why);
+    restpath_clear(&p);
     evhttp_clear_headers(&q);
 }

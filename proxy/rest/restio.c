@@ -46,26 +46,6 @@ json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct r
     return NULL;
 }
 
-long restio_limit(struct evkeyvalq *q, long def, long max)
-{
-    const char *v = evhttp_find_header(q, "limit");
-    long long n = 0;
-    if (v == NULL)
-        return def;
-    if (util_parse_ll(v, &n) != 0 || n < 1 || n > max)
-        return -1;
-    return (long)n;
-}
-
-long long restio_cursor(struct evkeyvalq *q)
-{
-    const char *v = evhttp_find_header(q, "cursor");
-    long long n = 0;
-    if (v == NULL)
-        return 0;
-    return util_parse_ll(v, &n) == 0 && n >= 1 ? n : -1;
-}
-
 void restio_page_cursor(json_t *page)
 {
     json_t *next = json_object_get(page, "next");
@@ -80,17 +60,6 @@ void restio_method(struct worker *w, struct evhttp_request *req, const char *all
 {
     evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
     restio_error(w, req, APIERR_METHOD, NULL, "this method is not allowed here");
-}
-
-char *restio_id(const char *s, size_t len)
-{
-    size_t n = 0;
-    char *id = util_uridecode(s, len, &n);
-    if (!util_id_valid(id, n)) {
-        free(id);
-        id = NULL;
-    }
-    return id;
 }
 
 void *restio_wait(struct worker *w, struct evhttp_request *req, restio_answer_fn answer,

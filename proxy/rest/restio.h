@@ -1,9 +1,9 @@
 /*
  * restio: what the REST modules (rest, users, deliveries, notify) share — answering in the
- * one JSON error shape, reading a JSON body, paging parameters, ids in paths, and answering
- * once a change is committed.
+ * one JSON error shape, reading a JSON body, a page's cursor, and answering once a change is
+ * committed (paths and query parameters are restpath.h's).
  *
- * Ownership: restio_json takes its body; restio_id returns a new string (free()) or NULL;
+ * Ownership: restio_json takes its body;
  * restio_wait returns an arg that restio_waited frees.
  */
 #ifndef MEMPROXY_RESTIO_H
@@ -25,16 +25,10 @@ void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind
 void restio_json(struct worker *w, struct evhttp_request *req, int status, json_t *body);
 /* The request body as a JSON object, or NULL with the error sent. */
 json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc);
-/* A query parameter "limit" in [1, max]; def when absent; -1 when bad. */
-long restio_limit(struct evkeyvalq *q, long def, long max);
-/* A query parameter "cursor" (a previous page's next); 0 when absent, -1 when bad. */
-long long restio_cursor(struct evkeyvalq *q);
 /* A page's "next" as the opaque string clients pass back. */
 void restio_page_cursor(json_t *page);
 /* Answer 405 naming the allowed methods. */
 void restio_method(struct worker *w, struct evhttp_request *req, const char *allow);
-/* The URL-decoded path segment [s, s + len) when it is a valid id, else NULL. */
-char *restio_id(const char *s, size_t len);
 
 /*
  * Answering after a commit: restio_wait() holds the worker (a draining loop waits for the

@@ -75,28 +75,17 @@ static void users_memory(struct worker *w, struct evhttp_request *req, const str
     }
 }
 
-void users_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+void users_handle(struct worker *w, struct evhttp_request *req, const struct restpath *p,
                   const struct request_ctx *rc)
 {
-    const char *end = path + len, *slash = NULL;
-    char *user = NULL;
-    if (len > 1) { /* "/{id}" or "/{id}/memory" */
-        slash = memchr(path + 1, '/', len - 1);
-        user = restio_id(path + 1, (size_t)((slash ? slash : end) - path - 1));
-    }
-    if (user == NULL) {
-        restio_error(w, req, APIERR_NOT_FOUND, NULL,
-                     "no route for this path (user ids are 1 to 256 bytes without control "
-                     "characters)");
-    } else if (slash == NULL) {
+    if (p->action_len == 0) {
         if (evhttp_request_get_command(req) == EVHTTP_REQ_DELETE)
-            users_change(w, req, rc->tenant, user, MEMORY_USER_ERASE, NULL);
+            users_change(w, req, rc->tenant, p->id, MEMORY_USER_ERASE, NULL);
         else
             restio_method(w, req, "DELETE");
-    } else if ((size_t)(end - slash) == 7 && memcmp(slash, "/memory", 7) == 0) {
-        users_memory(w, req, rc, user);
+    } else if (restpath_action_is(p, "memory")) {
+        users_memory(w, req, rc, p->id);
     } else {
         restio_error(w, req, APIERR_NOT_FOUND, NULL, "no route for this path");
     }
-    free(user);
 }

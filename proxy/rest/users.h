@@ -14,12 +14,13 @@
 #define MEMPROXY_USERS_H
 
 #include "proxy/http/request.h"
+#include "proxy/rest/restpath.h"
 
 #include <event2/http.h>
 #include <stddef.h>
 
 /* path: what follows "/users". */
-void users_handle(struct worker *w, struct evhttp_request *req, const char *path, size_t len,
+void users_handle(struct worker *w, struct evhttp_request *req, const struct restpath *p,
                   const struct request_ctx *rc);
 
 #endif

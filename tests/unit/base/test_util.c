@@ -44,6 +44,19 @@ static void test_id_valid(void **state)
     assert_false(util_id_valid("", 0));
     assert_false(util_id_valid("a\nb", 3));
     assert_false(util_id_valid("a\0b", 3));
+    assert_false(util_id_valid("a\x7f", 2));
+    /* text in any script is an id; bytes that are not UTF-8 are not */
+    assert_true(util_id_valid("caf\xc3\xa9-\xe4\xbc\x9a\xe8\xad\xb0-\xf0\x9f\x93\x9e", 17));
+    assert_false(util_id_valid("\xff", 1));
+    assert_false(util_id_valid("a\xc3", 2));            /* cut short */
+    assert_false(util_id_valid("\xc0\xaf", 2));         /* overlong '/' */
+    assert_false(util_id_valid("\xe0\x80\xaf", 3));     /* overlong '/' */
+    assert_false(util_id_valid("\xed\xa0\x80", 3));     /* a surrogate */
+    assert_false(util_id_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+    assert_false(util_id_valid("\xc2\x85", 2));         /* C1 control (NEL) */
+    assert_false(util_id_valid("\x80"
+                               "abc",
+                               4)); /* a lone continuation byte */
     memset(big, 'x', sizeof(big));
     assert_true(util_id_valid(big, UTIL_MAX_ID));
     assert_false(util_id_valid(big, UTIL_MAX_ID + 1));

@@ -218,6 +218,48 @@ static void test_persistence_and_schema(void **state)
     free(path);
 }
 
+/* Rows written before ids had to be UTF-8 text (schema 9) read back as text after the
+ * migration: the idle sweep and the summarizer read every one of them. */
+static void test_migration_names_ids_that_are_not_text(void **state)
+{
+    (void)state;
+    char *path = tmp_db(), *err = NULL;
+    store_close(open_ok(path)); /* the schema as it is today */
+    sqlite3 *db = NULL;
+    sqlite3_open(path, &db);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "INSERT INTO sessions (tenant, id, user_id, created_ms, updated_ms) VALUES"
+                     " ('t', CAST(X'ff' AS TEXT), CAST(X'fe41' AS TEXT), 1, 1),"
+                     " ('t', 'fine', 'u', 1, 1);"
+                     "INSERT INTO user_summaries (tenant, user_id, summary, updated_ms) VALUES"
+                     " ('t', CAST(X'fe41' AS TEXT), 'likes cats', 1);"
+                     "PRAGMA user_version = 9;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    struct store *st = open_ok(path);
+    struct store_reader *r = store_reader_open(st, &err);
+    json_t *idle = store_idle_sessions(r, 2, 10), *s;
+    size_t i;
+    assert_int_equal(json_array_size(idle), 2);
+    json_array_foreach(idle, i, s) {
+        const char *id = json_string_value(json_object_get(s, "id"));
+        assert_non_null(id);
+        assert_true(strcmp(id, "fine") == 0 || strncmp(id, "invalid-", 8) == 0);
+    }
+    json_decref(idle);
+    json_t *mem = store_user_memory(r, "t", "invalid-fe41", 10);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(mem, "summary"), "text")),
+                        "likes cats");
+    json_decref(mem);
+    store_reader_close(r);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 static void on_outcome(void *arg, int ok)
 {
     int *slot = arg;
@@ -951,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_persistence_and_schema),
+        cmocka_unit_test(test_migration_names_ids_that_are_not_text),
         cmocka_unit_test(test_drain_and_writer_callback),
         cmocka_unit_test(test_writer_hook_then_report),
         cmocka_unit_test(test_failed_batch),
