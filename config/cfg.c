@@ -40,6 +40,10 @@ static const struct cfg_option cfg_options[] = {
      "Address to listen on, host:port (0.0.0.0 for all interfaces)."},
     {CFG_SEC_TOP, "server.workers", T_INT, TOP(workers), "0", 0, 256,
      "Network worker threads, each with its own event loop; 0 = one per CPU."},
+    {CFG_SEC_TOP, "server.max_connections", T_INT, TOP(max_connections), "0", 0, 1000000,
+     "Most client connections open at once; past it a new one gets 503 and is closed. "
+     "0 = from the open-file limit: half of what is left after 64 for the process itself "
+     "(each chat request holds a client and an upstream socket)."},
     {CFG_SEC_TOP, "server.max_body_size", T_SIZE, TOP(max_body_size), "4MiB", 1 * KIB, 256 * MIB,
      "Largest request body; larger gets 413. Bodies past 4x this are refused unread."},
     {CFG_SEC_TOP, "server.max_header_size", T_SIZE, TOP(max_header_size), "16KiB", 1 * KIB, 1 * MIB,

@@ -92,8 +92,9 @@ struct cfg_webhook {
 struct cfg {
     char *source; /* file the values came from, or "(defaults)" */
 
-    char *listen; /* "host:port" */
-    long workers; /* 0 = one per CPU */
+    char *listen;         /* "host:port" */
+    long workers;         /* 0 = one per CPU */
+    long max_connections; /* 0 = from RLIMIT_NOFILE (server.c) */
     long max_body_size;
     long max_header_size;
     long max_json_depth;

@@ -23,10 +23,11 @@ static const struct {
     [APIERR_CONFLICT] = {409, "invalid_request_error", "conflict"},
     [APIERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
     [APIERR_INTERNAL] = {500, "server_error", "internal_error"},
-    [APIERR_STORAGE] = {500, "server_error", "storage_failed"},
+    [APIERR_STORAGE] = {503, "server_error", "storage_failed"},
     [APIERR_UPSTREAM_UNREACHABLE] = {502, "upstream_error", "upstream_unreachable"},
     [APIERR_UPSTREAM_BAD_RESPONSE] = {502, "upstream_error", "upstream_bad_response"},
     [APIERR_UNAVAILABLE] = {503, "server_error", "shutting_down"},
+    [APIERR_BUSY] = {503, "server_error", "too_many_connections"},
     [APIERR_UPSTREAM_TIMEOUT] = {504, "upstream_error", "upstream_timeout"},
 };
 

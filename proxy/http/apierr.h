@@ -23,10 +23,11 @@ enum apierr_kind {
     APIERR_CONFLICT,              /* 409 */
     APIERR_TOO_LARGE,             /* 413 */
     APIERR_INTERNAL,              /* 500 */
-    APIERR_STORAGE,               /* 500: the turn could not be committed */
+    APIERR_STORAGE,               /* 503: a commit failed (a full disk); retry */
     APIERR_UPSTREAM_UNREACHABLE,  /* 502 */
     APIERR_UPSTREAM_BAD_RESPONSE, /* 502 */
     APIERR_UNAVAILABLE,           /* 503: shutting down */
+    APIERR_BUSY,                  /* 503: server.max_connections reached */
     APIERR_UPSTREAM_TIMEOUT,      /* 504 */
     APIERR__COUNT
 };

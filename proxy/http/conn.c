@@ -39,6 +39,13 @@ struct conn_table {
     int early_close; /* the backend reports a peer's close apart from readable bytes */
     struct conn **byfd;
     size_t cap;
+    atomic_long *open; /* client connections of all workers */
+    long max;
+    char *busy; /* the whole 503 response past max */
+    size_t busy_len;
+    struct event *adopt;        /* runs conn_adopt_all once evhttp has set new connections up */
+    struct bufferevent **fresh; /* accepted, not adopted yet (a reference held on each) */
+    size_t nfresh, fresh_cap;
 };
 
 static void conn_event_cb(evutil_socket_t fd, short what, void *arg);
@@ -106,21 +113,35 @@ static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *i
         conn_read_all(buf, fd);
 }
 
-struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused)
+struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table)
 {
-    (void)unused;
+    struct conn_table *t = table;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL)
         log_fatal("conn: cannot create a bufferevent");
     evbuffer_add_cb(bufferevent_get_input(bev), conn_input_cb, bev);
+    atomic_fetch_add_explicit(t->open, 1, memory_order_relaxed);
+    bufferevent_incref(bev); /* readable after evhttp frees it, until conn_adopt */
+    t->fresh = xgrow(t->fresh, &t->fresh_cap, t->nfresh, sizeof(*t->fresh));
+    t->fresh[t->nfresh++] = bev;
+    event_active(t->adopt, EV_TIMEOUT, 0);
     return bev;
 }
 
-struct conn_table *conn_table_create(struct event_base *base)
+static void conn_adopt_all(evutil_socket_t fd, short what, void *arg);
+
+struct conn_table *conn_table_create(struct event_base *base, atomic_long *open, long max,
+                                     const char *busy, size_t busy_len)
 {
     struct conn_table *t = xcalloc(1, sizeof(*t));
     t->base = base;
     t->early_close = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
+    t->open = open;
+    t->max = max;
+    t->busy = xmalloc(busy_len);
+    memcpy(t->busy, busy, busy_len);
+    t->busy_len = busy_len;
+    t->adopt = event_new(base, -1, 0, conn_adopt_all, t);
     return t;
 }
 
@@ -138,10 +159,15 @@ void conn_table_destroy(struct conn_table *t)
 {
     if (t == NULL)
         return;
+    for (size_t i = 0; i < t->nfresh; i++)
+        bufferevent_decref(t->fresh[i]);
     for (size_t i = 0; i < t->cap; i++)
         if (t->byfd[i] != NULL)
             conn_free(t->byfd[i]);
+    event_free(t->adopt);
+    free(t->fresh);
     free(t->byfd);
+    free(t->busy);
     free(t);
 }
 
@@ -191,6 +217,7 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
     struct conn *c = arg;
     conn_close_cb cb = c->on_close;
     void *cb_arg = c->close_arg;
+    atomic_fetch_sub_explicit(c->t->open, 1, memory_order_relaxed);
     conn_free(c);
     if (cb != NULL)
         cb(evcon, cb_arg);
@@ -212,6 +239,39 @@ static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evc
     t->byfd[fd] = c;
     evhttp_connection_set_closecb(evcon, conn_closed, c);
     return c;
+}
+
+/* One accepted connection, set up by evhttp by now (its bufferevent's callback argument is
+ * the evhttp connection): counted out when it closes, or refused past the cap. */
+static void conn_adopt(struct conn_table *t, struct bufferevent *bev)
+{
+    bufferevent_data_cb readcb = NULL;
+    bufferevent_event_cb eventcb = NULL;
+    void *evcon = NULL;
+    bufferevent_getcb(bev, &readcb, NULL, &eventcb, &evcon);
+    /* bufferevent_free() clears the callbacks: evhttp already let go of this one */
+    struct conn *c = readcb != NULL && eventcb != NULL && evcon != NULL ? conn_get(t, evcon) : NULL;
+    if (c == NULL) {
+        atomic_fetch_sub_explicit(t->open, 1, memory_order_relaxed);
+        return;
+    }
+    if (atomic_load_explicit(t->open, memory_order_relaxed) > t->max) {
+        /* the answer fits any socket buffer; nothing more is read from this client */
+        (void)send(c->fd, t->busy, t->busy_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        evhttp_connection_free(c->evcon); /* conn_closed counts it out */
+    }
+}
+
+static void conn_adopt_all(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn_table *t = arg;
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < t->nfresh; i++) {
+        conn_adopt(t, t->fresh[i]);
+        bufferevent_decref(t->fresh[i]);
+    }
+    t->nfresh = 0;
 }
 
 /* 1: the peer closed (or the socket failed), 0: bytes are waiting, -1: nothing after all. */

@@ -47,16 +47,29 @@
 
 #include <event2/event.h>
 #include <event2/http.h>
+#include <stdatomic.h>
+#include <stddef.h>
 
 struct conn_table;
 
 typedef void (*conn_close_cb)(struct evhttp_connection *evcon, void *arg);
 
-struct conn_table *conn_table_create(struct event_base *base);
+/*
+ * Counting connections (server.max_connections). libevent 2.1's evhttp has no connection
+ * limit and no callback for a new connection (2.2 adds both), so the table learns of one
+ * from its bufferevent: conn_bufferevent_new() counts it in *open (shared by the workers)
+ * and, once evhttp has set the connection up (the same loop turn, through an event of the
+ * table's), finds the evhttp connection behind the bufferevent's callback argument and takes
+ * its close callback, which counts it out. Past max, the connection is answered at once with
+ * a 503 in the one JSON error shape (busy: its bytes, made once) and closed: a client is
+ * refused politely before the process runs out of file descriptors.
+ */
+struct conn_table *conn_table_create(struct event_base *base, atomic_long *open, long max,
+                                     const char *busy, size_t busy_len);
 
-/* For evhttp_set_bevcb(http, conn_bufferevent_new, NULL): a socket bufferevent (no socket
- * yet, closed with it) that reads ahead as above. evhttp owns it. */
-struct bufferevent *conn_bufferevent_new(struct event_base *base, void *unused);
+/* For evhttp_set_bevcb(http, conn_bufferevent_new, table): a socket bufferevent (no socket
+ * yet, closed with it) that reads ahead as above and is counted. evhttp owns it. */
+struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table);
 
 /* After evhttp_free(): every connection's close has freed its conn by then. */
 void conn_table_destroy(struct conn_table *t);

@@ -7,6 +7,7 @@
 #include "base/util.h"
 #include "memory/memory.h"
 #include "proxy/chat/relay.h"
+#include "proxy/http/apierr.h"
 #include "proxy/http/conn.h"
 #include "proxy/http/metrics.h"
 #include "proxy/http/routes.h"
@@ -27,6 +28,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,7 +46,19 @@ struct server {
     size_t nworkers;
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
+    atomic_long open;     /* client connections of all workers (conn.c counts them) */
+    long max_connections;
+    char *busy; /* the whole 503 response a connection past max_connections gets */
+    size_t busy_len;
 };
+
+/* The worker whose loop runs on this thread: libevent hands a listener's error callback the
+ * argument evhttp set, not ours. */
+static _Thread_local struct worker *server_self;
+
+#define SERVER_ACCEPT_BACKOFF_MIN 50   /* ms */
+#define SERVER_ACCEPT_BACKOFF_MAX 1000 /* ms */
+#define SERVER_FD_RESERVE         64   /* descriptors kept for the database, logs, jobs */
 
 static int server_bind(const struct cfg *cfg, int *port_out, char **err)
 {
@@ -84,6 +98,53 @@ out:
     return fd;
 }
 
+static void server_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct timeval tv = {.tv_sec = 0, .tv_usec = w->accept_backoff_ms * 1000};
+    (void)fd;
+    (void)what;
+    if (w->accept_probing) { /* a whole pause went by without an error */
+        log_info("accept: accepting again after %ld pause(s)", w->accept_pauses);
+        w->accept_backoff_ms = w->accept_pauses = w->accept_probing = 0;
+        return;
+    }
+    if (w->draining)
+        return;
+    evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
+    w->accept_probing = 1;
+    evtimer_add(w->accept_retry, &tv);
+}
+
+/*
+ * accept() failed with something other than "try again" — out of descriptors (EMFILE,
+ * ENFILE) or of kernel memory. libevent would log it and call again at once, for as long as
+ * the condition lasts (two workers spun on it at 1.6 cores and 7 MB of log a second). Stop
+ * accepting for a while instead, doubling the pause up to a second; clients wait in the
+ * backlog meanwhile and are served once connections close. One line when it starts, one
+ * when it ends.
+ */
+static void server_accept_error(struct evconnlistener *l, void *unused)
+{
+    struct worker *w = server_self;
+    int err = EVUTIL_SOCKET_ERROR();
+    (void)unused;
+    evconnlistener_disable(l);
+    if (w == NULL)
+        return;
+    if (w->accept_backoff_ms == 0)
+        log_warn("accept: %s; not accepting for a while (open client connections: %ld)",
+                 strerror(err), atomic_load(&w->srv->open));
+    w->accept_backoff_ms =
+        w->accept_backoff_ms == 0 ? SERVER_ACCEPT_BACKOFF_MIN : w->accept_backoff_ms * 2;
+    if (w->accept_backoff_ms > SERVER_ACCEPT_BACKOFF_MAX)
+        w->accept_backoff_ms = SERVER_ACCEPT_BACKOFF_MAX;
+    w->accept_pauses++;
+    w->accept_probing = 0;
+    struct timeval tv = {.tv_sec = 0, .tv_usec = w->accept_backoff_ms * 1000};
+    evtimer_add(w->accept_retry, &tv);
+}
+
 static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
 {
     const struct cfg *cfg = srv->cfg;
@@ -112,13 +173,16 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                                             EVHTTP_REQ_OPTIONS);
     evhttp_set_default_content_type(w->http, "application/json");
     evhttp_set_gencb(w->http, routes_handle, w);
-    evhttp_set_bevcb(w->http, conn_bufferevent_new, NULL);
-    w->conns = conn_table_create(w->base);
+    w->conns =
+        conn_table_create(w->base, &srv->open, srv->max_connections, srv->busy, srv->busy_len);
+    evhttp_set_bevcb(w->http, conn_bufferevent_new, w->conns);
     struct evconnlistener *l =
         evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
     if (l == NULL)
         log_fatal("worker %d: cannot listen on the shared socket", id);
     w->bound = evhttp_bind_listener(w->http, l);
+    evconnlistener_set_error_cb(l, server_accept_error);
+    w->accept_retry = evtimer_new(w->base, server_accept_retry, w);
     w->up = upstream_create(w->base, cfg);
     w->metrics = metrics_create();
     srv->metrics[id] = w->metrics;
@@ -145,6 +209,43 @@ static void server_share_jobs(struct server *srv)
     }
 }
 
+/*
+ * server.max_connections, or one from the open-file limit (raised to its hard limit first, as
+ * nginx's worker_rlimit_nofile would): a chat request holds a client and an upstream socket,
+ * and the process keeps SERVER_FD_RESERVE for itself. Also the answer past it.
+ */
+static void server_limit_connections(struct server *srv)
+{
+    struct rlimit rl = {0, 0};
+    long max = srv->cfg->max_connections;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = was;
+    }
+    if (max == 0) {
+        long fds =
+            rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1000000 ? 1000000 : (long)rl.rlim_cur;
+        max = (fds - SERVER_FD_RESERVE) / 2;
+        max = max < 16 ? 16 : max;
+    }
+    srv->max_connections = max;
+    struct apierr e;
+    apierr_set(&e, APIERR_BUSY, NULL,
+               "memproxy has %ld client connections open (server.max_connections); retry shortly",
+               max);
+    size_t len = 0;
+    char *body = apierr_json(&e, &len);
+    srv->busy = xasprintf("HTTP/1.1 %d Service Unavailable\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
+                          apierr_status(APIERR_BUSY), len, body);
+    srv->busy_len = strlen(srv->busy);
+    free(body);
+    log_info("server: at most %ld client connections (open-file limit %ld)", max,
+             (long)rl.rlim_cur);
+}
+
 struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err)
 {
     struct server *srv = xcalloc(1, sizeof(*srv));
@@ -155,6 +256,7 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
         free(srv);
         return NULL;
     }
+    server_limit_connections(srv);
     long n = cfg->workers;
     if (n <= 0)
         n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -240,6 +342,7 @@ static void *server_worker_main(void *arg)
 {
     struct worker *w = arg;
     log_set_thread_name(w->name);
+    server_self = w;
     /* event_base_loopexit() (worker_idle_check) ends the loop once the callbacks of
      * its turn have run, and one of those may have taken a hold meanwhile (a webhook's
      * outcome or a stop sent to the writer): its report would then run in server_destroy(),
@@ -351,6 +454,8 @@ void server_destroy(struct server *srv)
         upstream_destroy(w->up);
         if (w->force_timer)
             event_free(w->force_timer);
+        if (w->accept_retry)
+            event_free(w->accept_retry);
         event_base_free(w->base);
         metrics_destroy(w->metrics);
         memory_reader_close(w->reader);
@@ -360,5 +465,6 @@ void server_destroy(struct server *srv)
         close(srv->fd);
     free(srv->workers);
     free(srv->metrics);
+    free(srv->busy);
     free(srv);
 }

@@ -61,6 +61,10 @@ struct worker {
     int64_t date_sec;          /* the second date was made for (respond_date) */
     char date[UTIL_HTTP_DATE]; /* the Date header's value, made once a second */
     struct event *force_timer;
+    struct event *accept_retry; /* accepting again after accept() ran out of something */
+    long accept_backoff_ms;     /* 0: accepting normally */
+    long accept_pauses;         /* in this episode, for the log line that ends it */
+    int accept_probing;         /* accepting again; a pause without an error ends the episode */
     pthread_t thread;
 };
 

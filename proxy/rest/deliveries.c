@@ -52,13 +52,20 @@ static void deliveries_list(struct worker *w, struct evhttp_request *req, const 
 static void deliveries_answer_retry(struct worker *w, struct evhttp_request *req, int ok,
                                     const char *tenant, const char *notice)
 {
-    json_t *d = ok ? deliveries_one(w, tenant, notice) : NULL;
+    /* the retry fails when the row is delivered by then, or when the commit failed */
+    json_t *d = deliveries_one(w, tenant, notice);
+    const char *status = json_string_value(json_object_get(d, "status"));
     if (d == NULL) {
+        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no delivery with this id");
+    } else if (!ok && strcmp(status, "delivered") == 0) {
         restio_error(w, req, APIERR_CONFLICT, NULL, "this delivery was delivered meanwhile");
-        return;
+    } else if (!ok) {
+        restio_error(w, req, APIERR_STORAGE, NULL, "the retry could not be stored; retry");
+    } else {
+        hook_wake(w->hooks);
+        restio_json(w, req, 200, json_incref(d));
     }
-    hook_wake(w->hooks);
-    restio_json(w, req, 200, d);
+    json_decref(d);
 }
 
 static void deliveries_retry(struct worker *w, struct evhttp_request *req, const char *tenant,

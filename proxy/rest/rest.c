@@ -146,10 +146,10 @@ static void rest_export(struct worker *w, struct evhttp_request *req, const char
 static void rest_answer_session(struct worker *w, struct evhttp_request *req, int ok,
                                 const char *tenant, const char *id)
 {
-    if (ok)
+    if (ok) /* a session deleted meanwhile is a 404 there */
         rest_get_session(w, req, tenant, id);
     else
-        rest_found(w, req, NULL);
+        restio_error(w, req, APIERR_STORAGE, NULL, "the change could not be stored; retry");
 }
 
 static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, int ok,
@@ -159,14 +159,16 @@ static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, in
     if (ok)
         restio_json(w, req, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
     else
-        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        restio_error(w, req, APIERR_STORAGE, NULL, "the deletion could not be stored; retry");
 }
 
 static void rest_answer_imported(struct worker *w, struct evhttp_request *req, int ok,
                                  const char *tenant, const char *id)
 {
     json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
-    if (sess == NULL)
+    if (!ok)
+        restio_error(w, req, APIERR_STORAGE, NULL, "the import could not be stored; retry");
+    else if (sess == NULL)
         restio_error(w, req, APIERR_CONFLICT, "session.id",
                      "a session with this id was created meanwhile");
     else

@@ -84,7 +84,7 @@ def _read(path):
 class Memproxy:
     """memproxy started with an inline YAML config; {upstream} in it is replaced by url."""
 
-    def __init__(self, config="", args=(), env=None, upstream=None, db=None):
+    def __init__(self, config="", args=(), env=None, upstream=None, db=None, preexec=None):
         self.dir = scratch_dir("memproxy-")
         self.db_path = db or os.path.join(self.dir, "memproxy.db")
         self.config_path = os.path.join(self.dir, "memproxy.yaml")
@@ -105,7 +105,8 @@ class Memproxy:
                   "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
             e.pop(k, None)  # the machine's own settings must not steer a test's traffic
         e.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e,
+                                     preexec_fn=preexec)
         self.port = int(wait_for(self._port, what="memproxy to listen"))
 
     def _port(self):
