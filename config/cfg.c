@@ -144,7 +144,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1,
      3600 * SEC, "Time from sending the request to the response headers; past it: 504."},
     {CFG_SEC_UPSTREAM, "idle_timeout", T_DURATION, UPS(idle_timeout_ms), "60s", 1 * SEC, 3600 * SEC,
-     "Longest silence inside a response (whole seconds)."},
+     "Longest silence between bytes after the response headers; past it the reply ends with "
+     "upstream_timeout (504, or an error event in a stream)."},
     {CFG_SEC_UPSTREAM, "total_timeout", T_DURATION, UPS(total_timeout_ms), "10m", 1 * SEC,
      86400 * SEC, "Longest whole transfer, streams included."},
 

@@ -185,9 +185,9 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
 }
 
-/* The relay is going. A reply cut short by an upstream failure after its request was
- * recorded is still what the caller heard: record it. */
-static void chat_release(void *arg)
+/* The relay is going. A reply cut short by an upstream failure (or a shutdown) after its
+ * request was recorded is still what the caller heard: record it, with why it ended. */
+static void chat_release(void *arg, const char *why)
 {
     struct chat *c = arg;
     size_t len = 0;
@@ -199,7 +199,7 @@ static void chat_release(void *arg)
     if (c->rec != NULL && !c->record_pending && !memory_rec_replied(c->rec) && len > 0) {
         struct memory_reply mr = {.content = reply_content(c->reply, &len),
                                   .model = reply_model(c->reply),
-                                  .finish_reason = "upstream_error",
+                                  .finish_reason = why,
                                   .ttft_us = -1};
         memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
     }

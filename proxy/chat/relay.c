@@ -30,10 +30,11 @@ struct relay {
     const struct relay_hooks *hooks;
     void *arg;
     struct relay_params p;
-    size_t attempt; /* index into p.profile->chain */
-    int fall_back;  /* on_head chose to try the next upstream */
-    int too_large;  /* the buffered response passed its cap */
-    int sse_broken; /* an event could not be parsed or was too large */
+    size_t attempt;  /* index into p.profile->chain */
+    int fall_back;   /* on_head chose to try the next upstream */
+    int too_large;   /* the buffered response passed its cap */
+    int sse_broken;  /* an event could not be parsed or was too large */
+    const char *why; /* how a reply cut short ended, for its record (relay_hooks.release) */
     enum relay_state state;
     long status;
     char ctype[128];
@@ -86,7 +87,7 @@ static void relay_destroy(struct relay *r)
     if (r->sse != NULL) /* the stream was started */
         metrics_stream_delta(w->metrics, -1);
     if (r->hooks->release)
-        r->hooks->release(r->arg);
+        r->hooks->release(r->arg, r->why ? r->why : "upstream_error");
     sse_parser_destroy(r->sse);
     evbuffer_free(r->out);
     free(r->p.body);
@@ -155,6 +156,9 @@ static void relay_end_stream(struct relay *r, int status)
 
 static void relay_fail(struct relay *r, const struct apierr *e)
 {
+    r->why = e->kind == APIERR_UNAVAILABLE        ? "shutdown"
+             : e->kind == APIERR_UPSTREAM_TIMEOUT ? "upstream_timeout"
+                                                  : "upstream_error";
     if (r->sse != NULL) { /* the SSE headers are out: the error becomes an event */
         size_t len = 0;
         char *json = apierr_json(e, &len);
@@ -240,6 +244,10 @@ static int relay_on_head(void *arg, long status, const char *ctype)
     }
     r->status = status;
     util_copy(r->ctype, sizeof(r->ctype), ctype, strlen(ctype));
+    const char *retry = upstream_retry_after(r->xfer);
+    if ((status == 429 || status == 503) && *retry &&
+        r->req != NULL) /* the client's SDK backs off by it */
+        evhttp_add_header(evhttp_request_get_output_headers(r->req), "Retry-After", retry);
     if (r->p.stream && status >= 200 && status < 300 &&
         strncmp(ctype, "text/event-stream", 17) == 0)
         relay_start_stream(r);
@@ -309,7 +317,8 @@ static void relay_upstream_failed(struct relay *r, enum upstream_result res, con
 {
     struct apierr e;
     const char *name = r->p.profile->fallbacks.n > 0 ? "every upstream" : "the upstream";
-    enum metrics_failure kind = res == UPSTREAM_TIMEOUT       ? METRICS_FAIL_TIMEOUT
+    enum metrics_failure kind = res == UPSTREAM_TIMEOUT || res == UPSTREAM_IDLE
+                                    ? METRICS_FAIL_TIMEOUT
                                 : res == UPSTREAM_UNREACHABLE ? METRICS_FAIL_UNREACHABLE
                                                               : METRICS_FAIL_BROKEN;
     metrics_upstream_failure(r->w->metrics, kind);
@@ -322,6 +331,9 @@ static void relay_upstream_failed(struct relay *r, enum upstream_result res, con
                    "the upstream sent a malformed or oversized event");
     else if (res == UPSTREAM_TIMEOUT)
         apierr_set(&e, APIERR_UPSTREAM_TIMEOUT, NULL, "%s did not answer in time", name);
+    else if (res == UPSTREAM_IDLE)
+        apierr_set(&e, APIERR_UPSTREAM_TIMEOUT, NULL,
+                   "the upstream sent nothing for longer than its idle_timeout mid-response");
     else if (res == UPSTREAM_UNREACHABLE)
         apierr_set(&e, APIERR_UPSTREAM_UNREACHABLE, NULL, "%s could not be reached", name);
     else

@@ -46,8 +46,10 @@ struct relay_hooks {
     void (*on_complete)(void *arg, struct relay *r, const char *body, size_t len);
     /* The client hung up before the end; r is destroyed right after. May be NULL. */
     void (*on_client_gone)(void *arg, struct relay *r);
-    /* The relay is being destroyed: free arg. May be NULL. */
-    void (*release)(void *arg);
+    /* The relay is being destroyed: free arg. why says how a reply that did not complete
+     * ended, as a stored finish_reason: "upstream_error", "upstream_timeout" (idle or first
+     * byte), "shutdown" (memproxy stopping). May be NULL. */
+    void (*release)(void *arg, const char *why);
     /*
      * Streams: called after events were handed to the client and written (as far as the
      * socket took them): the place for work on them that must not delay them. May be NULL.

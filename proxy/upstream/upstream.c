@@ -36,13 +36,16 @@ struct upstream_xfer {
     CURL *easy;
     const struct upstream_handler *h;
     void *arg;
-    struct event *fb_timer;         /* first-byte timeout; also reports a failed start */
+    struct event *fb_timer;         /* first-byte, then idle timeout; also reports a failed start */
+    long idle_ms;                   /* 0: none (a plain POST has its one time limit) */
+    uint64_t last_us;               /* when the last body byte came (or the headers, or a resume) */
     struct curl_slist *own_headers; /* a plain POST's (target NULL) */
     struct upstream_xfer *next_zombie;
     long status;
     unsigned head_done : 1, paused : 1, cancelled : 1, aborted : 1, timed_out : 1, start_failed : 1,
         in_multi : 1, zombie : 1;
     char ctype[128];
+    char retry_after[64];
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -272,7 +275,9 @@ static enum upstream_result upstream_map(const struct upstream_xfer *x, CURLcode
         return UPSTREAM_OK;
     if (x->head_done)
         return UPSTREAM_BROKEN;
-    return rc == CURLE_OPERATION_TIMEDOUT ? UPSTREAM_TIMEOUT : UPSTREAM_UNREACHABLE;
+    curl_off_t sent_at = 0; /* 0: the request never went out (connect or TLS did not finish) */
+    curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &sent_at);
+    return rc == CURLE_OPERATION_TIMEDOUT && sent_at > 0 ? UPSTREAM_TIMEOUT : UPSTREAM_UNREACHABLE;
 }
 
 /* The end of a transfer: report it (unless cancelled) and free it. Never inside curl. */
@@ -316,8 +321,29 @@ static void upstream_head(struct upstream_xfer *x)
     x->head_done = 1;
     x->status = code;
     evtimer_del(x->fb_timer);
+    if (x->idle_ms > 0) { /* the same timer now watches the silences */
+        struct timeval tv = {.tv_sec = x->idle_ms / 1000, .tv_usec = (x->idle_ms % 1000) * 1000};
+        x->last_us = util_now_us();
+        evtimer_add(x->fb_timer, &tv);
+    }
     if (x->h->on_head(x->arg, code, x->ctype) != 0 && !x->cancelled)
         x->aborted = 1;
+}
+
+/* Keep a Retry-After value that is plain printable ASCII (it is copied into our response). */
+static void upstream_take_retry_after(struct upstream_xfer *x, const char *v, size_t len)
+{
+    while (len > 0 && (*v == ' ' || *v == '\t'))
+        v++, len--;
+    while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    x->retry_after[0] = '\0';
+    if (len == 0 || len >= sizeof(x->retry_after))
+        return;
+    for (size_t i = 0; i < len; i++)
+        if (v[i] < 0x20 || v[i] > 0x7e)
+            return;
+    util_copy(x->retry_after, sizeof(x->retry_after), v, len);
 }
 
 static size_t upstream_header_cb(char *buf, size_t size, size_t n, void *userdata)
@@ -328,6 +354,9 @@ static size_t upstream_header_cb(char *buf, size_t size, size_t n, void *userdat
         return 0;
     if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
         x->ctype[0] = '\0';
+        x->retry_after[0] = '\0';
+    } else if (len > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {
+        upstream_take_retry_after(x, buf + 12, len - 12);
     } else if (len > 13 && strncasecmp(buf, "content-type:", 13) == 0) {
         const char *v = buf + 13;
         size_t vlen = len - 13;
@@ -350,6 +379,8 @@ static size_t upstream_write_cb(char *ptr, size_t size, size_t n, void *userdata
     size_t len = size * n;
     if (x->cancelled || x->aborted)
         return 0;
+    if (x->idle_ms > 0)
+        x->last_us = util_now_us();
     enum upstream_body_rc rc = x->h->on_body(x->arg, ptr, len);
     if (x->cancelled)
         return 0;
@@ -364,6 +395,26 @@ static size_t upstream_write_cb(char *ptr, size_t size, size_t n, void *userdata
     return len;
 }
 
+/* The idle timer after the headers: it fires idle_ms after it was set, and looks at when the
+ * last byte came (set per chunk, cheaper than moving the timer each time). */
+static void upstream_idle_check(struct upstream_xfer *x)
+{
+    uint64_t now = util_now_us(), idle_us = (uint64_t)x->idle_ms * 1000;
+    if (x->paused) /* a slow client's pause: the upstream waits for us, not we for it */
+        x->last_us = now;
+    uint64_t quiet = now - x->last_us;
+    if (quiet < idle_us) {
+        uint64_t left = idle_us - quiet;
+        struct timeval tv = {.tv_sec = (time_t)(left / 1000000),
+                             .tv_usec = (suseconds_t)(left % 1000000)};
+        evtimer_add(x->fb_timer, &tv);
+        return;
+    }
+    snprintf(x->errbuf, sizeof(x->errbuf), "no bytes from the upstream for %ld ms (idle_timeout)",
+             (long)(quiet / 1000));
+    upstream_finish(x, UPSTREAM_IDLE);
+}
+
 /* First-byte timeout, or the deferred report of a transfer that could not start. */
 static void upstream_fb_timer_cb(evutil_socket_t fd, short kind, void *arg)
 {
@@ -372,6 +423,10 @@ static void upstream_fb_timer_cb(evutil_socket_t fd, short kind, void *arg)
     (void)kind;
     if (x->start_failed) {
         upstream_finish(x, UPSTREAM_UNREACHABLE);
+        return;
+    }
+    if (x->head_done) {
+        upstream_idle_check(x);
         return;
     }
     x->timed_out = 1;
@@ -471,8 +526,7 @@ static void upstream_setup_target(struct upstream_xfer *x, const struct upstream
                      rq->stream ? x->up->hdr_stream[idx] : x->up->hdr_json[idx]);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, t->connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, t->total_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (t->idle_timeout_ms + 999) / 1000);
+    x->idle_ms = t->idle_timeout_ms;
 }
 
 static void upstream_setup(struct upstream_xfer *x, const struct upstream_request *rq)
@@ -559,10 +613,16 @@ void upstream_resume(struct upstream_xfer *x)
     if (x == NULL || !x->paused || x->cancelled)
         return;
     x->paused = 0;
+    x->last_us = util_now_us();
     x->up->in_curl++;
     curl_easy_pause(x->easy, CURLPAUSE_CONT); /* may deliver held data right here */
     x->up->in_curl--;
     upstream_check_done(x->up);
+}
+
+const char *upstream_retry_after(const struct upstream_xfer *x)
+{
+    return x != NULL ? x->retry_after : "";
 }
 
 int upstream_paused(const struct upstream_xfer *x)

@@ -6,6 +6,12 @@
  * One struct upstream per worker thread. It keeps curl's connection pool (so keep-alive
  * connections to an upstream are reused) and a small pool of easy handles.
  *
+ * Timeouts of a configured upstream: connect_timeout (connect and TLS; reported as
+ * UPSTREAM_UNREACHABLE, as a refused connection is), first_byte_timeout (the response
+ * headers), idle_timeout (the longest silence between bytes after the headers, measured by
+ * our timer: curl's low-speed check averages over whole seconds and let 3-5 s silences
+ * through a 2 s limit), total_timeout. A transfer paused for a slow client is not idle.
+ *
  * A transfer reports through three callbacks, always on the worker's thread:
  *   on_head  once, when the response headers are complete (status, content type);
  *   on_body  for each piece of the body, which may ask to pause (backpressure);
@@ -29,8 +35,9 @@ struct upstream_xfer;
 enum upstream_result {
     UPSTREAM_OK,
     UPSTREAM_UNREACHABLE, /* no response: refused, DNS, TLS, reset before the headers */
-    UPSTREAM_TIMEOUT,     /* no response headers within first_byte_timeout (or connect) */
-    UPSTREAM_BROKEN,      /* failed after the headers: reset, idle or total timeout */
+    UPSTREAM_TIMEOUT,     /* no response headers within first_byte_timeout or the total */
+    UPSTREAM_IDLE,        /* after the headers, no byte within idle_timeout */
+    UPSTREAM_BROKEN,      /* failed after the headers: reset, total timeout */
     UPSTREAM_ABORTED,     /* a callback asked to stop */
 };
 
@@ -71,6 +78,9 @@ struct upstream_xfer *upstream_start(struct upstream *up, const struct upstream_
  */
 void upstream_kick(struct upstream *up);
 void upstream_cancel(struct upstream_xfer *x);
+/* The response's Retry-After (delay-seconds or an HTTP date, printable ASCII, at most 63
+ * bytes), "" when it had none: passed on with a 429 or 503 the client gets. */
+const char *upstream_retry_after(const struct upstream_xfer *x);
 /* Resume a transfer whose on_body asked to pause. Safe outside curl callbacks only. */
 void upstream_resume(struct upstream_xfer *x);
 int upstream_paused(const struct upstream_xfer *x);

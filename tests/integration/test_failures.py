@@ -1,6 +1,7 @@
 """Upstream failures, client hang-ups, slow clients and shutdown."""
 import json
 import os
+import sqlite3
 import random
 import signal
 import socket
@@ -360,8 +361,8 @@ class Shutdown(unittest.TestCase):
         self.addCleanup(mock.stop)
         mp = Memproxy("server:\n  shutdown_timeout: 300ms\n", upstream=mock.url)
         s = raw_connect(mp.port)
-        raw_request(s, "/v1/chat/completions", STREAM)
-        s.recv(65536)
+        raw_request(s, "/v1/chat/completions", STREAM, {"X-Session-Id": "cut-by-shutdown"})
+        raw_read_until(s, lambda b: b.count(b'"content"') >= 3)  # a few words heard
         t = time.monotonic()
         mp.proc.send_signal(signal.SIGTERM)
         self.assertEqual(mp.proc.wait(10), 0)
@@ -374,6 +375,78 @@ class Shutdown(unittest.TestCase):
             rest += chunk
         self.assertIn(b"shutting_down", rest)
         mp.log.close()
+        # what was heard is recorded, and says the shutdown cut it (not an upstream error)
+        con = sqlite3.connect(mp.db_path)
+        rows = con.execute("SELECT finish_reason, content FROM messages WHERE role = "
+                           "'assistant'").fetchall()
+        con.close()
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual(rows[0][0], "shutdown")
+        self.assertTrue(rows[0][1].startswith("Hello!"), rows)
+
+
+class UpstreamTimeouts(unittest.TestCase):
+    """idle_timeout is the longest silence after the headers; the answer says it timed out."""
+
+    def setUp(self):
+        self.mock = Mock("--reply", "one two three four five six")
+        self.addCleanup(self.mock.stop)
+
+    def start(self, url, extra=""):
+        mp = Memproxy("upstreams:\n  - name: main\n    url: %s\n%s" % (url, extra),
+                      upstream=self.mock.url)
+        self.addCleanup(mp.stop)
+        return mp
+
+    def test_a_silence_longer_than_idle_timeout_ends_the_reply_as_a_timeout(self):
+        # 9 s of silence after two words; curl's low-speed check let 3-5 s through a 2 s
+        # limit and tripped ~8 s after the last byte as upstream_bad_response
+        self.mock.config(stall_after=2, stall_ms=9000)
+        mp = self.start(self.mock.url, "    idle_timeout: 3s\n")
+        status, events = mp.stream(STREAM, {"X-Session-Id": "idle"})
+        self.assertEqual(status, 200)
+        err = json.loads(events[-1])["error"]
+        self.assertEqual(err["code"], "upstream_timeout", events)
+        self.assertEqual(chat_text(events[:-1]), "one two")
+        # a silence shorter than the limit is not one
+        self.mock.config(stall_after=2, stall_ms=300)
+        status, events = mp.stream(STREAM, {"X-Session-Id": "idle-2"})
+        self.assertEqual(chat_text(events), "one two three four five six")
+        mp.stop()
+        con = sqlite3.connect(mp.db_path)
+        reasons = con.execute("SELECT finish_reason FROM messages m JOIN sessions s USING (sid) "
+                              "WHERE s.id = 'idle' AND role = 'assistant'").fetchall()
+        con.close()
+        self.assertEqual(reasons, [("upstream_timeout",)])
+
+    def test_retry_after_of_a_429_reaches_the_client(self):
+        self.mock.config(fail_status=429, retry_after="7")
+        mp = self.start(self.mock.url)
+        for body in (USER_HI, STREAM):
+            status, hdrs, out = mp.request("POST", "/v1/chat/completions", body)
+            self.assertEqual((status, hdrs.get("retry-after")), (429, "7"), out)
+        self.mock.config(fail_status=503, retry_after="7\x01")  # not text: not passed on
+        status, hdrs, _ = mp.request("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual((status, hdrs.get("retry-after")), (503, None))
+
+    def test_a_connect_timeout_is_502_as_documented(self):
+        # a listener whose backlog is full: the kernel drops new SYNs, connect() hangs
+        full = socket.socket()
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        self.addCleanup(full.close)
+        fillers = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(full.getsockname())
+            fillers.append(c)
+        self.addCleanup(lambda: [c.close() for c in fillers])
+        url = "http://127.0.0.1:%d/v1" % full.getsockname()[1]
+        mp = self.start(url, "    connect_timeout: 300ms\n")
+        status, _, out = mp.request("POST", "/v1/chat/completions", USER_HI)
+        self.assertEqual((status, json.loads(out)["error"]["code"]), (502, "upstream_unreachable"),
+                         out)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@
  *   fail_status      answer every chat request with this HTTP status and an OpenAI error body
  *   hang             never answer (no headers at all)
  *   drop_after       close the connection abruptly after this many tokens (-1 = never)
+ *   stall_after      after this many tokens (-1 = never) send nothing for stall_ms, then go on
+ *   stall_ms         how long that silence lasts
+ *   retry_after      a Retry-After header on fail_status answers ("" = none)
  *   echo             the reply is the JSON of the messages received, so a test sees what
  *                    the upstream was sent
  *   embed_words      embeddings from the words of each input (64 dimensions: every word of 4
@@ -59,7 +62,8 @@
 
 struct mock_config {
     char *reply;
-    long ttft_ms, token_delay_ms, fail_status, drop_after;
+    long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
+    char *retry_after;
     int hang, echo;
     int embed_words;
     long embed_delay_ms, embed_status;
@@ -72,7 +76,7 @@ struct mock_stats {
     char *last_body, *last_authorization, *last_target;
 };
 
-static struct mock_config mock_cfg = {.drop_after = -1};
+static struct mock_config mock_cfg = {.drop_after = -1, .stall_after = -1};
 static struct mock_stats mock_stats;
 static struct event_base *mock_base;
 static long mock_seq;
@@ -250,6 +254,8 @@ static void mock_stream_step(struct mock_resp *r)
             mock_chunk(r, out, json_pack("{s:O}", "content", json_array_get(r->tokens, r->next)),
                        NULL);
         r->next++;
+        if (mock_cfg.stall_after >= 0 && (long)r->next == mock_cfg.stall_after)
+            break; /* the silence: the next tokens after stall_ms */
     } while (mock_cfg.token_delay_ms == 0 && r->next < n);
     if (r->next >= n) {
         mock_stream_end(r, out);
@@ -263,7 +269,10 @@ static void mock_stream_step(struct mock_resp *r)
     }
     evhttp_send_reply_chunk(r->req, out);
     evbuffer_free(out);
-    struct timeval tv = {mock_cfg.token_delay_ms / 1000, (mock_cfg.token_delay_ms % 1000) * 1000};
+    long ms = mock_cfg.stall_after >= 0 && (long)r->next == mock_cfg.stall_after
+                  ? mock_cfg.stall_ms
+                  : mock_cfg.token_delay_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(r->timer, &tv);
 }
 
@@ -312,6 +321,9 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
 {
     mock_stats.chat_requests++;
     if (mock_cfg.fail_status > 0) {
+        if (mock_cfg.retry_after != NULL && *mock_cfg.retry_after)
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                              mock_cfg.retry_after);
         mock_send_json(req, (int)mock_cfg.fail_status,
                        json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "injected failure",
                                  "type", "server_error", "param", "code", "mock_failure"));
@@ -437,6 +449,14 @@ static void mock_set_config(json_t *c)
         mock_cfg.fail_status = (long)json_integer_value(v);
     if ((v = json_object_get(c, "drop_after")))
         mock_cfg.drop_after = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "stall_after")))
+        mock_cfg.stall_after = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "stall_ms")))
+        mock_cfg.stall_ms = (long)json_integer_value(v);
+    if ((v = json_object_get(c, "retry_after")) && json_is_string(v)) {
+        free(mock_cfg.retry_after);
+        mock_cfg.retry_after = strdup(json_string_value(v));
+    }
     if ((v = json_object_get(c, "hang")))
         mock_cfg.hang = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
