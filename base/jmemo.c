@@ -1,5 +1,6 @@
 #include "base/jmemo.h"
 
+#include "base/jsize.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -237,7 +238,10 @@ void jmemo_put(struct jmemo *m, uint64_t seed, size_t flags, const char *text, s
     *key = (struct jmemo_key){0};
     if (len > m->max_text || jmemo_find(m, v) != NULL)
         return;
-    size_t cost = jmemo_cost(len);
+    /* the tree as it is, not as its text suggests: a text of small values is a large tree */
+    size_t cost = sizeof(struct jmemo_entry) + len + jsize_tree(v);
+    if (cost > m->max_bytes / 16)
+        return;
     struct jmemo_entry *e = xmalloc(sizeof(*e) + len);
     *e = (struct jmemo_entry){.hash = util_hash64(seed, text, len),
                               .seed = seed,

@@ -14,10 +14,10 @@
  * new reference to the kept one: callers must never change it, which memproxy's request path
  * promises anyway (transforms replace a message, they never change one; see tx.h).
  *
- * Bounds: at most max_bytes in all, each entry counted as its text, its tree (estimated as
- * JMEMO_TREE_FACTOR times the text) and its bookkeeping; a text over max_bytes / 16 is not
- * kept. When full, the oldest entry goes first: a window's message is used for as many
- * requests as it stays in the window, and then not again.
+ * Bounds: at most max_bytes in all, each entry counted as its text, its tree (jsize.h's
+ * estimate of the tree read; JMEMO_TREE_FACTOR times the text for a tree only held) and its
+ * bookkeeping; an entry over max_bytes / 16 is not kept. When full, the oldest entry goes first: a
+ * window's message is used for as many requests as it stays in the window, and then not again.
  *
  * What is known of a kept tree is kept with it, since it is the same for every request that
  * has the tree: its compact text once written (jtext_dump_memo: the upstream body is mostly

@@ -233,9 +233,18 @@ static const char *jtext_container_end(const char *p, const char *end, size_t *n
 
 /* ---- reading ---- */
 
+/* server.max_json_nodes: set once before the workers start (jtext_set_max_values). */
+static size_t jtext_max_values = SIZE_MAX;
+
+void jtext_set_max_values(size_t n)
+{
+    jtext_max_values = n > 0 ? n : SIZE_MAX;
+}
+
 struct jtext_reader {
     const unsigned char *start, *p, *end;
     size_t flags;
+    size_t values;         /* read so far, against jtext_max_values */
     size_t depth;          /* values, as jansson counts them */
     size_t nest, max_nest; /* objects and arrays */
     json_error_t *err;
@@ -272,14 +281,20 @@ static json_t *jtext_fail(struct jtext_reader *r, const unsigned char *at, const
     return NULL;
 }
 
+/* Fail with a jansson error code the caller tells apart (json_error_code()). */
+static json_t *jtext_fail_code(struct jtext_reader *r, enum json_error_code code, const char *msg)
+{
+    int first = !r->failed;
+    jtext_err(r, r->p, msg);
+    if (first && r->err != NULL)
+        r->err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)code;
+    return NULL;
+}
+
 /* A value nested too deep: fail, with jansson's error code for it. */
 static json_t *jtext_fail_deep(struct jtext_reader *r)
 {
-    int first = !r->failed;
-    jtext_err(r, r->p, "maximum parsing depth reached");
-    if (first && r->err != NULL)
-        r->err->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_stack_overflow;
-    return NULL;
+    return jtext_fail_code(r, json_error_stack_overflow, "maximum parsing depth reached");
 }
 
 /* Skip whitespace; 1 when a byte follows. */
@@ -684,6 +699,10 @@ static json_t *jtext_value(struct jtext_reader *r)
         return jtext_fail(r, r->p, "premature end of input");
     if (++r->depth > JTEXT_MAX_DEPTH)
         return jtext_fail_deep(r);
+    if (++r->values > jtext_max_values) {
+        r->depth--;
+        return jtext_fail_code(r, json_error_out_of_memory, "too many values");
+    }
     if (r->depth == JTEXT_MEMO_DEPTH - 1)
         r->prev = (struct jmemo_key){0}; /* a new container: no object before in it */
     switch (*r->p) {

@@ -38,9 +38,18 @@ struct jmemo;
 #define JTEXT_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
 
 json_t *jtext_load(const char *buf, size_t len, size_t flags, json_error_t *err);
+/*
+ * The most values (objects, arrays, strings, numbers, literals) one read may hold; past it
+ * the read fails with json_error_code(err) == json_error_out_of_memory ("too many values").
+ * A tree costs ~100 bytes a value whatever its text: a 4 MiB body of empty arrays was
+ * ~400 MiB of tree. Process-wide (server.max_json_nodes), set before any thread reads;
+ * 0 = no cap (the default, as jansson). A memo hit counts as one value.
+ */
+void jtext_set_max_values(size_t n);
 /* jtext_load(), and objects and arrays nested at most max_nest deep ("[[]]" is 2): deeper
  * fails as a value past JTEXT_MAX_DEPTH does, with json_error_code(err) ==
- * json_error_stack_overflow (the only code jtext sets; any other failure reads as
+ * json_error_stack_overflow (with json_error_out_of_memory for too many values, the only codes
+ * jtext sets; any other failure reads as
  * json_error_unknown). For a caller's own cap on what it reads, checked while reading rather
  * than by a scan of the text first. */
 json_t *jtext_load_nested(const char *buf, size_t len, size_t flags, size_t max_nest,

@@ -50,6 +50,9 @@ static const struct cfg_option cfg_options[] = {
      "Largest request header block."},
     {CFG_SEC_TOP, "server.max_json_depth", T_INT, TOP(max_json_depth), "64", 2, 1000,
      "Deepest nesting accepted in a request body."},
+    {CFG_SEC_TOP, "server.max_json_nodes", T_INT, TOP(max_json_nodes), "200000", 1000, 100000000,
+     "Most JSON values (objects, arrays, strings, numbers) in one request body; more gets 413. "
+     "A tree costs ~100 bytes a value whatever its text."},
     {CFG_SEC_TOP, "server.max_messages", T_INT, TOP(max_messages), "4096", 1, 1000000,
      "Most messages accepted in one chat request."},
     {CFG_SEC_TOP, "server.parse_memo", T_SIZE, TOP(parse_memo), "2MiB", 0, 1024 * MIB,
@@ -87,6 +90,13 @@ static const struct cfg_option cfg_options[] = {
      "(e.g. [channel])."},
     {CFG_SEC_TOP, "memory.session_turns", T_INT, TOP(ws_session_turns), "256", 8, 100000,
      "Recent turns per session kept in memory, so a hot session's request reads no database."},
+    {CFG_SEC_TOP, "memory.session_bytes", T_SIZE, TOP(ws_session_bytes), "8MiB", 64 * KIB,
+     1024 * MIB,
+     "Per session in the working set: the newest turns within this many bytes (the newest turn "
+     "always stays); older ones are read from the database when needed."},
+    {CFG_SEC_TOP, "memory.max_bytes", T_SIZE, TOP(ws_max_bytes), "256MiB", 1 * MIB,
+     64L * 1024 * MIB,
+     "All sessions in the working set together: past it the least recently used go."},
     {CFG_SEC_TOP, "memory.max_turns", T_INT, TOP(ws_max_turns), "200000", 64, 100000000,
      "Turns kept in memory over all sessions; the least recently used sessions go first. "
      "A voice call's turn takes ~4 KiB (the default: ~800 MiB at most)."},

@@ -99,6 +99,7 @@ struct cfg {
     long max_header_size;
     long max_json_depth;
     long max_messages;
+    long max_json_nodes;
     long parse_memo; /* bytes of memo per worker; 0 = none */
     long client_timeout_ms;
     long shutdown_timeout_ms;
@@ -116,6 +117,8 @@ struct cfg {
     struct cfg_strlist session_id_fields;
     long ws_session_turns;
     long ws_max_turns;
+    long ws_session_bytes; /* memory.session_bytes */
+    long ws_max_bytes;     /* memory.max_bytes */
     long retention_days;
     long idle_timeout_ms; /* 0 = never */
     char *agora_secret;   /* "" = notifications refused */

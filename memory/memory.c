@@ -837,7 +837,12 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
         return NULL;
     struct memory *m = xcalloc(1, sizeof(*m));
     m->st = st;
-    m->ws = workset_create(o->session_turns, o->max_turns, so.retention_ms);
+    struct workset_opts wo = {.session_turns = o->session_turns,
+                              .max_turns = o->max_turns,
+                              .session_bytes = o->session_bytes ? o->session_bytes : SIZE_MAX,
+                              .max_bytes = o->max_bytes ? o->max_bytes : SIZE_MAX,
+                              .retention_ms = so.retention_ms};
+    m->ws = workset_create(&wo);
     m->session_turns = o->session_turns;
     return m;
 }
@@ -853,7 +858,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->checkpoints = c.checkpoints;
     out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;
-    workset_counts(m->ws, &out->sessions, &out->turns);
+    workset_counts(m->ws, &out->sessions, &out->turns, &out->bytes);
 }
 
 void memory_drain(struct memory *m)

@@ -52,6 +52,8 @@ struct memory_opts {
     long retention_days;     /* > 0: sessions idle longer are deleted in the background */
     size_t session_turns;    /* recent turns kept per session */
     size_t max_turns;        /* kept over all sessions */
+    size_t session_bytes;    /* per session's turns (0: no cap) */
+    size_t max_bytes;        /* all sessions' turns (0: no cap) */
     int64_t touch_ms;        /* a session's updated time may lag its last request by this much
                                 (at most a minute; idle stops want it finer) */
     int64_t commit_delay_us; /* group commit under load (store.h, store_opts) */
@@ -70,6 +72,7 @@ struct memory_stats {
     int64_t replies_pending;   /* recorded requests under way whose reply is not written yet */
     uint64_t sessions;         /* sessions in the working set */
     uint64_t turns;            /* turns in the working set */
+    uint64_t bytes;            /* their size (base/jsize.h) */
 };
 void memory_stats(struct memory *m, struct memory_stats *out);
 /* Wait until every write submitted so far is committed and its callback handed over. */

@@ -1,5 +1,6 @@
 #include "memory/turnlist.h"
 
+#include "base/jsize.h"
 #include "base/util.h"
 
 #include <string.h>
@@ -10,6 +11,7 @@ enum turnlist_kind { TURNLIST_OTHER, TURNLIST_USER, TURNLIST_ASSISTANT, TURNLIST
 struct turnlist_item {
     struct reconcile_view v; /* v.t is the turn, referenced */
     enum turnlist_kind kind;
+    size_t bytes; /* jsize_tree(v.t) */
 };
 
 /* An entry's first allocation, in turns: a working set may hold many short sessions
@@ -22,6 +24,7 @@ struct turnlist_item {
 struct turnlist {
     struct turnlist_item *items;
     size_t start, n, cap;
+    size_t bytes; /* of the turns held */
 };
 
 static enum turnlist_kind turnlist_kind_of(const char *role)
@@ -35,10 +38,12 @@ static enum turnlist_kind turnlist_kind_of(const char *role)
     return strcmp(role, "tool") == 0 ? TURNLIST_TOOL : TURNLIST_OTHER;
 }
 
-static void turnlist_item_read(struct turnlist_item *it, json_t *t)
+static void turnlist_item_read(struct turnlist *l, struct turnlist_item *it, json_t *t)
 {
     reconcile_view_read(&it->v, json_incref(t));
     it->kind = turnlist_kind_of(it->v.role);
+    it->bytes = jsize_tree(t);
+    l->bytes += it->bytes;
 }
 
 struct turnlist *turnlist_create(void)
@@ -80,24 +85,39 @@ void turnlist_append(struct turnlist *l, json_t *turn)
         l->cap = l->cap ? l->cap * 2 : TURNLIST_FIRST_CAP;
         l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
     }
-    turnlist_item_read(&l->items[l->start + l->n++], turn);
+    turnlist_item_read(l, &l->items[l->start + l->n++], turn);
 }
 
 void turnlist_replace(struct turnlist *l, size_t i, json_t *t)
 {
     struct turnlist_item *it = &l->items[l->start + i];
     json_t *old = it->v.t;
-    turnlist_item_read(it, t);
+    l->bytes -= it->bytes;
+    turnlist_item_read(l, it, t);
     json_decref(old);
 }
 
 void turnlist_keep_last(struct turnlist *l, size_t keep)
 {
     while (l->n > keep) {
+        l->bytes -= l->items[l->start].bytes;
         json_decref(l->items[l->start].v.t);
         l->start++;
         l->n--;
     }
+}
+
+size_t turnlist_keep_bytes(const struct turnlist *l, size_t max)
+{
+    size_t keep = l->n, bytes = l->bytes;
+    while (keep > 1 && bytes > max)
+        bytes -= l->items[l->start + l->n - keep--].bytes;
+    return keep;
+}
+
+size_t turnlist_bytes(const struct turnlist *l)
+{
+    return l->bytes;
 }
 
 size_t turnlist_size(const struct turnlist *l)

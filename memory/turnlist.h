@@ -44,6 +44,10 @@ void turnlist_replace(struct turnlist *l, size_t i, json_t *t);
 void turnlist_keep_last(struct turnlist *l, size_t keep);
 
 size_t turnlist_size(const struct turnlist *l);
+/* About the heap the turns hold (base/jsize.h), kept as they come and go. */
+size_t turnlist_bytes(const struct turnlist *l);
+/* How many of the newest turns fit in max bytes: at least one (the newest always stays). */
+size_t turnlist_keep_bytes(const struct turnlist *l, size_t max);
 /* Turn i (borrowed), or NULL past the end. */
 json_t *turnlist_get(const struct turnlist *l, size_t i);
 /* Turn i's turn_id (-1 when it has none, or past the end). */

@@ -6,11 +6,10 @@
 #include <string.h>
 
 struct workset {
-    size_t session_turns, max_turns;
-    int64_t retention_ms;
+    struct workset_opts o;
     pthread_mutex_t mu; /* the table, the LRU list, and the entries' fields it guards */
     struct workset_entry **buckets;
-    size_t nbuckets, nentries, total;
+    size_t nbuckets, nentries, total, total_bytes;
     struct workset_entry *lru_head, *lru_tail;
 };
 
@@ -90,14 +89,15 @@ static void workset_remove(struct workset *m, struct workset_entry *e)
     workset_lru_unlink(m, e);
     m->nentries--;
     m->total -= e->counted;
+    m->total_bytes -= e->counted_bytes;
     workset_entry_free(e);
 }
 
-/* Drop least recently used entries nobody uses until the total fits. */
+/* Drop least recently used entries nobody uses until the totals fit. */
 static void workset_evict(struct workset *m)
 {
     struct workset_entry *e = m->lru_tail;
-    while (m->total > m->max_turns && e != NULL) {
+    while ((m->total > m->o.max_turns || m->total_bytes > m->o.max_bytes) && e != NULL) {
         struct workset_entry *prev = e->prev;
         if (e->refs == 0 && e->pending == 0)
             workset_remove(m, e);
@@ -132,7 +132,7 @@ struct workset_entry *workset_acquire(struct workset *m, const char *key, int *r
         workset_lru_unlink(m, e);
     }
     workset_lru_front(m, e);
-    if (m->retention_ms > 0 && e->used_ms > 0 && e->used_ms < now - m->retention_ms)
+    if (m->o.retention_ms > 0 && e->used_ms > 0 && e->used_ms < now - m->o.retention_ms)
         e->stale = 1; /* the database may have purged it meanwhile */
     *reload = e->stale && e->pending == 0;
     if (*reload)
@@ -151,9 +151,12 @@ void workset_release(struct workset *m, struct workset_entry *e)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* e->mu held: keep the newest `keep` of the entry's turns. */
-static void workset_trim(struct workset_entry *e, size_t keep)
+/* e->mu held: keep the newest `keep` of the entry's turns, and of those the newest within the
+ * session's bytes. */
+static void workset_trim(struct workset *m, struct workset_entry *e, size_t keep)
 {
+    size_t by_bytes = turnlist_keep_bytes(e->turns, m->o.session_bytes);
+    keep = by_bytes < keep ? by_bytes : keep;
     if (turnlist_size(e->turns) <= keep)
         return;
     turnlist_keep_last(e->turns, keep);
@@ -164,11 +167,13 @@ static void workset_trim(struct workset_entry *e, size_t keep)
  * sessions without turns count too). */
 void workset_account(struct workset *m, struct workset_entry *e)
 {
-    workset_trim(e, m->session_turns);
-    size_t n = turnlist_size(e->turns);
+    workset_trim(m, e, m->o.session_turns);
+    size_t n = turnlist_size(e->turns), bytes = turnlist_bytes(e->turns);
     pthread_mutex_lock(&m->mu);
     m->total = m->total - e->counted + (n ? n : 1);
     e->counted = n ? n : 1;
+    m->total_bytes = m->total_bytes - e->counted_bytes + bytes;
+    e->counted_bytes = bytes;
     workset_evict(m);
     pthread_mutex_unlock(&m->mu);
 }
@@ -200,20 +205,19 @@ void workset_settled(struct workset *m, struct workset_entry *e, int ok, const c
     pthread_mutex_unlock(&m->mu);
 }
 
-void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns)
+void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes)
 {
     pthread_mutex_lock(&m->mu);
     *sessions = m->nentries;
     *turns = m->total;
+    *bytes = m->total_bytes;
     pthread_mutex_unlock(&m->mu);
 }
 
-struct workset *workset_create(size_t session_turns, size_t max_turns, int64_t retention_ms)
+struct workset *workset_create(const struct workset_opts *o)
 {
     struct workset *m = xcalloc(1, sizeof(*m));
-    m->session_turns = session_turns;
-    m->max_turns = max_turns;
-    m->retention_ms = retention_ms;
+    m->o = *o;
     m->nbuckets = 1024;
     m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
     pthread_mutex_init(&m->mu, NULL);

@@ -5,8 +5,11 @@
  * its writes are numbered and submitted, so turns are numbered (seq) in the order they are
  * committed even when two requests of one session race.
  *
- * An entry holds at most session_turns recent turns, all entries together max_turns; the
- * least recently used entries that nobody uses and that have nothing in flight go first. An
+ * An entry holds at most session_turns recent turns within session_bytes (the newest turn
+ * always stays), all entries together max_turns and max_bytes (base/jsize.h's estimate of
+ * the trees: 60 turns of 3 MiB once raised memory by 200 MB under a cap that counted only
+ * turns); the least recently used entries that nobody uses and that have nothing in flight
+ * go first. An
  * entry is marked stale when a commit for it failed, when a change was made to its session
  * behind it (a REST change, a user's data), or when it sat idle past the retention period;
  * the next acquire then says it must be read again.
@@ -50,14 +53,21 @@ struct workset_entry {
     json_t *inject;       /* system messages for inject_memory, read with the entry */
     json_t *params;       /* the session's runtime params (an object), or NULL */
     /* under the working set's lock (workset.c) */
-    int refs;       /* recs using it */
-    int pending;    /* submitted batches not yet committed */
-    int stale;      /* a commit failed: reload once nothing is pending */
-    size_t counted; /* its share of memory.total */
+    int refs;             /* recs using it */
+    int pending;          /* submitted batches not yet committed */
+    int stale;            /* a commit failed: reload once nothing is pending */
+    size_t counted;       /* its share of the working set's turns */
+    size_t counted_bytes; /* and of its bytes */
     int64_t used_ms;
 };
 
-struct workset *workset_create(size_t session_turns, size_t max_turns, int64_t retention_ms);
+struct workset_opts {
+    size_t session_turns, max_turns; /* memory.session_turns, memory.max_turns */
+    size_t session_bytes, max_bytes; /* memory.session_bytes, memory.max_bytes */
+    int64_t retention_ms;            /* an entry idle longer is read again */
+};
+
+struct workset *workset_create(const struct workset_opts *o);
 /* Frees every entry; nobody may hold one. */
 void workset_destroy(struct workset *m);
 
@@ -77,7 +87,7 @@ void workset_pending(struct workset *m, struct workset_entry *e);
 void workset_settled(struct workset *m, struct workset_entry *e, int ok, const char *key,
                      const char *tenant);
 
-/* Sessions and turns held now. */
-void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns);
+/* Sessions, turns and their bytes held now. */
+void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes);
 
 #endif

@@ -2,6 +2,7 @@
  * memproxy: a custom-LLM proxy for voice agents. main: flags, configuration, start, exit.
  */
 #include "base/jalloc.h"
+#include "base/jtext.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/cfg.h"
@@ -134,8 +135,11 @@ static int main_serve(const struct cfg *cfg)
                              .retention_days = cfg->retention_days,
                              .session_turns = (size_t)cfg->ws_session_turns,
                              .max_turns = (size_t)cfg->ws_max_turns,
+                             .session_bytes = (size_t)cfg->ws_session_bytes,
+                             .max_bytes = (size_t)cfg->ws_max_bytes,
                              .touch_ms = lifecycle_touch_ms(cfg),
                              .commit_delay_us = cfg->commit_delay_us};
+    jtext_set_max_values((size_t)cfg->max_json_nodes); /* before any worker reads */
     struct memory *mem = memory_open(&mo, &err);
     int rc = 1;
     if (mem == NULL)

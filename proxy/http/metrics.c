@@ -314,11 +314,14 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
         "# HELP memproxy_memory_turns Turns in the working set (an empty session "
         "counts as one).\n"
         "# TYPE memproxy_memory_turns gauge\nmemproxy_memory_turns %llu\n"
+        "# HELP memproxy_memory_bytes About the heap the working set's turns hold "
+        "(memory.max_bytes caps it).\n"
+        "# TYPE memproxy_memory_bytes gauge\nmemproxy_memory_bytes %llu\n"
         "# HELP memproxy_memory_reach_back_turns_total Stored turns read from the database "
         "to match turn-id windows reaching back past the working set.\n"
         "# TYPE memproxy_memory_reach_back_turns_total counter\n"
         "memproxy_memory_reach_back_turns_total %llu\n",
-        (unsigned long long)m->sessions, (unsigned long long)m->turns,
+        (unsigned long long)m->sessions, (unsigned long long)m->turns, (unsigned long long)m->bytes,
         (unsigned long long)m->reach_back_turns);
 }
 

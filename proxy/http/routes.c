@@ -101,6 +101,8 @@ static int routes_body(struct worker *w, struct evhttp_request *req, struct requ
         rc->body = (const char *)evbuffer_pullup(body, -1);
         rc->body_len = len;
     }
+    if (len >= WORKER_TRIM_BODY)
+        worker_trim_later(w);
     return 0;
 }
 

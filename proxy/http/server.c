@@ -456,6 +456,8 @@ void server_destroy(struct server *srv)
             event_free(w->force_timer);
         if (w->accept_retry)
             event_free(w->accept_retry);
+        if (w->trim_timer)
+            event_free(w->trim_timer);
         event_base_free(w->base);
         metrics_destroy(w->metrics);
         memory_reader_close(w->reader);

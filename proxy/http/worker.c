@@ -4,6 +4,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <malloc.h>
 
 int worker_idle(const struct worker *w)
 {
@@ -73,4 +74,21 @@ void worker_write_now(struct worker *w, struct evhttp_connection *evcon)
         bufferevent_trigger(bev, EV_WRITE, 0); /* may free evcon */
         conn_sent(w->conns, fd);
     }
+}
+
+static void worker_trim(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    malloc_trim(0);
+}
+
+void worker_trim_later(struct worker *w)
+{
+    struct timeval tv = {.tv_sec = WORKER_TRIM_DELAY_MS / 1000,
+                         .tv_usec = (WORKER_TRIM_DELAY_MS % 1000) * 1000};
+    if (w->trim_timer == NULL)
+        w->trim_timer = evtimer_new(w->base, worker_trim, w);
+    evtimer_add(w->trim_timer, &tv); /* again: the delay starts from the last large one */
 }

@@ -62,6 +62,7 @@ struct worker {
     char date[UTIL_HTTP_DATE]; /* the Date header's value, made once a second */
     struct event *force_timer;
     struct event *accept_retry; /* accepting again after accept() ran out of something */
+    struct event *trim_timer;   /* worker_trim_later(), made when first needed */
     long accept_backoff_ms;     /* 0: accepting normally */
     long accept_pauses;         /* in this episode, for the log line that ends it */
     int accept_probing;         /* accepting again; a pause without an error ends the episode */
@@ -103,5 +104,17 @@ void worker_response_sending(struct worker *w, struct evhttp_request *req);
  * connection then waits for its next request with our read ahead of evhttp's (conn_sent).
  */
 void worker_write_now(struct worker *w, struct evhttp_connection *evcon);
+
+/*
+ * A large request (a body of WORKER_TRIM_BODY or more) was read: give the heap it used back
+ * to the system a while after the last one (malloc_trim). Its tree's many small blocks go back
+ * to glibc's arenas when it is freed, and stay there: one 4 MiB body of 1.3 M values left
+ * ~400 MiB of RSS behind for good. A trim walks the arenas (milliseconds), so it runs
+ * WORKER_TRIM_DELAY_MS after the last large request: while they keep coming, the freed heap
+ * is what the next one reuses.
+ */
+#define WORKER_TRIM_BODY     (1024 * 1024)
+#define WORKER_TRIM_DELAY_MS 2000
+void worker_trim_later(struct worker *w);
 
 #endif

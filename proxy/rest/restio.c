@@ -41,6 +41,11 @@ json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct r
     if (json_is_object(b))
         return b;
     json_decref(b);
+    if (rc->body != NULL && json_error_code(&jerr) == json_error_out_of_memory) {
+        restio_error(w, req, APIERR_TOO_LARGE, NULL,
+                     "the body holds more JSON values than server.max_json_nodes allows");
+        return NULL;
+    }
     restio_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
                  "the body must be a JSON object");
     return NULL;

@@ -1,9 +1,11 @@
 """Hardening (docs/security.md): input that must be refused with a clear error and leave
 memproxy running and its data as it was."""
 import json
+import time
 import unittest
 
-from harness import Memproxy, Mock, USER_HI
+from harness import Memproxy, Mock, USER_HI, wait_for
+from test_failures import rss_kb
 
 CONFIG = """
 auth:
@@ -71,6 +73,63 @@ class Ids(unittest.TestCase):
         self.assertEqual((status, out["error"]["param"]), (400, "session_id"), out)
         status, out = self.api("PUT", "/v1/users/%ff/memory")
         self.assertEqual(status, 404, out)
+
+
+class MemoryBudgets(unittest.TestCase):
+    """Memory is capped in bytes, not items, and a large request's heap goes back."""
+    CONFIG = """
+auth:
+  admin_keys: [admin-key-0123456789]
+memory:
+  session_bytes: 4MiB
+"""
+
+    def setUp(self):
+        self.mock = Mock("--reply", "ok")
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(self.CONFIG, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+
+    def chat(self, content, sid="big"):
+        body = {"model": "m", "messages": [{"role": "user", "content": content}]}
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body,
+                                         {"X-Session-Id": sid}, timeout=120)
+        return status, out
+
+    def gauge(self, name):
+        _, _, out = self.mp.request("GET", "/metrics")
+        for line in out.decode().splitlines():
+            if line.startswith(name + " "):
+                return int(line.split()[1])
+        raise AssertionError(name + " not in /metrics")
+
+    def test_a_body_of_many_small_values_is_refused_and_its_memory_returned(self):
+        self.chat("warm up")
+        base = rss_kb(self.mp.proc.pid)
+        many = '{"model":"m","messages":[{"role":"user","content":"x"}],"junk":[' + \
+            ",".join(["[]"] * 1300000) + "]}"  # 3.9 MB of text, 1.3 M values
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", None, raw=many,
+                                         timeout=120)
+        self.assertEqual((status, json.loads(out)["error"]["code"]), (413, "request_too_large"))
+        status, _, out = self.mp.request("PATCH", "/v1/sessions/big", None, raw=many.replace(
+            '"junk"', '"metadata"'), headers={"Authorization": "Bearer admin-key-0123456789"})
+        self.assertEqual(status, 413, out)
+        # before: ~400 MiB stayed; the cap stops the read early and the heap is trimmed after
+        wait_for(lambda: rss_kb(self.mp.proc.pid) - base < 48 * 1024, timeout=60,
+                 what="memproxy's memory to come back (RSS %d KiB over)" %
+                 (rss_kb(self.mp.proc.pid) - base))
+
+    def test_the_working_set_holds_a_session_to_its_bytes(self):
+        big = "w" * (3 << 20)  # 3 MiB a turn
+        for i in range(12):
+            status, out = self.chat(big + str(i))
+            self.assertEqual(status, 200, out[:200])
+        held = self.gauge("memproxy_memory_bytes")
+        self.assertLessEqual(held, 2 * (3 << 20) + (1 << 20), "the working set holds %d" % held)
+        self.assertGreater(held, 3 << 20)  # the newest turn always stays
+        status, h = self.mp.json("GET", "/v1/sessions/big/history?limit=100",
+                                 headers={"Authorization": "Bearer admin-key-0123456789"})
+        self.assertEqual(len([c for c in h["contents"] if c["role"] == "user"]), 12)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "base/jmemo.h"
+#include "base/jsize.h"
 #include "base/jtext.h"
 
 #include <stdlib.h>
@@ -224,6 +225,26 @@ static void test_budget(void **state)
     jmemo_destroy(m);
 }
 
+/* A short text of many small values is a large tree: the budget counts the tree (jsize). */
+static void test_budget_counts_the_tree_not_the_text(void **state)
+{
+    struct jmemo *m = jmemo_create(1024 * 1024); /* one entry may take 64 KiB */
+    struct jmemo_stats st;
+    char *body = malloc(8192);
+    strcpy(body, "{\"messages\":[{\"role\":\"user\",\"content\":[");
+    for (int i = 0; i < 1500; i++) /* 4.5 KB of text, ~100 KB of tree */
+        strcat(body, i ? ",[]" : "[]");
+    strcat(body, "]}]}");
+    json_t *j = load(m, body, 0, 64, NULL);
+    assert_non_null(j);
+    assert_true(jsize_tree(message(j, 0)) > 64 * 1500);
+    json_decref(j);
+    jmemo_stats(m, &st);
+    assert_int_equal(st.entries, 0); /* not kept: its tree is over the entry cap */
+    free(body);
+    jmemo_destroy(m);
+}
+
 /* What is learned of a kept tree is found by its address, and only for the memo's trees. */
 static void test_what_is_learned_is_kept(void **state)
 {
@@ -419,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_successors),
         cmocka_unit_test(test_errors_say_where),
         cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_budget_counts_the_tree_not_the_text),
         cmocka_unit_test(test_what_is_learned_is_kept),
         cmocka_unit_test(test_texts),
         cmocka_unit_test(test_held_trees),
