@@ -45,7 +45,8 @@ static const struct cfg_option cfg_options[] = {
      "0 = from the open-file limit: half of what is left after 64 for the process itself "
      "(each chat request holds a client and an upstream socket)."},
     {CFG_SEC_TOP, "server.max_body_size", T_SIZE, TOP(max_body_size), "4MiB", 1 * KIB, 256 * MIB,
-     "Largest request body; larger gets 413. Bodies past 4x this are refused unread."},
+     "Largest request body; larger gets 413 (JSON). Past it by a quarter (at least 64 KiB), the "
+     "body is discarded as it comes, not buffered, and evhttp answers 413 itself."},
     {CFG_SEC_TOP, "server.max_header_size", T_SIZE, TOP(max_header_size), "16KiB", 1 * KIB, 1 * MIB,
      "Largest request header block."},
     {CFG_SEC_TOP, "server.max_json_depth", T_INT, TOP(max_json_depth), "64", 2, 1000,
@@ -62,6 +63,10 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "server.client_timeout", T_DURATION, TOP(client_timeout_ms), "60s", 1 * SEC,
      3600 * SEC,
      "Time a client has to send its request; idle keep-alive connections close after it."},
+    {CFG_SEC_TOP, "server.request_timeout", T_DURATION, TOP(request_timeout_ms), "30s", 1 * SEC,
+     3600 * SEC,
+     "Time from a request's first byte to its last (headers and body); past it: 408 and the "
+     "connection is closed. client_timeout counts silence, this the whole request."},
     {CFG_SEC_TOP, "server.shutdown_timeout", T_DURATION, TOP(shutdown_timeout_ms), "30s", 0,
      600 * SEC, "On SIGTERM, how long in-flight requests may take to finish before exit."},
     {CFG_SEC_TOP, "server.max_client_buffer", T_SIZE, TOP(max_client_buffer), "256KiB", 4 * KIB,

@@ -102,6 +102,7 @@ struct cfg {
     long max_json_nodes;
     long parse_memo; /* bytes of memo per worker; 0 = none */
     long client_timeout_ms;
+    long request_timeout_ms;
     long shutdown_timeout_ms;
     long max_client_buffer;
     long max_upstream_response;

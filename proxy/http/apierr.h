@@ -21,7 +21,9 @@ enum apierr_kind {
     APIERR_NOT_FOUND,             /* 404 */
     APIERR_METHOD,                /* 405 */
     APIERR_CONFLICT,              /* 409 */
+    APIERR_TIMEOUT,               /* 408: the request was not received in time */
     APIERR_TOO_LARGE,             /* 413 */
+    APIERR_MEDIA_TYPE,            /* 415: a body that is not application/json */
     APIERR_INTERNAL,              /* 500 */
     APIERR_STORAGE,               /* 503: a commit failed (a full disk); retry */
     APIERR_UPSTREAM_UNREACHABLE,  /* 502 */

@@ -32,6 +32,9 @@ struct conn {
     void *hup_arg;
     conn_close_cb on_close;
     void *close_arg;
+    struct event *deadline; /* server.request_timeout, from a request's first byte */
+    int serving;            /* a request was handed over and is not answered yet */
+    int nul;                /* a NUL byte was read since the last request was handed over */
 };
 
 struct conn_table {
@@ -43,6 +46,9 @@ struct conn_table {
     long max;
     char *busy; /* the whole 503 response past max */
     size_t busy_len;
+    struct timeval request_tv;
+    char *slow; /* the whole 408 response past request_tv */
+    size_t slow_len;
     struct event *adopt;        /* runs conn_adopt_all once evhttp has set new connections up */
     struct bufferevent **fresh; /* accepted, not adopted yet (a reference held on each) */
     size_t nfresh, fresh_cap;
@@ -104,11 +110,44 @@ static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
     return total;
 }
 
+/* The worker's table, for the input callbacks (their argument is the bufferevent). */
+static _Thread_local struct conn_table *conn_self;
+
+/* Bytes were read into a connection's input: a request's clock starts with its first byte;
+ * a NUL among them is noted. */
+static void conn_input_added(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+                             evutil_socket_t fd)
+{
+    struct conn_table *t = conn_self;
+    struct conn *c = t != NULL && fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+    if (c == NULL)
+        return;
+    if (!c->serving && !evtimer_pending(c->deadline, NULL))
+        evtimer_add(c->deadline, &t->request_tv);
+    struct evbuffer_ptr at;
+    struct evbuffer_iovec v[8];
+    size_t done = 0;
+    while (!c->nul && done < info->n_added &&
+           evbuffer_ptr_set(buf, &at, info->orig_size + done, EVBUFFER_PTR_SET) == 0) {
+        int n = evbuffer_peek(buf, (ev_ssize_t)(info->n_added - done), &at, v, 8);
+        if (n <= 0)
+            break;
+        for (int i = 0; i < n && i < 8 && done < info->n_added; i++) {
+            size_t len = v[i].iov_len < info->n_added - done ? v[i].iov_len : info->n_added - done;
+            c->nul |= memchr(v[i].iov_base, '\0', len) != NULL;
+            done += len;
+        }
+    }
+}
+
 static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
-    if (info->n_added != CONN_LIBEVENT_READ || conn_reading_ahead)
+    if (info->n_added == 0)
         return; /* most calls: evhttp draining what it parsed */
     evutil_socket_t fd = bufferevent_getfd(arg);
+    conn_input_added(buf, info, fd);
+    if (info->n_added != CONN_LIBEVENT_READ || conn_reading_ahead)
+        return;
     if (fd >= 0)
         conn_read_all(buf, fd);
 }
@@ -116,6 +155,7 @@ static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *i
 struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table)
 {
     struct conn_table *t = table;
+    conn_self = t; /* this worker's thread */
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (bev == NULL)
         log_fatal("conn: cannot create a bufferevent");
@@ -130,17 +170,21 @@ struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table)
 
 static void conn_adopt_all(evutil_socket_t fd, short what, void *arg);
 
-struct conn_table *conn_table_create(struct event_base *base, atomic_long *open, long max,
-                                     const char *busy, size_t busy_len)
+struct conn_table *conn_table_create(struct event_base *base, const struct conn_limits *lim)
 {
     struct conn_table *t = xcalloc(1, sizeof(*t));
     t->base = base;
     t->early_close = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
-    t->open = open;
-    t->max = max;
-    t->busy = xmalloc(busy_len);
-    memcpy(t->busy, busy, busy_len);
-    t->busy_len = busy_len;
+    t->open = lim->open;
+    t->max = lim->max;
+    t->busy = xmalloc(lim->busy_len);
+    memcpy(t->busy, lim->busy, lim->busy_len);
+    t->busy_len = lim->busy_len;
+    t->slow = xmalloc(lim->slow_len);
+    memcpy(t->slow, lim->slow, lim->slow_len);
+    t->slow_len = lim->slow_len;
+    t->request_tv = (struct timeval){.tv_sec = lim->request_ms / 1000,
+                                     .tv_usec = (lim->request_ms % 1000) * 1000};
     t->adopt = event_new(base, -1, 0, conn_adopt_all, t);
     return t;
 }
@@ -152,6 +196,7 @@ static void conn_free(struct conn *c)
     event_free(c->keep[1]);
     if (c->closed != NULL)
         event_free(c->closed);
+    event_free(c->deadline);
     free(c);
 }
 
@@ -168,6 +213,7 @@ void conn_table_destroy(struct conn_table *t)
     free(t->fresh);
     free(t->byfd);
     free(t->busy);
+    free(t->slow);
     free(t);
 }
 
@@ -223,6 +269,19 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
         cb(evcon, cb_arg);
 }
 
+/* A request was not read whole in time: answer 408 and close (never while one is being
+ * answered: the deadline is off then). */
+static void conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->serving)
+        return;
+    (void)send(c->fd, c->t->slow, c->t->slow_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    evhttp_connection_free(c->evcon); /* conn_closed frees c */
+}
+
 static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evcon)
 {
     struct conn *c = conn_find(t, evcon);
@@ -236,6 +295,7 @@ static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evc
     c->fd = fd;
     for (int i = 0; i < 2; i++)
         c->keep[i] = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
+    c->deadline = evtimer_new(t->base, conn_deadline_cb, c);
     t->byfd[fd] = c;
     evhttp_connection_set_closecb(evcon, conn_closed, c);
     return c;
@@ -375,6 +435,25 @@ void conn_sent(struct conn_table *t, evutil_socket_t fd)
     c->front ^= 1;
     event_add(c->keep[c->front], NULL);
     event_del(old);
+}
+
+int conn_request(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c == NULL)
+        return 0;
+    evtimer_del(c->deadline);
+    c->serving = 1;
+    int nul = c->nul;
+    c->nul = 0;
+    return nul ? -1 : 0;
+}
+
+void conn_response_done(struct conn_table *t, struct evhttp_connection *evcon)
+{
+    struct conn *c = conn_find(t, evcon);
+    if (c != NULL)
+        c->serving = 0;
 }
 
 void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon)

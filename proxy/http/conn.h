@@ -64,8 +64,31 @@ typedef void (*conn_close_cb)(struct evhttp_connection *evcon, void *arg);
  * a 503 in the one JSON error shape (busy: its bytes, made once) and closed: a client is
  * refused politely before the process runs out of file descriptors.
  */
-struct conn_table *conn_table_create(struct event_base *base, atomic_long *open, long max,
-                                     const char *busy, size_t busy_len);
+struct conn_limits {
+    atomic_long *open; /* client connections of all workers */
+    long max;          /* server.max_connections */
+    const char *busy;  /* the whole response past max (copied) */
+    size_t busy_len;
+    long request_ms;  /* server.request_timeout: a request's first byte to its last */
+    const char *slow; /* the whole response when it passes (copied) */
+    size_t slow_len;
+};
+
+/*
+ * A request's deadline (server.request_timeout). evhttp's timeout measures inactivity, so a
+ * client sending a byte every few seconds kept a connection, and the buffers of a half-read
+ * request, forever. The deadline starts with the first byte of a request (the input
+ * buffer's callback sees every read) and ends when evhttp hands the whole request over
+ * (conn_request); past it the client gets a 408 in the one JSON error shape and the
+ * connection is closed. A connection with a request being answered is never cut: the next
+ * request's clock starts after the response (conn_response_done).
+ *
+ * NUL bytes: evhttp keeps header values as C strings, so "X-Session-Id: ab\0cd" read as "ab".
+ * No request memproxy serves may hold a NUL anywhere (its bodies are JSON, where a raw NUL is
+ * invalid), so the same callback looks for one in every byte read, and conn_request reports
+ * it.
+ */
+struct conn_table *conn_table_create(struct event_base *base, const struct conn_limits *lim);
 
 /* For evhttp_set_bevcb(http, conn_bufferevent_new, table): a socket bufferevent (no socket
  * yet, closed with it) that reads ahead as above and is counted. evhttp owns it. */
@@ -91,6 +114,12 @@ void conn_unwatch(struct conn_table *t, struct evhttp_connection *evcon);
  * reads the next request (above). Adds our other event before taking this one off, so the
  * socket's interest in the kernel never changes. */
 void conn_sent(struct conn_table *t, evutil_socket_t fd);
+
+/* evhttp handed over evcon's request, read whole: its deadline ends. -1 when a NUL byte came
+ * with it (the caller answers 400 and closes), else 0. */
+int conn_request(struct conn_table *t, struct evhttp_connection *evcon);
+/* evcon's response is written: the next request's deadline may start. */
+void conn_response_done(struct conn_table *t, struct evhttp_connection *evcon);
 
 /* evhttp_connection_set_closecb() for every connection, watched or not (NULL cb clears). */
 void conn_set_closecb(struct conn_table *t, struct evhttp_connection *evcon, conn_close_cb cb,

@@ -5,6 +5,7 @@
 #include "proxy/chat/chat.h"
 #include "proxy/chat/forward.h"
 #include "proxy/http/auth.h"
+#include "proxy/http/conn.h"
 #include "proxy/http/metrics.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
@@ -14,6 +15,8 @@
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
 
 struct route_def {
     const char *path; /* after the optional /p/{profile} and /v1 prefixes */
@@ -85,12 +88,34 @@ static void routes_strip(const char **path, size_t *len, struct request_ctx *rc)
     }
 }
 
+/* A body's Content-Type is JSON (application/json or application/<x>+json, parameters
+ * allowed), or absent: a browser's form post (text/plain, x-www-form-urlencoded,
+ * multipart/form-data: what a page may send anywhere without asking) never reaches the
+ * upstream or the store. */
+static int routes_json_type(struct evhttp_request *req)
+{
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    if (ct == NULL)
+        return 1;
+    size_t n = strcspn(ct, "; \t");
+    if (n == 16 && strncasecmp(ct, "application/json", 16) == 0)
+        return 1;
+    return n > 17 && strncasecmp(ct, "application/", 12) == 0 &&
+           strncasecmp(ct + n - 5, "+json", 5) == 0 && memchr(ct + 12, '/', n - 12) == NULL;
+}
+
 /* The body within its cap into rc; 0 to go on, -1 when an error was sent. */
 static int routes_body(struct worker *w, struct evhttp_request *req, struct request_ctx *rc)
 {
     struct apierr e;
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(body);
+    if (len > 0 && !routes_json_type(req)) {
+        apierr_set(&e, APIERR_MEDIA_TYPE, "Content-Type",
+                   "the body must be JSON: send Content-Type: application/json");
+        respond_error(w, rc->route, req, &e);
+        return -1;
+    }
     if (len > (size_t)w->cfg->max_body_size) {
         apierr_set(&e, APIERR_TOO_LARGE, NULL, "the request body is %zu bytes; the limit is %ld",
                    len, w->cfg->max_body_size);
@@ -176,10 +201,39 @@ static void routes_rest(struct worker *w, struct evhttp_request *req, const char
         rest_handle(w, req, path, len, rc);
 }
 
+/* Requests whose framing or bytes cannot be trusted: a NUL byte (evhttp would have cut a
+ * header at it), or more than one Content-Length (which one frames the body is a guess a
+ * proxy in front may make differently: request smuggling). 400, and the connection closes.
+ * 0 to go on. */
+static int routes_malformed(struct worker *w, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    const char *why = NULL;
+    int lengths = 0;
+    struct evkeyval *h;
+    TAILQ_FOREACH(h, evhttp_request_get_input_headers(req), next)
+    {
+        lengths += strcasecmp(h->key, "Content-Length") == 0;
+    }
+    if (evcon != NULL && conn_request(w->conns, evcon) != 0)
+        why = "the request holds a NUL byte";
+    else if (lengths > 1)
+        why = "the request has more than one Content-Length";
+    if (why == NULL)
+        return 0;
+    struct apierr e;
+    apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "%s", why);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    respond_error(w, METRICS_ROUTE_OTHER, req, &e);
+    return -1;
+}
+
 void routes_handle(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
     struct request_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
+    if (routes_malformed(w, req) != 0)
+        return;
     const char *uri = evhttp_request_get_uri(req);
     size_t len = strcspn(uri, "?#");
     const char *path = uri;

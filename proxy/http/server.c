@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -50,6 +51,8 @@ struct server {
     long max_connections;
     char *busy; /* the whole 503 response a connection past max_connections gets */
     size_t busy_len;
+    char *slow; /* the whole 408 response a request past server.request_timeout gets */
+    size_t slow_len;
 };
 
 /* The worker whose loop runs on this thread: libevent hands a listener's error callback the
@@ -59,6 +62,7 @@ static _Thread_local struct worker *server_self;
 #define SERVER_ACCEPT_BACKOFF_MIN 50   /* ms */
 #define SERVER_ACCEPT_BACKOFF_MAX 1000 /* ms */
 #define SERVER_FD_RESERVE         64   /* descriptors kept for the database, logs, jobs */
+#define SERVER_BODY_SLACK         (64 * 1024)
 
 static int server_bind(const struct cfg *cfg, int *port_out, char **err)
 {
@@ -161,9 +165,15 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     w->http = evhttp_new(w->base);
     if (w->base == NULL || w->http == NULL)
         log_fatal("worker %d: cannot create its event base", id);
-    /* Past 4x the limit evhttp refuses the body unread (its own 413 page); up to that,
-     * routes answer 413 in JSON. The read is bounded either way. */
-    evhttp_set_max_body_size(w->http, (ev_ssize_t)cfg->max_body_size * 4);
+    /* A quarter (at least 64 KiB) past the limit evhttp reads the body only to discard it and
+     * answers 413 with its own page (lingering close: the client gets to read it); up to that,
+     * routes answer 413 in JSON. evhttp 2.1 hands a server request over only once its body is read
+     * (no hook between headers and body), so the key cannot be checked first: this bounds what a
+     * client without one makes a worker buffer (it was 4x the limit). */
+    long slack =
+        cfg->max_body_size / 4 > SERVER_BODY_SLACK ? cfg->max_body_size / 4 : SERVER_BODY_SLACK;
+    evhttp_set_max_body_size(w->http, (ev_ssize_t)(cfg->max_body_size + slack));
+    evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE); /* the client reads the 413 */
     evhttp_set_max_headers_size(w->http, (ev_ssize_t)cfg->max_header_size);
     struct timeval tv = {.tv_sec = cfg->client_timeout_ms / 1000,
                          .tv_usec = (cfg->client_timeout_ms % 1000) * 1000};
@@ -173,8 +183,14 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                                             EVHTTP_REQ_OPTIONS);
     evhttp_set_default_content_type(w->http, "application/json");
     evhttp_set_gencb(w->http, routes_handle, w);
-    w->conns =
-        conn_table_create(w->base, &srv->open, srv->max_connections, srv->busy, srv->busy_len);
+    struct conn_limits lim = {.open = &srv->open,
+                              .max = srv->max_connections,
+                              .busy = srv->busy,
+                              .busy_len = srv->busy_len,
+                              .request_ms = cfg->request_timeout_ms,
+                              .slow = srv->slow,
+                              .slow_len = srv->slow_len};
+    w->conns = conn_table_create(w->base, &lim);
     evhttp_set_bevcb(w->http, conn_bufferevent_new, w->conns);
     struct evconnlistener *l =
         evconnlistener_new(w->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, 0, srv->fd);
@@ -209,6 +225,29 @@ static void server_share_jobs(struct server *srv)
     }
 }
 
+/* A whole response in the one JSON error shape, for conn.c to write past evhttp. */
+static char *server_canned(enum apierr_kind kind, const char *reason, const char *extra,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static char *server_canned(enum apierr_kind kind, const char *reason, const char *extra,
+                           const char *fmt, ...)
+{
+    struct apierr e;
+    char msg[256];
+    size_t len = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    apierr_set(&e, kind, NULL, "%s", msg);
+    char *body = apierr_json(&e, &len);
+    char *out = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\n%sConnection: close\r\n\r\n%s",
+                          apierr_status(kind), reason, len, extra, body);
+    free(body);
+    return out;
+}
+
 /*
  * server.max_connections, or one from the open-file limit (raised to its hard limit first, as
  * nginx's worker_rlimit_nofile would): a chat request holds a client and an upstream socket,
@@ -231,17 +270,16 @@ static void server_limit_connections(struct server *srv)
         max = max < 16 ? 16 : max;
     }
     srv->max_connections = max;
-    struct apierr e;
-    apierr_set(&e, APIERR_BUSY, NULL,
-               "memproxy has %ld client connections open (server.max_connections); retry shortly",
-               max);
-    size_t len = 0;
-    char *body = apierr_json(&e, &len);
-    srv->busy = xasprintf("HTTP/1.1 %d Service Unavailable\r\nContent-Type: application/json\r\n"
-                          "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
-                          apierr_status(APIERR_BUSY), len, body);
+    srv->busy = server_canned(APIERR_BUSY, "Service Unavailable", "Retry-After: 1\r\n",
+                              "memproxy has %ld client connections open "
+                              "(server.max_connections); retry shortly",
+                              max);
     srv->busy_len = strlen(srv->busy);
-    free(body);
+    srv->slow = server_canned(APIERR_TIMEOUT, "Request Timeout", "",
+                              "the request was not received whole within %ld ms "
+                              "(server.request_timeout)",
+                              srv->cfg->request_timeout_ms);
+    srv->slow_len = strlen(srv->slow);
     log_info("server: at most %ld client connections (open-file limit %ld)", max,
              (long)rl.rlim_cur);
 }
@@ -468,5 +506,6 @@ void server_destroy(struct server *srv)
     free(srv->workers);
     free(srv->metrics);
     free(srv->busy);
+    free(srv->slow);
     free(srv);
 }

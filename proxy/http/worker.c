@@ -32,8 +32,10 @@ static void worker_sent(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    if (evcon != NULL) /* done: a later close of this kept-alive connection is not ours */
+    if (evcon != NULL) { /* done: a later close of this kept-alive connection is not ours */
         conn_set_closecb(w->conns, evcon, NULL, NULL);
+        conn_response_done(w->conns, evcon);
+    }
     w->sending--;
     worker_idle_check(w);
 }

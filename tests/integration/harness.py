@@ -236,6 +236,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sanitized(pid):
+    """Is the process built with AddressSanitizer? Its allocator keeps freed memory in a
+    quarantine, so RSS says nothing about what memproxy gives back."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
