@@ -80,7 +80,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,
      "Serve Prometheus metrics at GET /metrics."},
     {CFG_SEC_TOP, "storage.path", T_STR, TOP(db_path), "memproxy.db", 0, 0,
-     "SQLite database file (created with its directory's permissions; --db overrides)."},
+     "SQLite database file (created readable by its owner only, 0600, as are its WAL and "
+     "shared-memory files; --db overrides)."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
     {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,
@@ -111,6 +112,9 @@ static const struct cfg_option cfg_options[] = {
      30 * 86400 * SEC,
      "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
      "0 = never."},
+    {CFG_SEC_TOP, "auth.open", T_BOOL, TOP(auth_open), "false", 0, 0,
+     "Serve chat without client keys on an address other hosts can reach (by default that is "
+     "refused at start: anyone could spend the upstream's key). Loopback needs no key."},
     {CFG_SEC_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
      "Secret of Agora's notification callbacks (Agora-Signature-V2 is checked with it); empty "
      "refuses POST /v1/notifications/agora."},
@@ -121,7 +125,8 @@ static const struct cfg_option cfg_options[] = {
      "channel)."},
 
     {CFG_SEC_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
-     "A key clients send as 'Authorization: Bearer <key>'. No keys = open (warned at start)."},
+     "A key clients send as 'Authorization: Bearer <key>', at least 16 bytes. No keys: chat is "
+     "served only on a loopback address (or with auth.open)."},
     {CFG_SEC_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant the key's sessions belong to."},
     {CFG_SEC_ADMIN_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,

@@ -126,6 +126,7 @@ struct cfg {
     char *agora_tenant;
     char *agora_session_field;
 
+    int auth_open; /* auth.open: no client keys on a reachable address is intended */
     struct cfg_client_key *client_keys;
     size_t nclient_keys;
     struct cfg_client_key *admin_keys; /* the REST API's; same shape */

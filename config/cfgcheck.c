@@ -156,6 +156,43 @@ static int cfgcheck_resolve_profile(struct cfg *cfg, struct cfg_profile *p, char
     return 0;
 }
 
+/* Why a secret would be guessed, or NULL: a placeholder left in (the example config's
+ * "change-me" once worked as a key), or too short to resist guessing. */
+static const char *cfgcheck_weak(const char *s)
+{
+    static const char *const placeholders[] = {"change-me", "changeme", "change_me",  "replace-me",
+                                               "your-",     "example",  "placeholder"};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(placeholders); i++) {
+        if (strcasestr(s, placeholders[i]) != NULL)
+            return "is a placeholder";
+    }
+    return strlen(s) < CFGCHECK_MIN_SECRET ? "is shorter than 16 bytes" : NULL;
+}
+
+/* Every key and secret is one: none empty, short or a placeholder. */
+static int cfgcheck_secrets(struct cfg *cfg, char **err)
+{
+    const char *why;
+    for (size_t i = 0; i < cfg->nclient_keys; i++)
+        if ((why = cfgcheck_weak(cfg->client_keys[i].key)) != NULL)
+            return cfgcheck_invalid(cfg, err, "auth.client_keys[%zu].key %s", i, why);
+    for (size_t i = 0; i < cfg->nadmin_keys; i++)
+        if ((why = cfgcheck_weak(cfg->admin_keys[i].key)) != NULL)
+            return cfgcheck_invalid(cfg, err, "auth.admin_keys[%zu].key %s", i, why);
+    for (size_t i = 0; i < cfg->nwebhooks; i++)
+        if ((why = cfgcheck_weak(cfg->webhooks[i].secret)) != NULL)
+            return cfgcheck_invalid(cfg, err, "webhooks[%zu].secret %s", i, why);
+    if (*cfg->agora_secret != '\0' && (why = cfgcheck_weak(cfg->agora_secret)) != NULL)
+        return cfgcheck_invalid(cfg, err, "notifications.agora_secret %s", why);
+    return 0;
+}
+
+int cfgcheck_loopback(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
+           strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0;
+}
+
 static int cfgcheck_validate_webhooks(struct cfg *cfg, char **err)
 {
     for (size_t i = 0; i < cfg->nwebhooks; i++) {
@@ -190,7 +227,15 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
 
     if (cfg_parse_listen(cfg->listen, &host, &port) != 0)
         return cfgcheck_invalid(cfg, err, "server.listen: '%s' must be host:port", cfg->listen);
+    int open_to_others = !cfgcheck_loopback(host);
     free(host);
+    if (open_to_others && cfg->nclient_keys == 0 && !cfg->auth_open)
+        return cfgcheck_invalid(
+            cfg, err,
+            "server.listen: %s is reachable from other hosts and no client key is configured: "
+            "anyone could spend the upstream's key. Set auth.client_keys (or "
+            "MEMPROXY_CLIENT_KEY), listen on 127.0.0.1, or set auth.open: true",
+            cfg->listen);
     if (cfg->nupstreams == 0)
         return cfgcheck_invalid(cfg, err,
                                 "no upstream configured: add 'upstreams' to the config, "
@@ -219,13 +264,7 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
         if (strcmp(p->name, "default") == 0)
             cfg->default_profile = i;
     }
-    for (size_t i = 0; i < cfg->nadmin_keys; i++) {
-        if (*cfg->admin_keys[i].key == '\0')
-            return cfgcheck_invalid(cfg, err, "auth.admin_keys: a key is empty");
-    }
-    for (size_t i = 0; i < cfg->nclient_keys; i++) {
-        if (*cfg->client_keys[i].key == '\0')
-            return cfgcheck_invalid(cfg, err, "auth.client_keys: a key is empty");
-    }
+    if (cfgcheck_secrets(cfg, err) != 0)
+        return -1;
     return cfgcheck_validate_webhooks(cfg, err);
 }

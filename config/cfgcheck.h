@@ -20,4 +20,9 @@ void cfgcheck_apply_env(struct cfg *cfg);
  * MEMPROXY_UPSTREAM_API_KEY or OPENAI_API_KEY. 0 or -1 with *err set. */
 int cfgcheck_validate(struct cfg *cfg, char **err);
 
+/* Keys and secrets: at least this many bytes, and no placeholder (docs/security.md). */
+#define CFGCHECK_MIN_SECRET 16
+/* Is the host part of server.listen a loopback address (127.0.0.0/8, ::1, localhost)? */
+int cfgcheck_loopback(const char *host);
+
 #endif

@@ -7,9 +7,11 @@
 #include "memory/sqlite_schema.h"
 #include "memory/walbuf.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The writer's checkpoints: when a commit leaves at least this many frames in the WAL, the
  * writer copies them into the database after it has reported the group (SQLite's own
@@ -147,6 +149,16 @@ static void sqlite_db_free(struct sqlite_db *st)
     free(st);
 }
 
+/* A new database is made readable by its owner only (0600, whatever the umask): it holds
+ * every caller's words. SQLite gives its WAL and shared-memory files the database file's
+ * mode. An existing file keeps the mode it has. */
+static void sqlite_create_private(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
 /* The write connection on walbuf's VFS (walbuf.h: a transaction's WAL frames in one write),
  * its pragmas, migrations, statements and the writer's own reader. */
 static void *sqlite_open(const char *path, const struct store_opts *opts, char **err)
@@ -159,6 +171,7 @@ static void *sqlite_open(const char *path, const struct store_opts *opts, char *
     if (st->opts.touch_ms <= 0 || st->opts.touch_ms > STORE_TOUCH_MS)
         st->opts.touch_ms = STORE_TOUCH_MS;
     st->sids = json_object();
+    sqlite_create_private(path);
     if (sqlite3_open_v2(path, &st->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         walbuf_register() == 0 ? WALBUF_VFS : NULL) != SQLITE_OK) {

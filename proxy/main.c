@@ -199,8 +199,8 @@ int main(int argc, char **argv)
     log_set_level(lvl);
     if (cfg->nclient_keys == 0)
         log_warn("auth: no client keys configured; anyone who can reach %s can use the "
-                 "upstream (set auth.client_keys or MEMPROXY_CLIENT_KEY)",
-                 cfg->listen);
+                 "upstream (set auth.client_keys or MEMPROXY_CLIENT_KEY)%s",
+                 cfg->listen, cfg->auth_open ? " (auth.open)" : ", only this machine here");
 
     signal(SIGPIPE, SIG_IGN);
     main_tune_malloc();

@@ -10,10 +10,10 @@ const messages = [{ role: 'user', content: 'Tell me something.' }];
 
 before(async () => {
   stack = await startStack({
-    config: 'auth:\n  client_keys:\n    - sdk-test-key\n',
+    config: 'auth:\n  client_keys:\n    - sdk-test-key-0123456789abcdef\n',
     mockArgs: ['--token-delay-ms', '5'],
   });
-  client = new OpenAI({ apiKey: 'sdk-test-key', baseURL: stack.baseURL, maxRetries: 0 });
+  client = new OpenAI({ apiKey: 'sdk-test-key-0123456789abcdef', baseURL: stack.baseURL, maxRetries: 0 });
 });
 
 after(async () => {

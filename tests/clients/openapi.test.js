@@ -18,8 +18,8 @@ const spec = YAML.parse(readFileSync(new URL('../../docs/openapi.yaml', import.m
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 ajv.addSchema(spec, 'openapi');
 
-const HOOK_SECRET = 'hook-secret';
-const AGORA_SECRET = 'agora-secret';
+const HOOK_SECRET = 'hook-secret-0123456789abcdef';
+const AGORA_SECRET = 'agora-secret-0123456789abcdef';
 const covered = new Set();
 let stack;
 let receiver;
@@ -55,7 +55,7 @@ function operationOf(method, path) {
 }
 
 // One call; its response must be documented. Returns { status, body (parsed), headers }.
-async function call(method, path, { body, raw, key = 'admin-key', headers = {} } = {}) {
+async function call(method, path, { body, raw, key = 'admin-key-0123456789abcdef', headers = {} } = {}) {
   const h = { ...headers };
   if (key) h.Authorization = `Bearer ${key}`;
   if (body !== undefined || raw !== undefined) h['Content-Type'] = 'application/json';
@@ -101,8 +101,8 @@ before(async () => {
   const hook = `http://127.0.0.1:${receiver.address().port}/hook`;
   stack = await startStack({
     config: `auth:
-  client_keys: [client-key]
-  admin_keys: [admin-key]
+  client_keys: [client-key-0123456789abcdef]
+  admin_keys: [admin-key-0123456789abcdef]
 webhooks:
   - {url: "${hook}", secret: ${HOOK_SECRET}, events: [103, 102]}
 notifications:
@@ -124,7 +124,7 @@ test('the document is valid OpenAPI 3.1', async () => {
 
 test('every route answers as documented', async () => {
   const chat = (sid, extra = {}) => call('POST', '/v1/chat/completions', {
-    key: 'client-key', headers: { 'X-Session-Id': sid, 'X-User-Id': 'u-' + sid },
+    key: 'client-key-0123456789abcdef', headers: { 'X-Session-Id': sid, 'X-User-Id': 'u-' + sid },
     body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }], ...extra },
   });
   assert.equal((await call('GET', '/healthz', { key: null })).status, 200);
@@ -132,10 +132,10 @@ test('every route answers as documented', async () => {
   for (const sid of ['s1', 's2', 's3']) assert.equal((await chat(sid)).status, 200);
   const streamed = await chat('s1', { stream: true });
   assert.match(streamed.body, /data: \[DONE\]/);
-  assert.equal((await call('GET', '/v1/models', { key: 'client-key' })).status, 200);
-  assert.equal((await call('POST', '/v1/embeddings', { key: 'client-key',
+  assert.equal((await call('GET', '/v1/models', { key: 'client-key-0123456789abcdef' })).status, 200);
+  assert.equal((await call('POST', '/v1/embeddings', { key: 'client-key-0123456789abcdef',
     body: { model: 'e', input: 'hi' } })).status, 200);
-  assert.equal((await call('POST', '/v1/chat/completions', { key: 'client-key', raw: '{' })).status, 400);
+  assert.equal((await call('POST', '/v1/chat/completions', { key: 'client-key-0123456789abcdef', raw: '{' })).status, 400);
   assert.equal((await call('POST', '/v1/chat/completions', { key: 'nope', body: {} })).status, 401);
 
   // sessions

@@ -47,9 +47,40 @@ class Flags(unittest.TestCase):
                           "table with memproxy --options")
 
     def test_check_config_on_the_example(self):
-        rc, out = run("--config", EXAMPLE, "--check-config")
+        secrets = {"MEMPROXY_CLIENT_KEY": "ck-0123456789abcdef", "MEMPROXY_ADMIN_KEY":
+                   "ak-0123456789abcdef", "MEMPROXY_WEBHOOK_SECRET": "ws-0123456789abcdef"}
+        rc, out = run("--config", EXAMPLE, "--check-config", env=secrets)
         self.assertEqual(rc, 0, out)
         self.assertIn("ok (2 upstream(s), 1 profile(s))", out)
+        # the example has no working fallbacks: without its secrets it does not start
+        rc, out = run("--config", EXAMPLE, "--check-config")
+        self.assertEqual(rc, 2)
+        self.assertIn("MEMPROXY_CLIENT_KEY is not set", out)
+
+    def test_weak_secrets_are_refused(self):
+        for conf, want in (
+                ("auth:\n  client_keys: [change-me-please-1234]\n",
+                 "auth.client_keys[0].key is a placeholder"),
+                ("auth:\n  admin_keys: [short-key]\n",
+                 "auth.admin_keys[0].key is shorter than 16 bytes"),
+                ("webhooks:\n  - {url: 'http://127.0.0.1:9/', secret: s3cret}\n",
+                 "webhooks[0].secret is shorter than 16 bytes"),
+                ("notifications:\n  agora_secret: your-agora-secret\n",
+                 "notifications.agora_secret is a placeholder")):
+            rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--check-config", config=conf)
+            self.assertEqual(rc, 2, conf)
+            self.assertIn(want, out)
+
+    def test_no_client_keys_only_on_loopback(self):
+        rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--listen", "0.0.0.0:8080",
+                      "--check-config")
+        self.assertEqual(rc, 2)
+        self.assertIn("no client key is configured", out)
+        for conf, args in (("auth:\n  open: true\n", ()), ("", ("--listen", "127.0.0.1:8080")),
+                           ("auth:\n  client_keys: [ck-0123456789abcdef]\n", ())):
+            rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--listen", "0.0.0.0:8080",
+                          *args, "--check-config", config=conf)
+            self.assertEqual(rc, 0, (conf, out))
 
     def test_bad_config_names_file_line_and_option(self):
         rc, out = run("--check-config", config="server:\n  listen: 127.0.0.1:1\n  workrs: 2\n")
@@ -95,12 +126,12 @@ class EnvironmentKeys(unittest.TestCase):
     def test_env_client_key_and_upstream_key(self):
         mock = Mock()
         self.addCleanup(mock.stop)
-        mp = Memproxy(upstream=mock.url, env={"MEMPROXY_CLIENT_KEY": "ck",
+        mp = Memproxy(upstream=mock.url, env={"MEMPROXY_CLIENT_KEY": "ck-0123456789abcdef",
                                               "MEMPROXY_UPSTREAM_API_KEY": "uk"})
         self.addCleanup(mp.stop)
         self.assertEqual(mp.request("POST", "/v1/chat/completions", USER_HI)[0], 401)
         status, _, _ = mp.request("POST", "/v1/chat/completions", USER_HI,
-                                  {"Authorization": "Bearer ck"})
+                                  {"Authorization": "Bearer ck-0123456789abcdef"})
         self.assertEqual(status, 200)
         self.assertEqual(mock.stats()["last_authorization"], "Bearer uk")
         self.assertNotIn("no client keys configured", mp.output())

@@ -1,12 +1,15 @@
 """Hardening (docs/security.md): input that must be refused with a clear error and leave
 memproxy running and its data as it was."""
 import json
+import os
 import select
+import shutil
 import socket
+import subprocess
 import time
 import unittest
 
-from harness import Memproxy, Mock, USER_HI, sanitized, wait_for
+from harness import MEMPROXY_BIN, Memproxy, Mock, USER_HI, sanitized, wait_for
 from test_failures import rss_kb
 
 CONFIG = """
@@ -212,6 +215,40 @@ memory:
         status, h = self.mp.json("GET", "/v1/sessions/big/history?limit=100",
                                  headers={"Authorization": "Bearer admin-key-0123456789"})
         self.assertEqual(len([c for c in h["contents"] if c["role"] == "user"]), 12)
+
+
+class Hardened(unittest.TestCase):
+    """The binary is built hardened; the database is its owner's alone."""
+
+    def test_build_flags(self):
+        if shutil.which("readelf") is None:
+            self.skipTest("readelf is not installed")
+        dyn = subprocess.run(["readelf", "-dW", MEMPROXY_BIN], capture_output=True,
+                             text=True).stdout
+        seg = subprocess.run(["readelf", "-lW", MEMPROXY_BIN], capture_output=True,
+                             text=True).stdout
+        syms = subprocess.run(["readelf", "--dyn-syms", "-W", MEMPROXY_BIN], capture_output=True,
+                              text=True).stdout
+        self.assertIn("BIND_NOW", dyn)  # -z now
+        self.assertIn("GNU_RELRO", seg)  # -z relro
+        self.assertIn("__stack_chk_fail", syms)  # -fstack-protector-strong
+        if "libasan" not in dyn:  # the sanitizer builds leave FORTIFY out
+            self.assertRegex(syms, r"__\w+_chk")  # _FORTIFY_SOURCE=2 (optimized builds)
+
+    def test_database_and_wal_are_0600(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        old = os.umask(0o022)
+        try:
+            mp = Memproxy("", upstream=mock.url)
+        finally:
+            os.umask(old)
+        self.addCleanup(mp.stop)
+        status, _, _ = mp.request("POST", "/v1/chat/completions", USER_HI, {"X-Session-Id": "p"})
+        self.assertEqual(status, 200)
+        for suffix in ("", "-wal", "-shm"):
+            mode = os.stat(mp.db_path + suffix).st_mode & 0o777
+            self.assertEqual(mode, 0o600, suffix or "database")
 
 
 if __name__ == "__main__":

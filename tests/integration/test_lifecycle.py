@@ -16,8 +16,8 @@ from harness import Memproxy, Mock, free_port, wait_for
 
 HERE = os.path.dirname(__file__)
 FIXTURES = os.path.join(HERE, "..", "fixtures")
-SECRET = "hook-secret"
-AGORA_SECRET = "agora-secret"
+SECRET = "hook-secret-0123456789abcdef"
+AGORA_SECRET = "agora-secret-0123456789abcdef"
 
 
 def fixture(name):
@@ -67,11 +67,11 @@ def config(hook_url, extra=""):
     return """
 auth:
   client_keys:
-    - {key: client-a, tenant: a}
-    - {key: client-b, tenant: b}
+    - {key: client-a-0123456789abcdef, tenant: a}
+    - {key: client-b-0123456789abcdef, tenant: b}
   admin_keys:
-    - {key: admin-a, tenant: a}
-    - {key: admin-b, tenant: b}
+    - {key: admin-a-0123456789abcdef, tenant: a}
+    - {key: admin-b-0123456789abcdef, tenant: b}
 webhooks:
   - url: %s
     secret: %s
@@ -97,12 +97,12 @@ class Base(unittest.TestCase):
         self.addCleanup(lambda: mp.proc.poll() is None and mp.stop())
         return mp
 
-    def chat(self, body, key="client-a"):
+    def chat(self, body, key="client-a-0123456789abcdef"):
         status, _, out = self.mp.request("POST", "/v1/chat/completions", body,
                                          {"Authorization": "Bearer " + key})
         self.assertEqual(status, 200, out)
 
-    def api(self, method, path, body=None, key="admin-a", raw=None, headers=None):
+    def api(self, method, path, body=None, key="admin-a-0123456789abcdef", raw=None, headers=None):
         h = {"Authorization": "Bearer " + key}
         h.update(headers or {})
         status, hdrs, out = self.mp.request(method, path, body, h, raw=raw)
@@ -170,10 +170,10 @@ class Dump(Base):
         status, one = self.api("GET", "/v1/webhooks/deliveries/" + d["id"])
         self.assertEqual(one, d)
         # another tenant sees no delivery of this one
-        self.assertEqual(self.api("GET", "/v1/webhooks/deliveries", key="admin-b")[1]
+        self.assertEqual(self.api("GET", "/v1/webhooks/deliveries", key="admin-b-0123456789abcdef")[1]
                          ["deliveries"], [])
         self.assertEqual(self.api("GET", "/v1/webhooks/deliveries/" + d["id"],
-                                  key="admin-b")[0], 404)
+                                  key="admin-b-0123456789abcdef")[0], 404)
 
     def test_a_turn_after_the_stop_reopens_the_session_and_the_next_stop_dumps_it(self):
         self.mock.config(reply="Sure.")
@@ -272,7 +272,7 @@ class Redelivery(Base):
         self.assertEqual(self.api("POST", "/v1/webhooks/deliveries/%s/retry" % d["id"])[0], 409)
         self.assertEqual(self.api("POST", "/v1/webhooks/deliveries/nope/retry")[0], 404)
         self.assertEqual(self.api("POST", "/v1/webhooks/deliveries/%s/retry" % d["id"],
-                                  key="admin-b")[0], 404)
+                                  key="admin-b-0123456789abcdef")[0], 404)
         for bad in ("status=lost", "limit=0", "cursor=x"):
             self.assertEqual(self.api("GET", "/v1/webhooks/deliveries?" + bad)[0], 400, bad)
 
@@ -349,7 +349,7 @@ class ExportImport(Base):
         self.assertEqual(status, 200)
         self.assertEqual(snap["format"], "memproxy.session.v1")
         self.assertEqual(len(snap["turns"]), 10)
-        self.assertEqual(self.api("GET", "/v1/sessions/%s/export" % sid, key="admin-b")[0], 404)
+        self.assertEqual(self.api("GET", "/v1/sessions/%s/export" % sid, key="admin-b-0123456789abcdef")[0], 404)
         self.assertEqual(self.api("POST", "/v1/sessions/import", snap)[0], 409)
         self.assertEqual(self.api("DELETE", "/v1/sessions/" + sid)[0], 200)
         status, s = self.api("POST", "/v1/sessions/import", snap)
@@ -362,8 +362,8 @@ class ExportImport(Base):
         self.assertEqual([t["seq"] for t in turns], list(range(1, 13)))
         self.assertEqual(turns[:10], snap["turns"])
         # another tenant imports its own copy; the two stay apart
-        self.assertEqual(self.api("POST", "/v1/sessions/import", snap, key="admin-b")[0], 201)
-        self.assertEqual(self.api("DELETE", "/v1/sessions/" + sid, key="admin-b")[0], 200)
+        self.assertEqual(self.api("POST", "/v1/sessions/import", snap, key="admin-b-0123456789abcdef")[0], 201)
+        self.assertEqual(self.api("DELETE", "/v1/sessions/" + sid, key="admin-b-0123456789abcdef")[0], 200)
         self.assertEqual(self.api("GET", "/v1/sessions/" + sid)[0], 200)
 
     def test_bad_snapshots_change_nothing(self):
@@ -411,7 +411,7 @@ class Users(Base):
         self.assertEqual(status, 200, got)
         self.assertEqual(got["summary"]["text"], mem["summary"])
         self.assertEqual([(f["key"], f["value"]) for f in got["facts"]], [("cat", "Misu")])
-        self.assertEqual(self.api("GET", "/v1/users/U/memory", key="admin-b")[1]["facts"], [])
+        self.assertEqual(self.api("GET", "/v1/users/U/memory", key="admin-b-0123456789abcdef")[1]["facts"], [])
         # the next request of U's session carries it; V's does not
         self.chat({"model": "m", "session_id": "u1-a", "user_id": "U",
                    "messages": [{"role": "user", "content": "hello from U"},
@@ -428,7 +428,7 @@ class Users(Base):
                      {"facts": [{"category": "a", "key": "b", "value": "c", "confidence": 2}]}):
             self.assertEqual(self.api("PUT", "/v1/users/U/memory", body)[0], 400, body)
         # another tenant's erasure touches nothing of tenant a
-        self.assertEqual(self.api("DELETE", "/v1/users/U", key="admin-b")[0], 200)
+        self.assertEqual(self.api("DELETE", "/v1/users/U", key="admin-b-0123456789abcdef")[0], 200)
         self.assertEqual(self.api("GET", "/v1/sessions?user_id=U")[1]["sessions"].__len__(), 2)
         status, d = self.api("DELETE", "/v1/users/U")
         self.assertEqual((status, d), (200, {"user_id": "U", "deleted": True}))

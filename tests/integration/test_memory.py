@@ -12,7 +12,7 @@ from test_lifecycle import Receiver, fixture
 
 CONFIG = """
 auth:
-  admin_keys: [admin]
+  admin_keys: [admin-0123456789abcdef]
 upstreams:
   - {name: mock, url: "{upstream}"}
 profiles:
@@ -22,7 +22,7 @@ profiles:
     summary_wait: 5s
     summary_retry: 1s
 webhooks:
-  - {url: "%s", secret: s3cret, backoff: 200ms}
+  - {url: "%s", secret: s3cret-0123456789abcdef, backoff: 200ms}
 """
 
 SUMMARY_1 = {"summary": "Caller 1002 asked for a joke about cats and cut the first one short.",
@@ -49,7 +49,7 @@ class Summaries(unittest.TestCase):
         self.assertEqual(status, 200, out)
 
     def api(self, method, path, body=None):
-        status, out = self.mp.json(method, path, body, {"Authorization": "Bearer admin"})
+        status, out = self.mp.json(method, path, body, {"Authorization": "Bearer admin-0123456789abcdef"})
         self.assertEqual(status, 200, out)
         return out
 
@@ -190,7 +190,7 @@ class RunningSummaries(unittest.TestCase):
             self.assertEqual(status, 200, out)
             window += [{"role": "assistant", "content": answer},
                        {"role": "user", "content": "Another one, please."}]
-        hdr = {"Authorization": "Bearer admin"}
+        hdr = {"Authorization": "Bearer admin-0123456789abcdef"}
         mem = wait_for(lambda: mp.json("GET", "/v1/users/L/memory", headers=hdr)[1]["summary"],
                        timeout=10, what="a summary of the running session")
         self.assertEqual(mem["text"], SUMMARY_1["summary"])
@@ -238,7 +238,7 @@ class Cache(unittest.TestCase):
                          "We are open from nine to five.")
         # the hit is recorded as the session's turn
         status, h = self.mp.json("GET", "/v1/sessions/c2/history",
-                                 headers={"Authorization": "Bearer admin"})
+                                 headers={"Authorization": "Bearer admin-0123456789abcdef"})
         self.assertEqual([c["content"] for c in h["contents"]],
                          [q2[1]["content"], "We are open from nine to five."])
         # a turn that depends on earlier context never comes from the cache
@@ -256,7 +256,7 @@ class Cache(unittest.TestCase):
         con = sqlite3.connect(self.mp.db_path)
         self.assertGreater(con.execute("SELECT COUNT(*) FROM answer_cache WHERE user_id = 'U'")
                            .fetchone()[0], 0)
-        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin"})
+        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin-0123456789abcdef"})
         self.assertEqual(status, 200)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM answer_cache").fetchone()[0], 0)
         con.close()
@@ -266,7 +266,7 @@ class Cache(unittest.TestCase):
 
 RETRIEVAL = """
 auth:
-  admin_keys: [admin]
+  admin_keys: [admin-0123456789abcdef]
 upstreams:
   - {name: mock, url: "{upstream}"}
 profiles:
@@ -384,7 +384,7 @@ class Retrieval(unittest.TestCase):
         u = ("SELECT COUNT(*) FROM embeddings e JOIN sessions s USING (sid) "
              "WHERE s.user_id = '%s'")
         self.assertGreater(self.count(u % "U"), 0)
-        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin"})
+        status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin-0123456789abcdef"})
         self.assertEqual(status, 200)
         self.assertEqual(self.count(u % "U"), 0)
         self.assertEqual(self.count("SELECT COUNT(*) FROM embeddings WHERE sid NOT IN "

@@ -67,11 +67,11 @@ upstreams:
     api_key: sk-upstream-secret
 auth:
   client_keys:
-    - key: client-key-1
+    - key: client-key-1-0123456789abcdef
       tenant: acme
 """
 
-    def auth(self, key="client-key-1"):
+    def auth(self, key="client-key-1-0123456789abcdef"):
         return {"Authorization": "Bearer " + key}
 
     def test_client_key_never_forwarded(self):
@@ -198,8 +198,8 @@ class ParseMemo(unittest.TestCase):
 upstreams: [{name: main, url: %s}]
 auth:
   client_keys:
-    - {key: key-acme, tenant: acme}
-    - {key: key-globex, tenant: globex}
+    - {key: key-acme-0123456789abcdef, tenant: acme}
+    - {key: key-globex-0123456789abcdef, tenant: globex}
 """
 
     def start(self, extra=""):
@@ -231,20 +231,20 @@ auth:
 
     def test_window_read_once_per_tenant(self):
         self.start()
-        first = self.send(self.window(1), "key-acme", "s1")
+        first = self.send(self.window(1), "key-acme-0123456789abcdef", "s1")
         self.assertEqual(self.lookups(), [0, 3])
-        grown = self.send(self.window(2), "key-acme", "s1")
+        grown = self.send(self.window(2), "key-acme-0123456789abcdef", "s1")
         self.assertEqual(self.lookups(), [3, 5])  # the first three were not read again
         self.assertEqual(grown[:3], first)
         self.assertEqual(grown[3], {"role": "user", "content": "question 2"})
-        other = self.send(self.window(2), "key-globex", "s1")
+        other = self.send(self.window(2), "key-globex-0123456789abcdef", "s1")
         self.assertEqual(self.lookups(), [3, 10])  # another tenant's: read again
         self.assertEqual(other, grown)
 
     def test_off(self):
         self.start("server: {parse_memo: 0}\n")
-        a = self.send(self.window(2), "key-acme", "s1")
-        b = self.send(self.window(2), "key-acme", "s1")
+        a = self.send(self.window(2), "key-acme-0123456789abcdef", "s1")
+        b = self.send(self.window(2), "key-acme-0123456789abcdef", "s1")
         self.assertEqual(a, b)
         self.assertEqual(self.lookups(), [0, 0])
 

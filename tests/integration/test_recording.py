@@ -223,13 +223,13 @@ class Sessions(StackTest):
         self.assertIsNone(rows[0]["source"])
 
     def test_tenants_do_not_share_sessions(self):
-        mp = Memproxy("auth:\n  client_keys:\n    - {key: ka, tenant: a}\n"
-                      "    - {key: kb, tenant: b}\n", upstream=self.mock.url)
+        mp = Memproxy("auth:\n  client_keys:\n    - {key: ka-0123456789abcdef, tenant: a}\n"
+                      "    - {key: kb-0123456789abcdef, tenant: b}\n", upstream=self.mock.url)
         self.addCleanup(mp.stop)
         for key in ("ka", "kb"):
             self.mock.config(reply="for " + key)
             st, _, _ = mp.request("POST", "/v1/chat/completions", dict(USER_HI, session_id="s"),
-                                  {"Authorization": "Bearer " + key})
+                                  {"Authorization": "Bearer " + key + "-0123456789abcdef"})
             self.assertEqual(st, 200)
         self.assertEqual(db_rows(mp.db_path, "s", "a")[1]["content"], "for ka")
         self.assertEqual(db_rows(mp.db_path, "s", "b")[1]["content"], "for kb")

@@ -13,11 +13,11 @@ server:
   max_body_size: 4KiB
 auth:
   client_keys:
-    - {key: client-a, tenant: a}
-    - {key: client-b, tenant: b}
+    - {key: client-a-0123456789abcdef, tenant: a}
+    - {key: client-b-0123456789abcdef, tenant: b}
   admin_keys:
-    - {key: admin-a, tenant: a}
-    - {key: admin-b, tenant: b}
+    - {key: admin-a-0123456789abcdef, tenant: a}
+    - {key: admin-b-0123456789abcdef, tenant: b}
 """
 
 
@@ -30,12 +30,12 @@ class Rest(unittest.TestCase):
         with open(FIXTURE) as f:
             self.fx = json.load(f)
 
-    def chat(self, body, key="client-a"):
+    def chat(self, body, key="client-a-0123456789abcdef"):
         status, _, out = self.mp.request("POST", "/v1/chat/completions", body,
                                          {"Authorization": "Bearer " + key})
         self.assertEqual(status, 200, out)
 
-    def api(self, method, path, body=None, key="admin-a", raw=None):
+    def api(self, method, path, body=None, key="admin-a-0123456789abcdef", raw=None):
         status, hdrs, out = self.mp.request(method, path, body,
                                             {"Authorization": "Bearer " + key}, raw=raw)
         ctype = hdrs.get("content-type", "")
@@ -140,11 +140,11 @@ class Rest(unittest.TestCase):
                  {"properties": {"llm": {"system_messages": ["hijack"]}}}),
                 ("POST", "/v1/sessions/room-42-agent/stop", None),
                 ("DELETE", "/v1/sessions/room-42-agent", None)]:
-            status, err = self.api(method, path, body, key="admin-b")
+            status, err = self.api(method, path, body, key="admin-b-0123456789abcdef")
             self.assertEqual(status, 404, (method, path))
             self.assertEqual(err["error"]["code"], "not_found")
-        self.assertEqual(self.api("GET", "/v1/sessions", key="admin-b")[1]["sessions"], [])
-        for key in ("client-a", "nope", ""):
+        self.assertEqual(self.api("GET", "/v1/sessions", key="admin-b-0123456789abcdef")[1]["sessions"], [])
+        for key in ("client-a-0123456789abcdef", "nope", ""):
             status, err = self.api("GET", "/v1/sessions", key=key)
             self.assertEqual(status, 401, key)
         self.assertEqual(self.api("GET", "/v1/sessions/room-42-agent/history")[1], before)

@@ -81,8 +81,8 @@ static void test_full_config(void **state)
                            "  client_timeout: 1500ms\n"
                            "auth:\n"
                            "  client_keys:\n"
-                           "    - plain-key\n"
-                           "    - {key: k2, tenant: acme}\n"
+                           "    - plain-key-0123456789\n"
+                           "    - {key: k2-0123456789abcdef, tenant: acme}\n"
                            "upstreams:\n"
                            "  - name: a\n"
                            "    url: http://a/v1\n"
@@ -194,6 +194,10 @@ static void test_listen_parsing(void **state)
 static void test_example_documents_every_option(void **state)
 {
     char *err = NULL;
+    /* it has no working fallbacks for its secrets: a deployment sets them */
+    setenv("MEMPROXY_CLIENT_KEY", "ck-0123456789abcdef", 1);
+    setenv("MEMPROXY_ADMIN_KEY", "ak-0123456789abcdef", 1);
+    setenv("MEMPROXY_WEBHOOK_SECRET", "ws-0123456789abcdef", 1);
     struct cfg *cfg = cfg_load(example_path, &err);
     if (cfg == NULL)
         fail_msg("%s", err);
