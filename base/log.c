@@ -43,11 +43,35 @@ int log_enabled(enum log_level level)
     return level >= log_level;
 }
 
+/* The message's text with control bytes written as \xNN (a backslash as \\): what a client
+ * or a webhook receiver sent can neither end a line nor forge the next one, nor move a
+ * terminal's cursor. Into out (cap bytes, at least 5); the bytes written. */
+static size_t log_escape(const char *in, size_t len, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 4 < cap; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c >= 0x20 && c != 0x7f && c != '\\') {
+            out[o++] = (char)c;
+        } else if (c == '\\') {
+            out[o++] = '\\';
+            out[o++] = '\\';
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    return o;
+}
+
 /* One line at level (LOG_ERROR + 1: fatal), written whatever the level set. */
 static void log_vline(int level, const char *fmt, va_list ap)
 {
     static const char *const tags[] = {"debug", "info", "warn", "error", "fatal"};
-    char line[LOG_LINE_MAX];
+    char line[LOG_LINE_MAX], msg[LOG_LINE_MAX];
     struct timespec ts;
     struct tm tm;
 
@@ -57,9 +81,9 @@ static void log_vline(int level, const char *fmt, va_list ap)
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000000, tags[level], log_thread_name ? "[" : "",
                      log_thread_name ? log_thread_name : "", log_thread_name ? "] " : "");
-    n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-    if (n >= (int)sizeof(line) - 1)
-        n = (int)sizeof(line) - 2;
+    int m = vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t mlen = m < 0 ? 0 : (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+    n += (int)log_escape(msg, mlen, line + n, sizeof(line) - (size_t)n - 1);
     line[n++] = '\n';
     ssize_t rc = write(STDERR_FILENO, line, (size_t)n);
     (void)rc;

@@ -2,7 +2,9 @@
  * log: one line per event on stderr, "ts level [worker] message".
  *
  * Each line is formatted into a stack buffer and written with one write(2), so lines from
- * different worker threads never interleave. Lines longer than LOG_LINE_MAX are cut.
+ * different worker threads never interleave. Lines longer than LOG_LINE_MAX are cut. A
+ * message's control bytes (newlines among them) are written as \xNN and its backslashes
+ * doubled, so text from outside (an id, a receiver's answer) cannot forge a line.
  * The level is process-wide and set once at start (log_set_level) before threads exist.
  */
 #ifndef MEMPROXY_LOG_H

@@ -118,6 +118,10 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "notifications.agora_secret", T_STR, TOP(agora_secret), "", 0, 0,
      "Secret of Agora's notification callbacks (Agora-Signature-V2 is checked with it); empty "
      "refuses POST /v1/notifications/agora."},
+    {CFG_SEC_TOP, "notifications.max_age", T_DURATION, TOP(agora_max_age_ms), "5m", 0, 86400 * SEC,
+     "A notification whose notifyMs is further than this from now (either way) is refused: a "
+     "captured one cannot be replayed later; 0 = not checked. A noticeId seen within it is "
+     "acknowledged and not acted on again."},
     {CFG_SEC_TOP, "notifications.tenant", T_STR, TOP(agora_tenant), "default", 0, 0,
      "Tenant whose sessions Agora's notifications stop."},
     {CFG_SEC_TOP, "notifications.session_field", T_STR, TOP(agora_session_field), "", 0, 0,
@@ -157,8 +161,9 @@ static const struct cfg_option cfg_options[] = {
      "Base URL of an OpenAI-compatible API, up to /v1 (e.g. https://api.openai.com/v1); at "
      "most 1024 characters."},
     {CFG_SEC_UPSTREAM, "api_key", T_STR, UPS(api_key), "", 0, 0,
-     "Key sent upstream; empty sends none. Defaults to $MEMPROXY_UPSTREAM_API_KEY or "
-     "$OPENAI_API_KEY for the first upstream."},
+     "Key sent upstream; empty sends none. The first upstream's defaults to "
+     "$MEMPROXY_UPSTREAM_API_KEY, or to $OPENAI_API_KEY when it is api.openai.com; a key "
+     "sent over plain http:// to another host is warned of at start."},
     {CFG_SEC_UPSTREAM, "connect_timeout", T_DURATION, UPS(connect_timeout_ms), "5s", 1, 300 * SEC,
      "Time to connect (and finish TLS); past it the next fallback is tried, then 502."},
     {CFG_SEC_UPSTREAM, "first_byte_timeout", T_DURATION, UPS(first_byte_timeout_ms), "60s", 1,

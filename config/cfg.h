@@ -125,6 +125,7 @@ struct cfg {
     char *agora_secret;   /* "" = notifications refused */
     char *agora_tenant;
     char *agora_session_field;
+    long agora_max_age_ms; /* notifications.max_age; 0 = notifyMs not checked */
 
     int auth_open; /* auth.open: no client keys on a reachable address is intended */
     struct cfg_client_key *client_keys;

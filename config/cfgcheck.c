@@ -187,6 +187,50 @@ static int cfgcheck_secrets(struct cfg *cfg, char **err)
     return 0;
 }
 
+/* The host of an http(s) URL into host (cap bytes), "" when there is none. */
+static void cfgcheck_url_host(const char *url, char *host, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t n = p[0] == '[' ? strcspn(p, "]") + 1 : strcspn(p, ":/?#");
+    util_copy(host, cap, p, n);
+}
+
+/*
+ * The first upstream's empty key from the environment: MEMPROXY_UPSTREAM_API_KEY (memproxy's
+ * own, meant for it), else OPENAI_API_KEY — but only when that upstream is OpenAI's: a key set
+ * for other tools in the shell must not go to whatever host memproxy is pointed at. Then a
+ * key that would cross the network in clear text is said at start.
+ */
+static void cfgcheck_env_key(struct cfg *cfg)
+{
+    struct cfg_upstream *u = &cfg->upstreams[0];
+    char host[256];
+    cfgcheck_url_host(u->url, host, sizeof(host));
+    const char *own = getenv("MEMPROXY_UPSTREAM_API_KEY"), *openai = getenv("OPENAI_API_KEY");
+    const char *key = own != NULL && *own != '\0' ? own : NULL;
+    if (key == NULL && openai != NULL && *openai != '\0') {
+        if (strcasecmp(host, "api.openai.com") == 0)
+            key = openai;
+        else if (*u->api_key == '\0')
+            log_info("upstreams[0] (%s) is not api.openai.com: OPENAI_API_KEY is not sent to it "
+                     "(set its api_key, or MEMPROXY_UPSTREAM_API_KEY)",
+                     host);
+    }
+    if (key != NULL && *u->api_key == '\0') {
+        free(u->api_key);
+        u->api_key = xstrdup(key);
+    }
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        cfgcheck_url_host(cfg->upstreams[i].url, host, sizeof(host));
+        if (*cfg->upstreams[i].api_key != '\0' &&
+            strncmp(cfg->upstreams[i].url, "http://", 7) == 0 && !cfgcheck_loopback(host))
+            log_warn("upstreams[%zu]: its api_key goes to %s over plain http://, readable on "
+                     "the way",
+                     i, host);
+    }
+}
+
 int cfgcheck_loopback(const char *host)
 {
     return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
@@ -242,14 +286,7 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
                                 "or pass --upstream URL (or set MEMPROXY_UPSTREAM_URL)");
     if (cfgcheck_validate_upstreams(cfg, err) != 0)
         return -1;
-    /* The first upstream's key defaults to the environment's, whichever source made it. */
-    const char *key = getenv("MEMPROXY_UPSTREAM_API_KEY");
-    if (key == NULL || *key == '\0')
-        key = getenv("OPENAI_API_KEY");
-    if (key != NULL && *key != '\0' && *cfg->upstreams[0].api_key == '\0') {
-        free(cfg->upstreams[0].api_key);
-        cfg->upstreams[0].api_key = xstrdup(key);
-    }
+    cfgcheck_env_key(cfg);
     if (cfg->nprofiles == 0)
         cfgcheck_profile_add(cfg, "default", cfg->upstreams[0].name);
     cfg->default_profile = 0;

@@ -96,6 +96,7 @@ int webhook_parse_notice(const char *body, size_t len, const char *field,
     json_t *root = jtext_load(body, len, JSON_REJECT_DUPLICATES, NULL);
     json_t *event = json_object_get(root, "eventType");
     json_t *payload = json_object_get(root, "payload");
+    json_t *ms = json_object_get(root, "notifyMs"), *nid = json_object_get(root, "noticeId");
     int rc = -1;
     if (!json_is_object(root))
         *err = xstrdup("the body must be a JSON object");
@@ -103,9 +104,16 @@ int webhook_parse_notice(const char *body, size_t len, const char *field,
         *err = xstrdup("eventType must be an integer");
     else if (payload != NULL && !json_is_object(payload))
         *err = xstrdup("payload must be an object");
+    else if (ms != NULL && !json_is_integer(ms))
+        *err = xstrdup("notifyMs must be an integer");
+    else if (nid != NULL && (!json_is_string(nid) ||
+                             !util_id_valid(json_string_value(nid), json_string_length(nid))))
+        *err = xstrdup("noticeId must be 1 to 256 bytes of text");
     else
         rc = 0;
     if (rc == 0) {
+        out->notify_ms = ms ? (int64_t)json_integer_value(ms) : -1;
+        out->notice_id = nid ? xstrdup(json_string_value(nid)) : NULL;
         out->event = (long)json_integer_value(event);
         webhook_notice_add(out, json_object_get(json_object_get(payload, "labels"), "session_id"));
         webhook_notice_add(out, json_object_get(payload, "name"));
@@ -120,5 +128,6 @@ void webhook_notice_clear(struct webhook_notice *n)
 {
     for (size_t i = 0; i < n->nids; i++)
         free(n->ids[i]);
+    free(n->notice_id);
     memset(n, 0, sizeof(*n));
 }

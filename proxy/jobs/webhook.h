@@ -46,6 +46,8 @@ struct webhook_notice {
     long event;
     char *ids[WEBHOOK_NOTICE_IDS];
     size_t nids;
+    int64_t notify_ms; /* notifyMs, -1 when absent */
+    char *notice_id;   /* noticeId (an id, util_id_valid), NULL when absent */
 };
 
 /* 0, or -1 with the reason in *err, caller frees (not JSON, not an object, no integer eventType).

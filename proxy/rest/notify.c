@@ -9,7 +9,48 @@
 #include "proxy/rest/restio.h"
 
 #include <event2/keyvalq_struct.h>
+#include <pthread.h>
 #include <string.h>
+
+/*
+ * The noticeIds acted on lately, process-wide (every worker's notifications): a ring of
+ * their hashes, under a lock (notifications are rare; the chat path never takes it). A
+ * notice older than notifications.max_age is refused anyway, so the ring only has to cover
+ * that window: NOTIFY_SEEN notices in it (more per window: the oldest are forgotten early).
+ */
+#define NOTIFY_SEEN 4096
+static struct {
+    pthread_mutex_t mu;
+    uint64_t hash[NOTIFY_SEEN];
+    size_t next;
+} notify_seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t notify_hash(const char *notice_id)
+{
+    return util_hash64(0x6e6f74696365ULL, notice_id, strlen(notice_id)) | 1; /* never 0 */
+}
+
+static int notify_was_seen(const char *notice_id)
+{
+    uint64_t h = notify_hash(notice_id);
+    int seen = 0;
+    pthread_mutex_lock(&notify_seen.mu);
+    for (size_t i = 0; i < NOTIFY_SEEN && !seen; i++)
+        seen = notify_seen.hash[i] == h;
+    pthread_mutex_unlock(&notify_seen.mu);
+    return seen;
+}
+
+/* Acted on (acknowledged with 200): a repeat of it is not acted on again. */
+static void notify_saw(const char *notice_id)
+{
+    if (notice_id == NULL)
+        return;
+    pthread_mutex_lock(&notify_seen.mu);
+    notify_seen.hash[notify_seen.next] = notify_hash(notice_id);
+    notify_seen.next = (notify_seen.next + 1) % NOTIFY_SEEN;
+    pthread_mutex_unlock(&notify_seen.mu);
+}
 
 static void notify_ack(struct worker *w, struct evhttp_request *req, long event, const char *id,
                        const char *action)
@@ -19,11 +60,15 @@ static void notify_ack(struct worker *w, struct evhttp_request *req, long event,
     restio_json(w, req, 200, body);
 }
 
-static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int ok, const char *id,
-                               const char *event)
+/* scope: "<event>\x1f<noticeId>" (the noticeId may be empty) */
+static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int ok,
+                               const char *scope, const char *id)
 {
+    const char *nid = strchr(scope, '\x1f') + 1;
+    if (ok && *nid)
+        notify_saw(nid);
     if (ok)
-        notify_ack(w, req, atol(event), id, "stopped");
+        notify_ack(w, req, atol(scope), id, "stopped");
     else
         restio_error(w, req, APIERR_STORAGE, NULL, "the stop could not be stored; retry");
 }
@@ -41,15 +86,34 @@ static void notify_act(struct worker *w, struct evhttp_request *req, const struc
 {
     json_t *sess = n->event == 102 || n->event == 103 ? notify_match(w, n) : NULL;
     const char *id = json_string_value(json_object_get(sess, "id"));
-    char event[24];
-    snprintf(event, sizeof(event), "%ld", n->event);
-    if (sess == NULL)
+    char *scope = xasprintf("%ld\x1f%s", n->event, n->notice_id ? n->notice_id : "");
+    if (sess == NULL) {
+        notify_saw(n->notice_id);
         notify_ack(w, req, n->event, NULL, "ignored");
-    else
+    } else {
         lifecycle_stop(w, w->cfg->agora_tenant, id,
                        json_string_value(json_object_get(sess, "profile")), 0, restio_waited,
-                       restio_wait(w, req, notify_answer_stop, id, event));
+                       restio_wait(w, req, notify_answer_stop, scope, id));
+    }
+    free(scope);
     json_decref(sess);
+}
+
+/* Signed and read: refuse a stale one, acknowledge a repeat without acting again. */
+static void notify_checked(struct worker *w, struct evhttp_request *req,
+                           const struct webhook_notice *n)
+{
+    int64_t max = w->cfg->agora_max_age_ms, age = util_wall_ms() - n->notify_ms;
+    if (max > 0 && n->notify_ms < 0)
+        restio_error(w, req, APIERR_INVALID_REQUEST, "notifyMs",
+                     "notifyMs is missing (notifications.max_age checks it)");
+    else if (max > 0 && (age > max || age < -max))
+        restio_error(w, req, APIERR_INVALID_REQUEST, "notifyMs",
+                     "notifyMs is further from now than notifications.max_age: a replay?");
+    else if (n->notice_id != NULL && notify_was_seen(n->notice_id))
+        notify_ack(w, req, n->event, NULL, "duplicate");
+    else
+        notify_act(w, req, n);
 }
 
 void notify_handle(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
@@ -72,7 +136,7 @@ void notify_handle(struct worker *w, struct evhttp_request *req, const struct re
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
         free(why);
     } else {
-        notify_act(w, req, &n);
+        notify_checked(w, req, &n);
         webhook_notice_clear(&n);
     }
 }

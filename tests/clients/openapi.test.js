@@ -197,7 +197,8 @@ test('every route answers as documented', async () => {
   assert.equal((await call('GET', '/v1/webhooks/deliveries?status=lost')).status, 400);
 
   // Agora's notifications
-  const note = JSON.stringify({ eventType: 102, payload: { labels: { session_id: 's3' } } });
+  const note = JSON.stringify({ noticeId: 'n-1', notifyMs: Date.now(), eventType: 102,
+    payload: { labels: { session_id: 's3' } } });
   const signed = (secret) => ({ 'Agora-Signature-V2': crypto.createHmac('sha256', secret).update(note).digest('hex') });
   assert.equal((await call('POST', '/v1/notifications/agora', { key: null, raw: note, headers: signed('bad') })).status, 401);
   const ack = await call('POST', '/v1/notifications/agora', { key: null, raw: note, headers: signed(AGORA_SECRET) });

@@ -136,6 +136,25 @@ class EnvironmentKeys(unittest.TestCase):
         self.assertEqual(mock.stats()["last_authorization"], "Bearer uk")
         self.assertNotIn("no client keys configured", mp.output())
 
+    def test_openai_key_goes_only_to_openai(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(upstream=mock.url, env={"OPENAI_API_KEY": "sk-meant-for-openai-only"})
+        self.addCleanup(mp.stop)
+        self.assertEqual(mp.request("POST", "/v1/chat/completions", USER_HI)[0], 200)
+        self.assertIsNone(mock.stats().get("last_authorization"))
+        self.assertIn("OPENAI_API_KEY is not sent", mp.output())
+        rc, out = run("--upstream", "https://api.openai.com/v1", "--check-config",
+                      env={"OPENAI_API_KEY": "sk-meant-for-openai-only"})
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("is not sent", out)
+
+    def test_a_key_over_plain_http_is_said(self):
+        rc, out = run("--check-config", config="upstreams:\n  - {name: a, url: "
+                      "'http://10.1.2.3:8000/v1', api_key: sk-0123456789abcdef}\n")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("upstreams[0]: its api_key goes to 10.1.2.3 over plain http://", out)
+
 
 if __name__ == "__main__":
     unittest.main()

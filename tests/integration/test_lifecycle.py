@@ -301,7 +301,15 @@ class Notifications(Base):
     EXTRA = "notifications:\n  agora_secret: %s\n  tenant: a\n  session_field: channel\n" % \
         AGORA_SECRET
 
-    def notify(self, body, secret=AGORA_SECRET, raw=None):
+    sent = 0
+
+    def notify(self, body, secret=AGORA_SECRET, raw=None, fresh=True):
+        """Post a notification; fresh: stamped now with a noticeId of its own, as Agora
+        sends each one."""
+        if body is not None and fresh:
+            Notifications.sent += 1
+            body = dict(body, notifyMs=int(time.time() * 1000),
+                        noticeId="%s-%d" % (body.get("noticeId", "n"), Notifications.sent))
         data = raw if raw is not None else json.dumps(body).encode()
         headers = {}
         if secret is not None:
@@ -338,6 +346,23 @@ class Notifications(Base):
             {"role": "user", "content": "hi"}]})
         by_channel = {"eventType": 103, "payload": {"channel": "room-7", "labels": {}}}
         self.assertEqual(self.notify(by_channel)[1]["session_id"], "room-7")
+
+    def test_stale_and_repeated_notices_do_nothing(self):
+        sid = self.voice_call()
+        note = fixture("agora-notification-agent-left.json")
+        old = dict(note, notifyMs=int(time.time() * 1000) - 3600 * 1000, noticeId="old-1")
+        status, err = self.notify(old, fresh=False)
+        self.assertEqual((status, err["error"]["param"]), (400, "notifyMs"), err)
+        self.assertEqual(self.api("GET", "/v1/sessions/" + sid)[1]["status"], "RUNNING")
+        now = dict(note, notifyMs=int(time.time() * 1000), noticeId="once-1")
+        self.assertEqual(self.notify(now, fresh=False)[1]["action"], "stopped")
+        # the session runs again; the same notice replayed does not stop it
+        self.chat({"model": "m", "session_id": sid, "messages": [
+            {"role": "user", "content": "back again"}]})
+        self.assertEqual(self.api("GET", "/v1/sessions/" + sid)[1]["status"], "RUNNING")
+        status, ack = self.notify(now, fresh=False)
+        self.assertEqual((status, ack["action"]), (200, "duplicate"))
+        self.assertEqual(self.api("GET", "/v1/sessions/" + sid)[1]["status"], "RUNNING")
 
 
 class ExportImport(Base):
