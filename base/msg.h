@@ -49,4 +49,20 @@ extern const char *const msg_voice_fields[4];
  * NULL when absent. */
 json_t *msg_voice(json_t *m, const char *key);
 
+/*
+ * Remembered memory (a caller's summary and facts, their earlier turns) is the caller's own
+ * words, put in front of the model in a later call. Injected as bare instructions, a caller
+ * who said "ignore your instructions" once would instruct the model in every later call. So
+ * it goes as quoted data: intro, a line saying it is data and not instructions, then the text
+ * between MSG_MEMORY_OPEN and MSG_MEMORY_CLOSE (any "<<<" or ">>>" inside it broken up, so it
+ * cannot close the quote early). A new string.
+ */
+#define MSG_MEMORY_OPEN  "<<<memory"
+#define MSG_MEMORY_CLOSE "memory>>>"
+char *msg_memory_quote(const char *intro, const char *data);
+/* The key marking an injected message as remembered memory (not the operator's own system
+ * messages): inject_memory gives such a message the profile's memory_role and drops the key. */
+#define MSG_MEMORY_KEY "memproxy_memory"
+json_t *msg_memory_message(const char *intro, const char *data);
+
 #endif

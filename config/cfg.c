@@ -203,6 +203,10 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
      "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
      "limit."},
+    {CFG_SEC_PROFILE, "memory_role", T_STR, PRO(memory_role), "system", 0, 0,
+     "Role of the remembered memory inject_memory adds (the caller's summary, facts and "
+     "earlier turns, always quoted as data the model is told not to obey): system, developer "
+     "or user. Runtime system messages set over REST stay system."},
     {CFG_SEC_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
      "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
     {CFG_SEC_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,

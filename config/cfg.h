@@ -55,6 +55,7 @@ struct cfg_profile {
     struct cfg_strlist drop_sources;
     long token_budget;  /* 0 = none */
     long memory_budget; /* tokens inject_memory may add */
+    char *memory_role;  /* role of remembered memory: "system", "developer" or "user" */
     int context_header;
     int summarize;          /* summaries and facts at stop (docs/design.md §10) */
     char *summarizer_model; /* "" = the profile's model, else the session's last reply's */

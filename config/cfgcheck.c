@@ -134,6 +134,11 @@ static int cfgcheck_check_profile(struct cfg *cfg, struct cfg_profile *p, char *
         return cfgcheck_invalid(
             cfg, err, "profiles[%s].interruptions: '%s' must be heard, original or annotate",
             p->name, p->interruptions);
+    if (strcmp(p->memory_role, "system") != 0 && strcmp(p->memory_role, "developer") != 0 &&
+        strcmp(p->memory_role, "user") != 0)
+        return cfgcheck_invalid(cfg, err,
+                                "profiles[%s].memory_role: '%s' must be system, developer or user",
+                                p->name, p->memory_role);
     return 0;
 }
 

@@ -107,14 +107,14 @@ static void memory_inject_add(json_t *out, const char *text)
     json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system", "content", text));
 }
 
-/* The facts as one system message: "- category key: value" per line. */
+/* The facts, "- category key: value" per line. */
 static char *memory_facts_text(json_t *facts)
 {
     size_t i;
     json_t *f;
-    char *text = xstrdup("What this caller has told us before:");
+    char *text = xstrdup("");
     json_array_foreach(facts, i, f) {
-        char *n = xasprintf("%s\n- %s %s: %s", text, memory_str(f, "category"),
+        char *n = xasprintf("%s%s- %s %s: %s", text, i ? "\n" : "", memory_str(f, "category"),
                             memory_str(f, "key"), memory_str(f, "value"));
         free(text);
         text = n;
@@ -137,15 +137,14 @@ static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, cons
         json_t *um = store_user_memory(rec->rd->sr, rec->tenant, user, MEMORY_MAX_FACTS);
         const char *summary =
             json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
-        if (summary != NULL && *summary) {
-            char *text =
-                xasprintf("Summary of earlier conversations with this caller: %s", summary);
-            memory_inject_add(out, text);
-            free(text);
-        }
+        if (summary != NULL && *summary) /* the caller's words: quoted, never instructions */
+            json_array_append_new(
+                out,
+                msg_memory_message("Summary of earlier conversations with this caller.", summary));
         if (json_array_size(json_object_get(um, "facts")) > 0) {
             char *text = memory_facts_text(json_object_get(um, "facts"));
-            memory_inject_add(out, text);
+            json_array_append_new(out,
+                                  msg_memory_message("What this caller has told us before.", text));
             free(text);
         }
         json_decref(um);

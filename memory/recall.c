@@ -291,7 +291,7 @@ static char *recall_line(const struct recall_item *it)
 json_t *recall_pick_message(struct recall_pick *p, struct recall_stats *st)
 {
     static const char head[] = "Earlier messages from conversations with this caller, "
-                               "retrieved from memory (oldest first):";
+                               "retrieved from memory (oldest first).";
     struct recall_stats local;
     size_t cap = p->nrelevant + p->nsalient + p->nrecent, used = sizeof(head) / 4 + 1, kept = 0;
     const struct recall_item **chosen = xcalloc(cap ? cap : 1, sizeof(*chosen));
@@ -310,15 +310,16 @@ json_t *recall_pick_message(struct recall_pick *p, struct recall_stats *st)
         }
     }
     qsort(chosen, kept, sizeof(*chosen), recall_by_time);
-    char *text = xstrdup(head);
+    char *text = xstrdup("");
     for (size_t i = 0; i < kept; i++) {
-        char *line = recall_line(chosen[i]), *joined = xasprintf("%s\n%s", text, line);
+        char *line = recall_line(chosen[i]);
+        char *joined = xasprintf("%s%s%s", text, i ? "\n" : "", line);
         free(line);
         free(text);
         text = joined;
     }
     st->injected = kept;
-    json_t *msg = kept ? json_pack("{s:s, s:s}", "role", "system", "content", text) : NULL;
+    json_t *msg = kept ? msg_memory_message(head, text) : NULL; /* quoted, as msg.h says */
     free(text);
     free(chosen);
     return msg;

@@ -485,7 +485,12 @@ void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
         if (used + cost > budget)
             continue; /* a smaller one further on may still fit */
         used += cost;
-        json_array_insert(messages, at++, m);
+        if (json_object_get(m, MSG_MEMORY_KEY) != NULL) /* remembered: the profile's role */
+            json_array_insert_new(messages, at++,
+                                  json_pack("{s:s, s:O}", "role", ctx->prof->memory_role, "content",
+                                            json_object_get(m, "content")));
+        else
+            json_array_insert(messages, at++, m);
         ctx->injected++;
     }
 }
