@@ -260,10 +260,12 @@ static int cfgcheck_validate_webhooks(struct cfg *cfg, char **err)
                 return cfgcheck_invalid(cfg, err, "webhooks[%zu].events: '%s' is not 102 or 103", i,
                                         h->events.v[j]);
         }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->webhooks[j].url, h->url) == 0)
-                return cfgcheck_invalid(cfg, err, "webhooks[%zu].url: '%s' is listed twice", i,
-                                        h->url);
+        for (size_t j = 0; j < i; j++) { /* an entry is its URL and tenant (hook.c) */
+            if (strcmp(cfg->webhooks[j].url, h->url) == 0 &&
+                strcmp(cfg->webhooks[j].tenant, h->tenant) == 0)
+                return cfgcheck_invalid(cfg, err,
+                                        "webhooks[%zu]: url '%s' is listed twice for tenant '%s'",
+                                        i, h->url, h->tenant);
         }
     }
     return 0;

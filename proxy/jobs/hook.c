@@ -51,13 +51,23 @@ json_t *hook_targets(const struct cfg *cfg, const char *tenant)
     return out;
 }
 
-static const struct cfg_webhook *hook_find(const struct cfg *cfg, const char *url)
+/* The entry a row was queued for: its URL and its tenant's (an entry for that tenant before
+ * one for every tenant). Not the URL alone: two tenants' entries may share a receiver with
+ * different secrets, and a row must be signed with the secret of the entry that queued it. */
+static const struct cfg_webhook *hook_find(const struct cfg *cfg, const char *url,
+                                           const char *tenant)
 {
-    for (size_t i = 0; i < cfg->nwebhooks; i++) {
-        if (url != NULL && strcmp(cfg->webhooks[i].url, url) == 0)
-            return &cfg->webhooks[i];
+    const struct cfg_webhook *any = NULL;
+    for (size_t i = 0; url != NULL && tenant != NULL && i < cfg->nwebhooks; i++) {
+        const struct cfg_webhook *h = &cfg->webhooks[i];
+        if (strcmp(h->url, url) != 0)
+            continue;
+        if (strcmp(h->tenant, tenant) == 0)
+            return h;
+        if (*h->tenant == '\0' && any == NULL)
+            any = h;
     }
-    return NULL;
+    return any;
 }
 
 static int hook_is_inflight(const struct hook *h, json_int_t id)
@@ -174,7 +184,7 @@ static void hook_send(struct hook *h, json_t *row)
     t->h = h;
     t->id = json_integer_value(json_object_get(row, "id"));
     t->attempts = (long)json_integer_value(json_object_get(row, "attempts"));
-    t->target = hook_find(h->w->cfg, url);
+    t->target = hook_find(h->w->cfg, url, json_string_value(json_object_get(row, "tenant")));
     h->inflight[h->ninflight++] = t;
     if (t->target == NULL) { /* the config no longer lists it: nothing to sign with */
         static const struct cfg_webhook gone = {.max_attempts = 1};
@@ -185,6 +195,7 @@ static void hook_send(struct hook *h, json_t *row)
     t->body = webhook_body(json_string_value(json_object_get(row, "notice_id")),
                            (long)json_integer_value(json_object_get(row, "event")), util_wall_ms(),
                            json_string_value(json_object_get(row, "session_id")),
+                           json_string_value(json_object_get(row, "tenant")),
                            json_string_value(json_object_get(row, "payload")));
     if (t->body == NULL) {
         hook_settle(t, 0,

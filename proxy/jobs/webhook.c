@@ -52,16 +52,16 @@ int webhook_verify(const char *secret, const void *body, size_t len, const char 
 }
 
 char *webhook_body(const char *notice_id, long event, int64_t notify_ms, const char *sid,
-                   const char *payload_json)
+                   const char *tenant, const char *payload_json)
 {
-    if (notice_id == NULL || sid == NULL || payload_json == NULL)
+    if (notice_id == NULL || sid == NULL || tenant == NULL || payload_json == NULL)
         return NULL; /* a row that did not read back as text */
     json_t *payload = jtext_load(payload_json, strlen(payload_json), 0, NULL);
     if (payload == NULL)
         return NULL;
-    json_t *b = json_pack("{s:s, s:i, s:i, s:I, s:s, s:o}", "noticeId", notice_id, "productId",
+    json_t *b = json_pack("{s:s, s:i, s:i, s:I, s:s, s:s, s:o}", "noticeId", notice_id, "productId",
                           WEBHOOK_PRODUCT_ID, "eventType", (int)event, "notifyMs",
-                          (json_int_t)notify_ms, "sid", sid, "payload", payload);
+                          (json_int_t)notify_ms, "sid", sid, "tenant", tenant, "payload", payload);
     char *text = b ? jtext_dump(b, NULL) : NULL;
     json_decref(b);
     return text;

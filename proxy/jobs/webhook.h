@@ -27,11 +27,12 @@ int webhook_verify(const char *secret, const void *body, size_t len, const char 
 
 /*
  * The body POSTed for one outbox row: {"noticeId", "productId": 17, "eventType",
- * "notifyMs", "sid", "payload"} with payload_json (stored JSON text) as the payload. NULL
- * when payload_json is not JSON. Caller frees.
+ * "notifyMs", "sid", "tenant", "payload"} with payload_json (stored JSON text) as the payload:
+ * Agora's shape, and the tenant whose session it is (a receiver serving several tenants must
+ * not have to guess). NULL when payload_json is not JSON or a field is missing. Caller frees.
  */
 char *webhook_body(const char *notice_id, long event, int64_t notify_ms, const char *sid,
-                   const char *payload_json);
+                   const char *tenant, const char *payload_json);
 
 /* The wait before try number attempt + 1 (attempt >= 1 tries have failed): backoff_ms doubled
  * per failed try up to max_ms, with "equal jitter" (half fixed, half random from rnd), so

@@ -24,7 +24,7 @@ static void fuzz_outbox(json_t *row)
 {
     char *body =
         webhook_body(str(row, "notice_id"), (long)json_integer_value(json_object_get(row, "event")),
-                     1, str(row, "session_id"), str(row, "payload"));
+                     1, str(row, "session_id"), str(row, "tenant"), str(row, "payload"));
     if (body != NULL) { /* what is sent must be JSON with the row's notice id */
         json_t *j = json_loads(body, 0, NULL);
         if (j == NULL || strcmp(str(j, "noticeId"), str(row, "notice_id")) != 0)

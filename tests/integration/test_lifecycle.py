@@ -297,6 +297,40 @@ class Idle(Base):
         self.assertEqual(sids, ["quiet"])
 
 
+class WebhookEntries(unittest.TestCase):
+    """Two tenants' webhook entries may share a receiver with their own secrets: each dump is
+    signed with the secret of the entry that queued it, and says whose it is."""
+
+    def test_each_tenant_signed_with_its_entry(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        recv = Receiver()
+        self.addCleanup(recv.stop)
+        secrets = {"a": "secret-of-tenant-a-0123", "b": "secret-of-tenant-b-4567"}
+        conf = ("auth:\n  client_keys:\n    - {key: client-a-0123456789abcdef, tenant: a}\n"
+                "    - {key: client-b-0123456789abcdef, tenant: b}\n"
+                "  admin_keys:\n    - {key: admin-a-0123456789abcdef, tenant: a}\n"
+                "    - {key: admin-b-0123456789abcdef, tenant: b}\nwebhooks:\n"
+                "  - {url: '%s', secret: %s, tenant: a}\n  - {url: '%s', secret: %s, tenant: b}\n"
+                % (recv.url, secrets["a"], recv.url, secrets["b"]))
+        mp = Memproxy(conf, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        for t in ("a", "b"):
+            body = {"model": "m", "session_id": "call-" + t,
+                    "messages": [{"role": "user", "content": "hi"}]}
+            self.assertEqual(mp.request("POST", "/v1/chat/completions", body, {
+                "Authorization": "Bearer client-%s-0123456789abcdef" % t})[0], 200)
+            self.assertEqual(mp.request("POST", "/v1/sessions/call-%s/stop" % t, None, {
+                "Authorization": "Bearer admin-%s-0123456789abcdef" % t})[0], 200)
+        wait_for(lambda: len(recv.dumps()) >= 2, timeout=30, what="two dumps")
+        for headers, body in recv.dumps():
+            dump = json.loads(body)
+            t = dump["tenant"]
+            self.assertEqual(dump["sid"], "call-" + t)
+            want = hmac.new(secrets[t].encode(), body, hashlib.sha256).hexdigest()
+            self.assertEqual(headers["Agora-Signature-V2"], want, t)
+
+
 class Notifications(Base):
     EXTRA = "notifications:\n  agora_secret: %s\n  tenant: a\n  session_field: channel\n" % \
         AGORA_SECRET

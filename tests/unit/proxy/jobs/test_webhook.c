@@ -41,7 +41,7 @@ static void test_verify(void **state)
 
 static void test_body_mirrors_agora_event_103(void **state)
 {
-    char *b = webhook_body("abc:103", 103, 1763800190123LL, "room-42",
+    char *b = webhook_body("abc:103", 103, 1763800190123LL, "room-42", "acme",
                            "{\"agent_id\":\"room-42\",\"contents\":[]}");
     json_t *j = json_loads(b, 0, NULL);
     assert_non_null(j);
@@ -50,11 +50,12 @@ static void test_body_mirrors_agora_event_103(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "eventType")), 103);
     assert_int_equal(json_integer_value(json_object_get(j, "notifyMs")), 1763800190123LL);
     assert_string_equal(json_string_value(json_object_get(j, "sid")), "room-42");
+    assert_string_equal(json_string_value(json_object_get(j, "tenant")), "acme");
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "payload"), "agent_id")), "room-42");
     json_decref(j);
     free(b);
-    assert_null(webhook_body("x", 103, 1, "s", "{not json"));
+    assert_null(webhook_body("x", 103, 1, "s", "t", "{not json"));
 }
 
 static void test_backoff_doubles_with_jitter_and_caps(void **state)
