@@ -112,6 +112,13 @@ static const struct cfg_option cfg_options[] = {
      30 * 86400 * SEC,
      "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
      "0 = never."},
+    {CFG_SEC_TOP, "metrics.key", T_STR, TOP(metrics_key), "", 0, 0,
+     "A key GET /metrics requires (Authorization: Bearer <key>, at least 16 bytes); empty = "
+     "none: keep /metrics off other hosts' reach then."},
+    {CFG_SEC_TOP, "server.allowed_hosts", T_STRLIST, TOP(allowed_hosts), "", 0, 0,
+     "Host header names (without port) requests must carry, e.g. [memproxy.internal]; empty = "
+     "any. Other Hosts get 421: a DNS name rebound to this address cannot reach memproxy from "
+     "a browser."},
     {CFG_SEC_TOP, "auth.open", T_BOOL, TOP(auth_open), "false", 0, 0,
      "Serve chat without client keys on an address other hosts can reach (by default that is "
      "refused at start: anyone could spend the upstream's key). Loopback needs no key."},
@@ -131,6 +138,13 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_CLIENT_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
      "A key clients send as 'Authorization: Bearer <key>', at least 16 bytes. No keys: chat is "
      "served only on a loopback address (or with auth.open)."},
+    {CFG_SEC_CLIENT_KEY, "user", T_STR, CKEY(user), "", 0, 0,
+     "The user ids this key may act for: empty = any; 'x' = only x; 'x*' = those starting "
+     "with x. A request naming another user, or none, gets 403. For key holders that are not "
+     "fully trusted (one key per end user or per device)."},
+    {CFG_SEC_CLIENT_KEY, "inject_memory", T_BOOL, CKEY(inject_memory), "true", 0, 0,
+     "Whether remembered memory (summary, facts, retrieved turns) may be injected into this "
+     "key's requests; false keeps a key holder from reading a user's memory through the model."},
     {CFG_SEC_CLIENT_KEY, "tenant", T_STR, CKEY(tenant), "default", 0, 0,
      "Tenant the key's sessions belong to."},
     {CFG_SEC_ADMIN_KEY, "key", T_STR, CKEY(key), NULL, 0, 0,
@@ -207,6 +221,9 @@ static const struct cfg_option cfg_options[] = {
      "Role of the remembered memory inject_memory adds (the caller's summary, facts and "
      "earlier turns, always quoted as data the model is told not to obey): system, developer "
      "or user. Runtime system messages set over REST stay system."},
+    {CFG_SEC_PROFILE, "tenants", T_STRLIST, PRO(tenants), "", 0, 0,
+     "Tenants whose client keys may use this profile; empty = all. Another tenant's request for "
+     "it gets 403."},
     {CFG_SEC_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
      "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
     {CFG_SEC_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,

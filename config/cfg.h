@@ -53,9 +53,10 @@ struct cfg_profile {
     char *annotate_note;
     char *timestamp_format;
     struct cfg_strlist drop_sources;
-    long token_budget;  /* 0 = none */
-    long memory_budget; /* tokens inject_memory may add */
-    char *memory_role;  /* role of remembered memory: "system", "developer" or "user" */
+    long token_budget;          /* 0 = none */
+    long memory_budget;         /* tokens inject_memory may add */
+    struct cfg_strlist tenants; /* empty = every tenant's keys may use the profile */
+    char *memory_role;          /* role of remembered memory: "system", "developer" or "user" */
     int context_header;
     int summarize;          /* summaries and facts at stop (docs/design.md §10) */
     char *summarizer_model; /* "" = the profile's model, else the session's last reply's */
@@ -78,6 +79,8 @@ struct cfg_profile {
 struct cfg_client_key {
     char *key;
     char *tenant;
+    char *user;        /* client keys: "" = any user id; "x" = only x; "x*" = ids starting x */
+    int inject_memory; /* client keys: remembered memory may be injected for its requests */
 };
 
 struct cfg_webhook {
@@ -128,7 +131,9 @@ struct cfg {
     char *agora_session_field;
     long agora_max_age_ms; /* notifications.max_age; 0 = notifyMs not checked */
 
-    int auth_open; /* auth.open: no client keys on a reachable address is intended */
+    int auth_open;     /* auth.open: no client keys on a reachable address is intended */
+    char *metrics_key; /* "" = /metrics needs no key */
+    struct cfg_strlist allowed_hosts; /* empty = any Host header */
     struct cfg_client_key *client_keys;
     size_t nclient_keys;
     struct cfg_client_key *admin_keys; /* the REST API's; same shape */

@@ -61,8 +61,8 @@ void cfgcheck_set_upstream_url(struct cfg *cfg, const char *url)
 static void cfgcheck_key_add(struct cfg_client_key **keys, size_t *n, const char *key)
 {
     *keys = xrealloc(*keys, (*n + 1) * sizeof(**keys));
-    (*keys)[*n].key = xstrdup(key);
-    (*keys)[*n].tenant = xstrdup("default");
+    (*keys)[*n] = (struct cfg_client_key){
+        .key = xstrdup(key), .tenant = xstrdup("default"), .user = xstrdup(""), .inject_memory = 1};
     (*n)++;
 }
 
@@ -189,6 +189,8 @@ static int cfgcheck_secrets(struct cfg *cfg, char **err)
             return cfgcheck_invalid(cfg, err, "webhooks[%zu].secret %s", i, why);
     if (*cfg->agora_secret != '\0' && (why = cfgcheck_weak(cfg->agora_secret)) != NULL)
         return cfgcheck_invalid(cfg, err, "notifications.agora_secret %s", why);
+    if (*cfg->metrics_key != '\0' && (why = cfgcheck_weak(cfg->metrics_key)) != NULL)
+        return cfgcheck_invalid(cfg, err, "metrics.key %s", why);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "proxy/chat/relay.h"
 #include "proxy/chat/reply.h"
 #include "proxy/chat/session.h"
+#include "proxy/http/auth.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
 #include "proxy/jobs/embedder.h"
@@ -32,6 +33,7 @@ struct chat {
     const struct cfg_profile *prof;
     const char *tenant; /* the client key's (the config's string) */
     char *user;         /* the request's user id, or NULL */
+    int no_memory;      /* its key may not have remembered memory injected (inject_memory) */
     enum metrics_route route;
     uint64_t t_start;
     char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
@@ -232,6 +234,12 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                .id_fields = &c->w->cfg->session_id_fields};
     if (session_resolve(&si, ids, e) != 0)
         return -1;
+    if (!auth_user_allowed(rc->key, ids->user_id)) {
+        apierr_set(e, APIERR_FORBIDDEN, "user",
+                   "this key may act only for the user ids '%s' covers; name one of them",
+                   rc->key->user);
+        return -1;
+    }
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     if (ids->session_id == NULL && c->w->cfg->sessions_require) {
         apierr_set(e, APIERR_INVALID_REQUEST, "session_id",
@@ -322,6 +330,16 @@ static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_co
     json_array_append_new(mc->inject, m);
 }
 
+/* The remembered memory among what inject_memory adds (msg.h's marked messages): the key may
+ * not have it. The operator's runtime system messages stay. */
+static void chat_drop_memory(json_t *inject)
+{
+    for (size_t i = json_array_size(inject); i-- > 0;) {
+        if (json_object_get(json_array_get(inject, i), MSG_MEMORY_KEY) != NULL)
+            json_array_remove(inject, i);
+    }
+}
+
 /* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N]", the
  * first n of counts (written by hand: it is on every request, and printf is slow). */
 static void chat_context_header(struct evhttp_request *req, const size_t *counts, size_t n)
@@ -353,6 +371,8 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
     json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
     if (c->recall_sid != NULL)
         chat_recalled_message(c, msgs, &mc, &recalled);
+    if (c->no_memory)
+        chat_drop_memory(mc.inject);
     struct tx_ctx tx = {
         .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
     tx_run(&tx, msgs);
@@ -475,7 +495,7 @@ static void chat_looked_up(void *arg, float *query, size_t dim)
  * no wait (0). */
 static int chat_recall(struct chat *c, struct evhttp_request *req, const char *session_id)
 {
-    if (!c->prof->retrieval || c->rec == NULL)
+    if (!c->prof->retrieval || c->rec == NULL || c->no_memory)
         return 0;
     c->recall_sid = xstrdup(session_id);
     if (!memory_recall_embedded(c->w->reader, c->tenant, c->user, session_id))
@@ -532,6 +552,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct requ
         goto fail;
     c->prof = prof;
     c->tenant = rc->tenant;
+    c->no_memory = rc->key != NULL && !rc->key->inject_memory;
     c->user = ids.user_id ? xstrdup(ids.user_id) : NULL;
     if (chat_recall(c, req, ids.session_id)) {
         session_ids_clear(&ids);

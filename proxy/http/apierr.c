@@ -21,6 +21,7 @@ static const struct {
     [APIERR_NOT_FOUND] = {404, "invalid_request_error", "not_found"},
     [APIERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},
     [APIERR_CONFLICT] = {409, "invalid_request_error", "conflict"},
+    [APIERR_MISDIRECTED] = {421, "invalid_request_error", "misdirected_request"},
     [APIERR_TIMEOUT] = {408, "invalid_request_error", "request_timeout"},
     [APIERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
     [APIERR_MEDIA_TYPE] = {415, "invalid_request_error", "unsupported_media_type"},

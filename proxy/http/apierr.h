@@ -21,6 +21,7 @@ enum apierr_kind {
     APIERR_NOT_FOUND,             /* 404 */
     APIERR_METHOD,                /* 405 */
     APIERR_CONFLICT,              /* 409 */
+    APIERR_MISDIRECTED,           /* 421: a Host not in server.allowed_hosts */
     APIERR_TIMEOUT,               /* 408: the request was not received in time */
     APIERR_TOO_LARGE,             /* 413 */
     APIERR_MEDIA_TYPE,            /* 415: a body that is not application/json */

@@ -17,7 +17,7 @@ const char *auth_bearer(const char *header)
 
 /* Constant time over every key, whichever matches first. */
 static int auth_match(const struct cfg_client_key *keys, size_t n, const char *header,
-                      const char **tenant)
+                      const struct cfg_client_key **key)
 {
     const char *token = auth_bearer(header);
     if (token == NULL)
@@ -31,20 +31,32 @@ static int auth_match(const struct cfg_client_key *keys, size_t n, const char *h
     }
     if (found < 0)
         return -1;
-    *tenant = keys[found].tenant;
+    *key = &keys[found];
     return 0;
 }
 
-int auth_client(const struct cfg *cfg, const char *header, const char **tenant)
+int auth_client(const struct cfg *cfg, const char *header, const struct cfg_client_key **key)
 {
     if (cfg->nclient_keys == 0) {
-        *tenant = "default";
+        *key = NULL;
         return 0;
     }
-    return auth_match(cfg->client_keys, cfg->nclient_keys, header, tenant);
+    return auth_match(cfg->client_keys, cfg->nclient_keys, header, key);
 }
 
-int auth_admin(const struct cfg *cfg, const char *header, const char **tenant)
+int auth_admin(const struct cfg *cfg, const char *header, const struct cfg_client_key **key)
 {
-    return auth_match(cfg->admin_keys, cfg->nadmin_keys, header, tenant);
+    return auth_match(cfg->admin_keys, cfg->nadmin_keys, header, key);
+}
+
+int auth_user_allowed(const struct cfg_client_key *key, const char *user)
+{
+    if (key == NULL || key->user == NULL || *key->user == '\0')
+        return 1;
+    if (user == NULL)
+        return 0;
+    size_t n = strlen(key->user);
+    if (key->user[n - 1] == '*')
+        return strncmp(user, key->user, n - 1) == 0;
+    return strcmp(user, key->user) == 0;
 }

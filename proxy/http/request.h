@@ -20,8 +20,9 @@ struct worker; /* worker.h: the handlers of a request_ctx take the worker they r
  * handler call. */
 struct request_ctx {
     enum metrics_route route;
-    const char *tenant;       /* of the client key */
-    const char *path_profile; /* from /p/{profile}/, not NUL-terminated; NULL if absent */
+    const char *tenant;               /* of the client key */
+    const struct cfg_client_key *key; /* the key admitted; NULL: no client keys configured */
+    const char *path_profile;         /* from /p/{profile}/, not NUL-terminated; NULL if absent */
     size_t path_profile_len;
     const char *body; /* the request body (NUL-terminated copy), NULL when empty */
     size_t body_len;

@@ -56,6 +56,19 @@ static void routes_free_text(const void *data, size_t len, void *arg)
 
 static void routes_metrics(struct worker *w, struct evhttp_request *req)
 {
+    const char *want = w->cfg->metrics_key;
+    if (*want != '\0') { /* metrics.key: a scrape must carry it */
+        const char *got =
+            auth_bearer(evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization"));
+        if (got == NULL || !util_ct_equal(got, strlen(got), want, strlen(want))) {
+            struct apierr e;
+            apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
+                       "GET /metrics needs the metrics key: Authorization: Bearer <metrics.key>");
+            evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+            respond_error(w, METRICS_ROUTE_METRICS, req, &e);
+            return;
+        }
+    }
     size_t n = 0, len = 0;
     struct memory_stats ms;
     struct metrics *const *sets = w->all_metrics;
@@ -139,8 +152,7 @@ static int routes_admit(struct worker *w, struct evhttp_request *req, struct req
     struct apierr e;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     const char *authz = evhttp_find_header(in, "Authorization");
-    if ((admin ? auth_admin(w->cfg, authz, &rc->tenant)
-               : auth_client(w->cfg, authz, &rc->tenant)) != 0) {
+    if ((admin ? auth_admin(w->cfg, authz, &rc->key) : auth_client(w->cfg, authz, &rc->key)) != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
         if (admin && w->cfg->nadmin_keys == 0)
             apierr_set(&e, APIERR_UNAUTHORIZED, NULL,
@@ -153,6 +165,9 @@ static int routes_admit(struct worker *w, struct evhttp_request *req, struct req
         respond_error(w, rc->route, req, &e);
         return -1;
     }
+    rc->tenant = rc->key != NULL ? rc->key->tenant : "default";
+    if (admin)
+        rc->key = NULL; /* admin keys bind no user */
     return routes_body(w, req, rc);
 }
 
@@ -228,12 +243,38 @@ static int routes_malformed(struct worker *w, struct evhttp_request *req)
     return -1;
 }
 
+/* server.allowed_hosts: the Host header's name (no port) is one of them, or the list is
+ * empty. A page on an attacker's site can make a browser send requests to a name it has
+ * re-pointed at memproxy's address (DNS rebinding); they carry that name as their Host. */
+static int routes_host_allowed(const struct cfg *cfg, struct evhttp_request *req)
+{
+    const struct cfg_strlist *hosts = &cfg->allowed_hosts;
+    if (hosts->n == 0)
+        return 1;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    if (h == NULL)
+        return 0;
+    size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":");
+    for (size_t i = 0; i < hosts->n; i++) {
+        if (strlen(hosts->v[i]) == n && strncasecmp(hosts->v[i], h, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 void routes_handle(struct evhttp_request *req, void *arg)
 {
     struct worker *w = arg;
     struct request_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
     if (routes_malformed(w, req) != 0)
         return;
+    if (!routes_host_allowed(w->cfg, req)) {
+        struct apierr e;
+        apierr_set(&e, APIERR_MISDIRECTED, "Host",
+                   "this server does not answer for that Host (server.allowed_hosts)");
+        respond_error(w, METRICS_ROUTE_OTHER, req, &e);
+        return;
+    }
     const char *uri = evhttp_request_get_uri(req);
     size_t len = strcspn(uri, "?#");
     const char *path = uri;

@@ -5,6 +5,7 @@ import os
 import select
 import shutil
 import socket
+import sqlite3
 import subprocess
 import time
 import unittest
@@ -215,6 +216,78 @@ memory:
         status, h = self.mp.json("GET", "/v1/sessions/big/history?limit=100",
                                  headers={"Authorization": "Bearer admin-key-0123456789"})
         self.assertEqual(len([c for c in h["contents"] if c["role"] == "user"]), 12)
+
+
+class KeyScopes(unittest.TestCase):
+    """A key bound to users may act only for them and can be kept from remembered memory;
+    profiles may be limited to tenants; /metrics may need a key; Hosts may be limited."""
+    CONFIG = """
+server:
+  allowed_hosts: [memproxy.internal, 127.0.0.1]
+metrics:
+  key: metrics-key-0123456789
+auth:
+  client_keys:
+    - {key: device-key-0123456789, tenant: a, user: "dev-7*", inject_memory: false}
+    - {key: backend-key-0123456789, tenant: a}
+    - {key: other-key-0123456789, tenant: b}
+upstreams:
+  - {name: main, url: "{upstream}"}
+profiles:
+  - {name: default, upstream: main}
+  - {name: vip, upstream: main, tenants: [a]}
+"""
+
+    def setUp(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(self.CONFIG, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+
+    def chat(self, key, headers=None, body=USER_HI):
+        h = {"Authorization": "Bearer " + key}
+        h.update(headers or {})
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body, h)
+        return status, json.loads(out)
+
+    def test_a_key_bound_to_users(self):
+        self.assertEqual(self.chat("device-key-0123456789", {"X-User-Id": "dev-7-a"})[0], 200)
+        for headers in ({"X-User-Id": "dev-8"}, {}):
+            status, out = self.chat("device-key-0123456789", headers)
+            self.assertEqual((status, out["error"]["param"]), (403, "user"), headers)
+        self.assertEqual(self.chat("backend-key-0123456789", {"X-User-Id": "dev-8"})[0], 200)
+
+    def test_memory_is_not_injected_for_a_key_without_it(self):
+        self.mp.stop()
+        con = sqlite3.connect(self.mp.db_path)
+        con.execute("INSERT INTO user_summaries(tenant, user_id, summary, updated_ms) "
+                    "VALUES ('a', 'dev-7-a', 'Lives at 12 Elm Street.', 1)")
+        con.commit()
+        con.close()
+        self.mp = Memproxy(self.CONFIG, upstream=self.mock.url, db=self.mp.db_path)
+        self.addCleanup(self.mp.stop)
+        for key, shown in (("device-key-0123456789", False), ("backend-key-0123456789", True)):
+            status, _ = self.chat(key, {"X-User-Id": "dev-7-a", "X-Session-Id": "s-" + key[:3]})
+            self.assertEqual(status, 200)
+            self.assertEqual("Elm Street" in self.mock.stats()["last_body"], shown, key)
+
+    def test_profiles_limited_to_tenants(self):
+        vip = {"X-Memproxy-Profile": "vip"}
+        self.assertEqual(self.chat("backend-key-0123456789", vip)[0], 200)
+        status, out = self.chat("other-key-0123456789", vip)
+        self.assertEqual((status, out["error"]["param"]), (403, "profile"))
+
+    def test_metrics_key_and_allowed_hosts(self):
+        status, _, _ = self.mp.request("GET", "/metrics")
+        self.assertEqual(status, 401)
+        status, _, out = self.mp.request("GET", "/metrics", headers={
+            "Authorization": "Bearer metrics-key-0123456789"})
+        self.assertEqual(status, 200)
+        self.assertIn(b"memproxy_requests_total", out)
+        status, _, out = self.mp.request("GET", "/healthz", headers={"Host": "evil.example"})
+        self.assertEqual((status, json.loads(out)["error"]["code"]), (421, "misdirected_request"))
+        status, _, _ = self.mp.request("GET", "/healthz", headers={"Host": "memproxy.internal:80"})
+        self.assertEqual(status, 200)
 
 
 class Hardened(unittest.TestCase):

@@ -23,17 +23,23 @@ static void test_bearer(void **state)
 
 static void test_client_keys(void **state)
 {
-    struct cfg_client_key keys[] = {{"k-one", "t1"}, {"k-two", "t2"}};
+    struct cfg_client_key keys[] = {{"k-one", "t1", "", 1}, {"k-two", "t2", "u-*", 0}};
     struct cfg cfg = {.client_keys = keys, .nclient_keys = 2};
-    const char *tenant = NULL;
-    assert_int_equal(auth_client(&cfg, "Bearer k-two", &tenant), 0);
-    assert_string_equal(tenant, "t2");
-    assert_int_equal(auth_client(&cfg, "Bearer k-tw", &tenant), -1);
-    assert_int_equal(auth_client(&cfg, "Bearer k-two2", &tenant), -1);
-    assert_int_equal(auth_client(&cfg, NULL, &tenant), -1);
+    const struct cfg_client_key *key = NULL;
+    assert_int_equal(auth_client(&cfg, "Bearer k-two", &key), 0);
+    assert_ptr_equal(key, &keys[1]);
+    assert_int_equal(auth_client(&cfg, "Bearer k-tw", &key), -1);
+    assert_int_equal(auth_client(&cfg, "Bearer k-two2", &key), -1);
+    assert_int_equal(auth_client(&cfg, NULL, &key), -1);
+    /* a key bound to users: the ids it may act for */
+    assert_true(auth_user_allowed(&keys[1], "u-17"));
+    assert_false(auth_user_allowed(&keys[1], "v-17"));
+    assert_false(auth_user_allowed(&keys[1], NULL));
+    assert_true(auth_user_allowed(&keys[0], NULL));
+    assert_true(auth_user_allowed(NULL, "anyone"));
     cfg.nclient_keys = 0; /* open */
-    assert_int_equal(auth_client(&cfg, NULL, &tenant), 0);
-    assert_string_equal(tenant, "default");
+    assert_int_equal(auth_client(&cfg, NULL, &key), 0);
+    assert_null(key);
 }
 
 static void test_ct_equal(void **state)
@@ -69,7 +75,7 @@ static void test_error_body(void **state)
 static void test_status_table(void **state)
 {
     /* a failed commit (storage) is 503: the client may retry; a busy server too */
-    static const int want[APIERR__COUNT] = {400, 400, 401, 401, 403, 404, 405, 409, 408,
+    static const int want[APIERR__COUNT] = {400, 400, 401, 401, 403, 404, 405, 409, 421, 408,
                                             413, 415, 500, 503, 502, 502, 503, 503, 504};
     for (int k = 0; k < APIERR__COUNT; k++) {
         assert_int_equal(apierr_status((enum apierr_kind)k), want[k]);
