@@ -57,12 +57,15 @@ void cfgcheck_set_upstream_url(struct cfg *cfg, const char *url)
     u->url = xstrdup(url);
 }
 
-/* A key from the environment, tenant "default". */
-static void cfgcheck_key_add(struct cfg_client_key **keys, size_t *n, const char *key)
+/* A key from the environment, tenant "default"; a client key also binds no user (admin keys
+ * have no such field: cfg frees what their section lists). */
+static void cfgcheck_key_add(struct cfg_client_key **keys, size_t *n, const char *key, int client)
 {
     *keys = xrealloc(*keys, (*n + 1) * sizeof(**keys));
-    (*keys)[*n] = (struct cfg_client_key){
-        .key = xstrdup(key), .tenant = xstrdup("default"), .user = xstrdup(""), .inject_memory = 1};
+    (*keys)[*n] = (struct cfg_client_key){.key = xstrdup(key),
+                                          .tenant = xstrdup("default"),
+                                          .user = client ? xstrdup("") : NULL,
+                                          .inject_memory = 1};
     (*n)++;
 }
 
@@ -80,9 +83,9 @@ void cfgcheck_apply_env(struct cfg *cfg)
         cfg->listen = xstrdup(listen);
     }
     if (admin != NULL && *admin != '\0')
-        cfgcheck_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin);
+        cfgcheck_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin, 0);
     if (client != NULL && *client != '\0')
-        cfgcheck_key_add(&cfg->client_keys, &cfg->nclient_keys, client);
+        cfgcheck_key_add(&cfg->client_keys, &cfg->nclient_keys, client, 1);
 }
 
 __attribute__((format(printf, 3, 4))) static int cfgcheck_invalid(struct cfg *cfg, char **err,
