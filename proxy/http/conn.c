@@ -183,8 +183,12 @@ struct conn_table *conn_table_create(struct event_base *base, const struct conn_
     t->slow = xmalloc(lim->slow_len);
     memcpy(t->slow, lim->slow, lim->slow_len);
     t->slow_len = lim->slow_len;
-    t->request_tv = (struct timeval){.tv_sec = lim->request_ms / 1000,
-                                     .tv_usec = (lim->request_ms % 1000) * 1000};
+    struct timeval tv = {.tv_sec = lim->request_ms / 1000,
+                         .tv_usec = (lim->request_ms % 1000) * 1000};
+    /* every connection's deadline has this one duration: libevent keeps such timeouts in a
+     * queue (O(1) to add and remove) instead of its heap */
+    const struct timeval *common = event_base_init_common_timeout(base, &tv);
+    t->request_tv = common != NULL ? *common : tv;
     t->adopt = event_new(base, -1, 0, conn_adopt_all, t);
     return t;
 }
