@@ -112,6 +112,9 @@ static const struct cfg_option cfg_options[] = {
      30 * 86400 * SEC,
      "A RUNNING session without requests for this long is stopped (and dumped to the webhooks); "
      "0 = never."},
+    {CFG_SEC_TOP, "ui.enabled", T_BOOL, TOP(ui_enabled), "true", 0, 0,
+     "Serve the call viewer at GET /ui/ (from the binary; it reads the REST API with an admin "
+     "key the person enters)."},
     {CFG_SEC_TOP, "metrics.key", T_STR, TOP(metrics_key), "", 0, 0,
      "A key GET /metrics requires (Authorization: Bearer <key>, at least 16 bytes); empty = "
      "none: keep /metrics off other hosts' reach then."},

@@ -133,6 +133,7 @@ struct cfg {
 
     int auth_open;     /* auth.open: no client keys on a reachable address is intended */
     char *metrics_key; /* "" = /metrics needs no key */
+    int ui_enabled;    /* GET /ui/: the call viewer */
     struct cfg_strlist allowed_hosts; /* empty = any Host header */
     struct cfg_client_key *client_keys;
     size_t nclient_keys;

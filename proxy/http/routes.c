@@ -8,6 +8,7 @@
 #include "proxy/http/conn.h"
 #include "proxy/http/metrics.h"
 #include "proxy/http/respond.h"
+#include "proxy/http/ui.h"
 #include "proxy/http/worker.h"
 #include "proxy/rest/notify.h"
 #include "proxy/rest/rest.h"
@@ -282,6 +283,10 @@ void routes_handle(struct evhttp_request *req, void *arg)
 
     if (get && routes_is(path, len, "/healthz")) {
         routes_health(w, req);
+        return;
+    }
+    if (get && ui_match(path, len)) { /* the call viewer's files (it reads the REST API) */
+        ui_handle(w, req, path, len);
         return;
     }
     if (get && w->cfg->metrics_enabled && routes_is(path, len, "/metrics")) {

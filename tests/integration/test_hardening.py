@@ -290,6 +290,35 @@ profiles:
         self.assertEqual(status, 200)
 
 
+class Viewer(unittest.TestCase):
+    """The call viewer's files come from the binary with a strict CSP; ui.enabled: false
+    turns them off. (tests/ui drives the page itself in chromium.)"""
+
+    def test_served_with_a_strict_policy_and_can_be_off(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy("", upstream=mock.url)
+        self.addCleanup(mp.stop)
+        status, hdrs, body = mp.request("GET", "/ui/", headers={"Content-Type": ""})
+        self.assertEqual(status, 200)
+        self.assertTrue(hdrs["content-type"].startswith("text/html"))
+        csp = hdrs["content-security-policy"]
+        for directive in ("default-src 'none'", "script-src 'self'", "connect-src 'self'",
+                          "frame-ancestors 'none'"):
+            self.assertIn(directive, csp)
+        self.assertNotIn("unsafe", csp)
+        self.assertIn(b'<script src="app.js" defer></script>', body)
+        self.assertNotIn(b"<script>", body)  # no inline script
+        status, hdrs, _ = mp.request("GET", "/ui/app.js")
+        self.assertEqual((status, hdrs["content-type"]), (200, "text/javascript; charset=utf-8"))
+        status, hdrs, _ = mp.request("GET", "/ui")
+        self.assertEqual((status, hdrs.get("location")), (308, "/ui/"))
+        self.assertEqual(mp.request("GET", "/ui/nope.js")[0], 404)
+        off = Memproxy("ui:\n  enabled: false\n", upstream=mock.url)
+        self.addCleanup(off.stop)
+        self.assertEqual(off.request("GET", "/ui/")[0], 404)
+
+
 class Hardened(unittest.TestCase):
     """The binary is built hardened; the database is its owner's alone."""
 
