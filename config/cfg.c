@@ -220,6 +220,10 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
      "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
      "limit."},
+    {CFG_SEC_PROFILE, "fallback_reply", T_STR, PRO(fallback_reply), "", 0, 0,
+     "When every upstream of the profile fails before the first token, this text is answered "
+     "as an ordinary assistant message (status 200, streamed or not) instead of an error, so "
+     "the caller hears something; recorded with source llm_failure. Empty = the error."},
     {CFG_SEC_PROFILE, "memory_role", T_STR, PRO(memory_role), "system", 0, 0,
      "Role of the remembered memory inject_memory adds (the caller's summary, facts and "
      "earlier turns, always quoted as data the model is told not to obey): system, developer "

@@ -504,8 +504,8 @@ static void memory_set_str(json_t *t, const char *key, const char *v)
 
 static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id, int64_t idx)
 {
-    json_t *t = reconcile_reply_turn(rp->content ? rp->content : "", turn_id, idx, rp->interrupted,
-                                     util_wall_ms());
+    json_t *t = reconcile_reply_turn(rp->content ? rp->content : "", rp->source, turn_id, idx,
+                                     rp->interrupted, util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
     /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):

@@ -137,7 +137,8 @@ struct memory_reply {
     const char *model, *finish_reason;
     json_t *usage; /* or NULL */
     int64_t ttft_us, latency_us;
-    int interrupted; /* the client hung up before the end */
+    int interrupted;    /* the client hung up before the end */
+    const char *source; /* NULL: "llm"; "llm_failure" for a profile's fallback_reply */
 };
 
 typedef void (*memory_done_cb)(void *arg, int ok);

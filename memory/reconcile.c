@@ -81,8 +81,8 @@ json_t *reconcile_normalize(json_t *msg, int64_t now_ms)
 
 /* Built key by key: json_pack's format parsing cost more than the turn on every recorded
  * reply. */
-json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx,
-                             int interrupted, int64_t now_ms)
+json_t *reconcile_reply_turn(const char *content, const char *source, int64_t turn_id,
+                             int64_t turn_idx, int interrupted, int64_t now_ms)
 {
     json_t *text = json_string(content);
     if (text == NULL) /* content was not UTF-8: keep the turn, lose the text */
@@ -92,7 +92,7 @@ json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_
     json_object_set_new_nocheck(turn, "content", json_incref(text));
     json_object_set_new_nocheck(turn, "turn_id", json_integer(turn_id));
     json_object_set_new_nocheck(turn, "turn_idx", json_integer(turn_idx));
-    json_object_set_new_nocheck(turn, "source", json_string_nocheck("llm"));
+    json_object_set_new_nocheck(turn, "source", json_string_nocheck(source ? source : "llm"));
     json_object_set_new_nocheck(turn, "interrupted", json_boolean(interrupted));
     json_object_set_new_nocheck(turn, "interrupt_timestamp",
                                 interrupted ? json_integer(now_ms) : json_null());

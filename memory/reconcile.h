@@ -109,7 +109,7 @@ void reconcile_result_clear(struct reconcile_result *r);
  * generated. When interrupted (the client hung up), original is the same text and
  * interrupt_timestamp is now_ms.
  */
-json_t *reconcile_reply_turn(const char *content, int64_t turn_id, int64_t turn_idx,
-                             int interrupted, int64_t now_ms);
+json_t *reconcile_reply_turn(const char *content, const char *source, int64_t turn_id,
+                             int64_t turn_idx, int interrupted, int64_t now_ms);
 
 #endif

@@ -208,10 +208,13 @@ static void chat_release(void *arg, const char *why)
     chat_unref(c);
 }
 
+static void chat_fallback(void *arg, struct evhttp_request *req);
+
 static const struct relay_hooks chat_hooks = {
     .on_event = chat_on_event,
     .on_complete = chat_on_complete,
     .on_client_gone = chat_on_client_gone,
+    .fallback = chat_fallback,
     .release = chat_release,
     .after_send = chat_after_send,
 };
@@ -414,6 +417,31 @@ static void chat_cache_committed(void *arg, int ok)
         chat_unref(c);
     }
     worker_release(w);
+}
+
+/* Every upstream failed before the first token: the profile's fallback_reply goes out as an
+ * ordinary completion (200), recorded with source llm_failure, once its turn is committed as
+ * a reply's end would be. The relay ends after this; a reference keeps c. */
+static void chat_fallback(void *arg, struct evhttp_request *req)
+{
+    struct chat *c = arg;
+    const char *text = c->prof->fallback_reply;
+    const char *model = json_string_value(json_object_get(c->creq.body, "model"));
+    c->refs++;
+    free(c->hit_text);
+    c->hit_text = reply_synthesize("chatcmpl-fallback", text, model ? model : "", c->creq.stream,
+                                   c->creq.include_usage, &c->hit_len);
+    if (c->rec == NULL) {
+        chat_cache_send(c, req);
+        return;
+    }
+    struct memory_reply mr = {
+        .content = text, .model = model, .finish_reason = "stop", .source = "llm_failure"};
+    chat_record_request(c);
+    c->hit_req = req;
+    c->t_commit = util_now_us();
+    worker_hold(c->w); /* a draining worker waits for the answer */
+    memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
 }
 
 /* Answer from the cache when it holds this turn (1: answered, the chat is taken); the turn

@@ -339,6 +339,17 @@ static void relay_upstream_failed(struct relay *r, enum upstream_result res, con
     else
         apierr_set(&e, APIERR_UPSTREAM_BAD_RESPONSE, NULL,
                    "the upstream connection failed mid-response");
+    if (r->sse == NULL && r->req != NULL && *r->p.profile->fallback_reply != '\0' &&
+        r->hooks->fallback != NULL) { /* nothing was sent: a speakable answer instead */
+        struct evhttp_request *req = r->req;
+        metrics_fallback_reply(r->w->metrics);
+        relay_unwatch(r);
+        r->req = NULL;
+        r->why = "llm_failure";
+        r->hooks->fallback(r->arg, req);
+        relay_destroy(r);
+        return;
+    }
     relay_fail(r, &e);
 }
 

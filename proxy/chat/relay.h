@@ -46,6 +46,10 @@ struct relay_hooks {
     void (*on_complete)(void *arg, struct relay *r, const char *body, size_t len);
     /* The client hung up before the end; r is destroyed right after. May be NULL. */
     void (*on_client_gone)(void *arg, struct relay *r);
+    /* Every upstream failed before anything went to the client, and the profile has a
+     * fallback_reply: answer req in the relay's place (req is the hook's now; the relay ends
+     * right after). May be NULL: the error goes out. */
+    void (*fallback)(void *arg, struct evhttp_request *req);
     /* The relay is being destroyed: free arg. why says how a reply that did not complete
      * ended, as a stored finish_reason: "upstream_error", "upstream_timeout" (idle or first
      * byte), "shutdown" (memproxy stopping). May be NULL. */

@@ -35,6 +35,7 @@ struct metrics {
     _Atomic int64_t active_streams;
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
+    _Atomic uint64_t fallback_replies;
     _Atomic uint64_t disconnects;
     _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
     _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
@@ -107,6 +108,11 @@ void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind)
 void metrics_fallback(struct metrics *m)
 {
     metrics_add(&m->fallbacks, 1);
+}
+
+void metrics_fallback_reply(struct metrics *m)
+{
+    metrics_add(&m->fallback_replies, 1);
 }
 
 void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes)
@@ -248,6 +254,13 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# TYPE memproxy_upstream_fallbacks_total counter\n"
                    "memproxy_upstream_fallbacks_total %llu\n",
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, fallbacks)));
+    metrics_printf(
+        o,
+        "# HELP memproxy_fallback_replies_total Requests every upstream failed, "
+        "answered with the profile's fallback_reply.\n"
+        "# TYPE memproxy_fallback_replies_total counter\n"
+        "memproxy_fallback_replies_total %llu\n",
+        (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, fallback_replies)));
     metrics_printf(o,
                    "# HELP memproxy_client_disconnects_total Clients that hung up mid-response.\n"
                    "# TYPE memproxy_client_disconnects_total counter\n"

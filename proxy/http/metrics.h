@@ -14,6 +14,7 @@
  *   memproxy_active_streams                         gauge
  *   memproxy_upstream_failures_total{kind}          counter
  *   memproxy_upstream_fallbacks_total               counter
+ *   memproxy_fallback_replies_total                 counter (profiles[].fallback_reply sent)
  *   memproxy_client_disconnects_total               counter
  *   memproxy_webhook_tries_total{result}            counter (delivered, retry, failed)
  *   memproxy_recall_lookups_total{result}           counter (ready, late, failed)
@@ -78,6 +79,7 @@ void metrics_added_latency(struct metrics *m, uint64_t us);
 void metrics_stream_delta(struct metrics *m, int delta);
 void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
 void metrics_fallback(struct metrics *m);
+void metrics_fallback_reply(struct metrics *m);
 void metrics_client_disconnect(struct metrics *m);
 void metrics_hook(struct metrics *m, enum metrics_hook outcome);
 void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us);

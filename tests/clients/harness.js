@@ -26,7 +26,8 @@ function start(bin, args, logPath) {
   return { child, log: () => log };
 }
 
-export async function startStack({ config = '', mockArgs = [] } = {}) {
+// upstream: false leaves the upstreams to config (no --upstream pointing at the mock).
+export async function startStack({ config = '', mockArgs = [], upstream = true } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'memproxy-client-'));
   const portFile = join(dir, 'port');
   const mock = start(MOCK, ['--port-file', portFile, ...mockArgs]);
@@ -35,7 +36,7 @@ export async function startStack({ config = '', mockArgs = [] } = {}) {
   const cfgPath = join(dir, 'memproxy.yaml');
   writeFileSync(cfgPath, config);
   const mp = start(MEMPROXY, ['--config', cfgPath, '--listen', '127.0.0.1:0',
-    '--db', join(dir, 'memproxy.db'), '--upstream', `http://127.0.0.1:${mockPort}/v1`]);
+    '--db', join(dir, 'memproxy.db'), ...(upstream ? ['--upstream', `http://127.0.0.1:${mockPort}/v1`] : [])]);
   const port = await waitFor(() => (mp.log().match(/\(port (\d+)\)/) || [])[1], 'memproxy');
   const stop = async () => {
     const exited = new Promise((r) => mp.child.once('exit', (code) => r(code)));

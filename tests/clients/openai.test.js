@@ -100,3 +100,36 @@ test('the client key is never forwarded upstream', async () => {
   const stats = await stack.mockStats();
   assert.equal(stats.last_authorization, null);
 });
+
+// Every upstream down: a profile with fallback_reply answers with it as a normal completion,
+// and the turn is recorded with source llm_failure (read back over REST).
+test('fallback_reply: the caller hears something when every upstream fails', async () => {
+  const fallback = 'Sorry, I am having trouble right now. Please say that again.';
+  const down = await startStack({
+    config: 'auth:\n  admin_keys: [admin-key-fallback-0123456789]\n' +
+      'upstreams:\n  - {name: dead, url: "http://127.0.0.1:9/v1", connect_timeout: 300ms}\n' +
+      `profiles:\n  - {name: voice, upstream: dead, fallback_reply: "${fallback}"}\n`,
+    upstream: false,
+  });
+  try {
+    const voice = new OpenAI({ apiKey: 'none', baseURL: down.baseURL, maxRetries: 0,
+      defaultHeaders: { 'X-Memproxy-Profile': 'voice', 'X-Session-Id': 'fallback-call' } });
+    const r = await voice.chat.completions.create({ model: 'gpt-4o-mini', messages });
+    assert.equal(r.choices[0].message.content, fallback);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const stream = await voice.chat.completions.create({ model: 'gpt-4o-mini', messages, stream: true });
+    let text = '';
+    for await (const chunk of stream) for (const c of chunk.choices) text += c.delta?.content ?? '';
+    assert.equal(text, fallback);
+    const origin = down.baseURL.replace(/\/v1$/, '');
+    const snap = await (await fetch(`${origin}/v1/sessions/fallback-call/export`, {
+      headers: { Authorization: 'Bearer admin-key-fallback-0123456789' } })).json();
+    const replies = snap.turns.filter((t) => t.role === 'assistant');
+    assert.ok(replies.length >= 1);
+    assert.ok(replies.every((t) => t.source === 'llm_failure' && t.content === fallback));
+    const metrics = await (await fetch(`${origin}/metrics`)).text();
+    assert.match(metrics, /memproxy_fallback_replies_total 2/);
+  } finally {
+    await down.stop();
+  }
+});

@@ -46,7 +46,7 @@ static struct reconcile_result run(json_t *store, json_t *window)
 
 static void record_reply(json_t *store, const char *text, int64_t turn, int interrupted)
 {
-    json_t *t = reconcile_reply_turn(text, turn, 0, interrupted, NOW);
+    json_t *t = reconcile_reply_turn(text, NULL, turn, 0, interrupted, NOW);
     json_object_set_new(t, "seq", json_integer((json_int_t)json_array_size(store) + 1));
     json_array_append_new(store, t);
 }
