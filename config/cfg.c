@@ -220,6 +220,10 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
      "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
      "limit."},
+    {CFG_SEC_PROFILE, "summary_skip_sources", T_STRLIST, PRO(summary_skip_sources),
+     "greeting,silence,llm_failure", 0, 0,
+     "Turn sources the summarizer leaves out: the platform's own lines (greetings, 'are you "
+     "still there?', fallback replies) say nothing about the caller."},
     {CFG_SEC_PROFILE, "fallback_reply", T_STR, PRO(fallback_reply), "", 0, 0,
      "When every upstream of the profile fails before the first token, this text is answered "
      "as an ordinary assistant message (status 200, streamed or not) instead of an error, so "

@@ -147,7 +147,8 @@ static json_t *summarizer_request(struct summarizer *s, struct summarizer_job *j
     if (model == NULL || *model == '\0')
         model = SUMMARIZER_MODEL;
     json_t *body = json_array_size(turns) > 0
-                       ? summary_request(model, prompt, turns, prev, json_object_get(um, "facts"))
+                       ? summary_request(model, prompt, turns, prev, json_object_get(um, "facts"),
+                                         &p->summary_skip_sources)
                        : NULL;
     json_decref(turns);
     json_decref(um);

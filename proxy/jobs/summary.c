@@ -7,8 +7,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Is source one of skip's (the platform's own lines: greetings, "are you still there?")? */
+static int summary_skipped(const struct cfg_strlist *skip, const char *source)
+{
+    for (size_t i = 0; skip != NULL && source != NULL && i < skip->n; i++) {
+        if (strcmp(skip->v[i], source) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The conversation as "ROLE: text" lines, the newest SUMMARY_MAX_TRANSCRIPT bytes of it. */
-static char *summary_transcript(json_t *turns)
+static char *summary_transcript(json_t *turns, const struct cfg_strlist *skip)
 {
     size_t total = 0, first = json_array_size(turns);
     while (first > 0) {
@@ -28,6 +38,8 @@ static char *summary_transcript(json_t *turns)
         int user = role && strcmp(role, "user") == 0;
         if (text == NULL || *text == '\0' || (!user && (!role || strcmp(role, "assistant"))))
             continue; /* system, tool and empty turns say nothing about the caller */
+        if (summary_skipped(skip, json_string_value(json_object_get(t, "source"))))
+            continue; /* the platform speaking, not the conversation */
         p += snprintf(p, total + 1 - (size_t)(p - out), "%s: %s\n", user ? "USER" : "ASSISTANT",
                       text);
     }
@@ -54,9 +66,9 @@ static char *summary_known(const char *previous, json_t *facts)
 }
 
 json_t *summary_request(const char *model, const char *prompt, json_t *turns, const char *previous,
-                        json_t *facts)
+                        json_t *facts, const struct cfg_strlist *skip)
 {
-    char *transcript = summary_transcript(turns);
+    char *transcript = summary_transcript(turns, skip);
     char *known = summary_known(previous, facts);
     char *user = xasprintf("%s\nConversation:\n%s", known, transcript);
     json_t *body =

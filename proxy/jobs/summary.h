@@ -16,6 +16,8 @@
 #ifndef MEMPROXY_SUMMARY_H
 #define MEMPROXY_SUMMARY_H
 
+#include "config/cfg.h"
+
 #include <jansson.h>
 #include <stddef.h>
 
@@ -30,9 +32,10 @@
     "[{\"category\": \"...\", \"key\": \"...\", \"value\": \"...\", \"confidence\": 0.0-1.0}]}"
 
 /* The chat body for model (new JSON). turns: stored turns in order; previous: the user's
- * current summary text or NULL; facts: their facts (store.h's shape) or NULL. */
+ * current summary text or NULL; facts: their facts (store.h's shape) or NULL; skip: turn
+ * sources left out (profiles[].summary_skip_sources), or NULL. */
 json_t *summary_request(const char *model, const char *prompt, json_t *turns, const char *previous,
-                        json_t *facts);
+                        json_t *facts, const struct cfg_strlist *skip);
 
 /* The answer text as {summary: {text}, facts: [...]} (store.h's user-memory shape), or NULL
  * with the reason in *err (caller frees). */

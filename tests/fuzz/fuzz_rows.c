@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     fuzz_outbox(json_object_get(in, "outbox"));
     json_t *req = summary_request("model", SUMMARY_DEFAULT_PROMPT, json_object_get(in, "turns"),
-                                  str(in, "previous"), json_object_get(in, "facts"));
+                                  str(in, "previous"), json_object_get(in, "facts"), NULL);
     char *text = req ? jtext_dump(req, NULL) : NULL;
     if (text == NULL)
         abort(); /* the request is always made and always JSON */

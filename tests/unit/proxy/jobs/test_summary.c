@@ -21,7 +21,7 @@ static void test_request_holds_what_was_heard(void **state)
         0, NULL);
     json_t *facts =
         json_loads("[{\"category\":\"pet\",\"key\":\"cat\",\"value\":\"Misu\"}]", 0, NULL);
-    json_t *body = summary_request("m", "PROMPT", turns, "Likes jokes.", facts);
+    json_t *body = summary_request("m", "PROMPT", turns, "Likes jokes.", facts, NULL);
     json_t *msgs = json_object_get(body, "messages");
     assert_string_equal(json_string_value(json_object_get(body, "model")), "m");
     assert_true(json_is_false(json_object_get(body, "stream")));
@@ -38,6 +38,30 @@ static void test_request_holds_what_was_heard(void **state)
     json_decref(facts);
 }
 
+/* The platform's own lines (greetings, "are you still there?", a fallback reply) are not the
+ * conversation: left out of what is summarized. */
+static void test_platform_lines_are_left_out(void **state)
+{
+    const char *skipped[] = {"greeting", "silence", "llm_failure"};
+    struct cfg_strlist skip = {.v = (char **)skipped, .n = 3};
+    json_t *turns = json_loads(
+        "[{\"role\":\"assistant\",\"source\":\"greeting\",\"content\":\"Hi, what can I do?\"},"
+        "{\"role\":\"user\",\"source\":\"asr\",\"content\":\"I need a taxi\"},"
+        "{\"role\":\"assistant\",\"source\":\"silence\",\"content\":\"Are you still there?\"},"
+        "{\"role\":\"assistant\",\"source\":\"llm_failure\",\"content\":\"Sorry, say again?\"},"
+        "{\"role\":\"assistant\",\"source\":\"llm\",\"content\":\"Where to?\"}]",
+        0, NULL);
+    json_t *body = summary_request("m", "P", turns, NULL, NULL, &skip);
+    const char *user = json_string_value(
+        json_object_get(json_array_get(json_object_get(body, "messages"), 1), "content"));
+    assert_non_null(strstr(user, "USER: I need a taxi\nASSISTANT: Where to?\n"));
+    assert_null(strstr(user, "Hi, what can I do?"));
+    assert_null(strstr(user, "still there"));
+    assert_null(strstr(user, "say again"));
+    json_decref(body);
+    json_decref(turns);
+}
+
 static void test_request_keeps_the_newest_of_a_long_call(void **state)
 {
     json_t *turns = json_array();
@@ -47,7 +71,7 @@ static void test_request_keeps_the_newest_of_a_long_call(void **state)
     for (int i = 0; i < 200; i++)
         json_array_append_new(turns, json_pack("{s:s, s:s}", "role", "user", "content", text));
     json_array_append_new(turns, json_pack("{s:s, s:s}", "role", "user", "content", "the end"));
-    json_t *body = summary_request("m", "P", turns, NULL, NULL);
+    json_t *body = summary_request("m", "P", turns, NULL, NULL, NULL);
     const char *user = json_string_value(
         json_object_get(json_array_get(json_object_get(body, "messages"), 1), "content"));
     assert_true(strlen(user) <= SUMMARY_MAX_TRANSCRIPT + 200);
@@ -90,6 +114,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_holds_what_was_heard),
         cmocka_unit_test(test_request_keeps_the_newest_of_a_long_call),
+        cmocka_unit_test(test_platform_lines_are_left_out),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
