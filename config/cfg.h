@@ -57,7 +57,7 @@ struct cfg_profile {
     long memory_budget;         /* tokens inject_memory may add */
     struct cfg_strlist tenants; /* empty = every tenant's keys may use the profile */
     char *memory_role;          /* role of remembered memory: "system", "developer" or "user" */
-    char *fallback_reply; /* "" = none: the error goes to the client */
+    char *fallback_reply;       /* "" = none: the error goes to the client */
     struct cfg_strlist summary_skip_sources; /* turn sources the summarizer leaves out */
     int context_header;
     int summarize;          /* summaries and facts at stop (docs/design.md §10) */

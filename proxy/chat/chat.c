@@ -13,6 +13,7 @@
 #include "proxy/chat/reply.h"
 #include "proxy/chat/session.h"
 #include "proxy/http/auth.h"
+#include "proxy/http/metrics.h"
 #include "proxy/http/respond.h"
 #include "proxy/http/worker.h"
 #include "proxy/jobs/embedder.h"
@@ -455,6 +456,7 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
     json_t *hit = memory_cache_get(c->w->reader, c->cache_key);
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Cache",
                       hit ? "hit" : "miss");
+    metrics_cache(c->w->metrics, hit != NULL);
     if (hit == NULL)
         return 0;
     const char *content = json_string_value(json_object_get(hit, "content"));

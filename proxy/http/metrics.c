@@ -8,10 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Status codes counted by exact value; anything else lands in "other". */
-static const int metrics_statuses[] = {200, 400, 401, 403, 404, 405, 409,
-                                       413, 429, 500, 502, 503, 504};
-#define METRICS_NSTATUS (UTIL_ARRAY_LEN(metrics_statuses) + 1)
+/* Status codes 100 to 599 counted by exact value (a slot each: 500 counters a route, written
+ * only when used); anything outside lands in "other". */
+#define METRICS_STATUS_MIN 100
+#define METRICS_STATUS_MAX 599
+#define METRICS_NSTATUS    (METRICS_STATUS_MAX - METRICS_STATUS_MIN + 2)
 
 /* Upper bounds in microseconds. */
 static const uint64_t metrics_bounds_us[] = {
@@ -36,6 +37,8 @@ struct metrics {
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
     _Atomic uint64_t fallback_replies;
+    _Atomic uint64_t cache[2];     /* hit, miss */
+    _Atomic uint64_t summaries[2]; /* stored, failed */
     _Atomic uint64_t disconnects;
     _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
     _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
@@ -68,9 +71,9 @@ void metrics_destroy(struct metrics *m)
 
 void metrics_request(struct metrics *m, enum metrics_route route, int status)
 {
-    size_t i = 0;
-    while (i < UTIL_ARRAY_LEN(metrics_statuses) && metrics_statuses[i] != status)
-        i++;
+    size_t i = status >= METRICS_STATUS_MIN && status <= METRICS_STATUS_MAX
+                   ? (size_t)(status - METRICS_STATUS_MIN)
+                   : METRICS_NSTATUS - 1;
     metrics_add(&m->requests[route][i], 1);
 }
 
@@ -113,6 +116,16 @@ void metrics_fallback(struct metrics *m)
 void metrics_fallback_reply(struct metrics *m)
 {
     metrics_add(&m->fallback_replies, 1);
+}
+
+void metrics_cache(struct metrics *m, int hit)
+{
+    metrics_add(&m->cache[hit ? 0 : 1], 1);
+}
+
+void metrics_summary(struct metrics *m, int stored)
+{
+    metrics_add(&m->summaries[stored ? 0 : 1], 1);
 }
 
 void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes)
@@ -184,8 +197,8 @@ static void metrics_render_requests(struct metrics_out *o, struct metrics *const
             if (v == 0)
                 continue;
             char status[8] = "other";
-            if (s < UTIL_ARRAY_LEN(metrics_statuses))
-                snprintf(status, sizeof(status), "%d", metrics_statuses[s]);
+            if (s < METRICS_NSTATUS - 1)
+                snprintf(status, sizeof(status), "%d", (int)s + METRICS_STATUS_MIN);
             metrics_printf(o, "memproxy_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
                            metrics_route_names[r], status, (unsigned long long)v);
         }
@@ -254,6 +267,16 @@ static void metrics_render_misc(struct metrics_out *o, struct metrics *const *se
                    "# TYPE memproxy_upstream_fallbacks_total counter\n"
                    "memproxy_upstream_fallbacks_total %llu\n",
                    (unsigned long long)metrics_sum(sets, n, offsetof(struct metrics, fallbacks)));
+    static const char *const cache_names[] = {"hit", "miss"};
+    static const char *const summary_names[] = {"stored", "failed"};
+    metrics_render_family(
+        o, sets, n, offsetof(struct metrics, cache), "memproxy_cache_lookups_total",
+        "Exact-match answer cache lookups (profiles[].cache).", "result", cache_names, 2);
+    metrics_render_family(o, sets, n, offsetof(struct metrics, summaries),
+                          "memproxy_summaries_total",
+                          "Summaries of a session asked of the summarizer model: stored, or "
+                          "failed (upstream error or an unusable answer; tried again later).",
+                          "result", summary_names, 2);
     metrics_printf(
         o,
         "# HELP memproxy_fallback_replies_total Requests every upstream failed, "

@@ -15,6 +15,8 @@
  *   memproxy_upstream_failures_total{kind}          counter
  *   memproxy_upstream_fallbacks_total               counter
  *   memproxy_fallback_replies_total                 counter (profiles[].fallback_reply sent)
+ *   memproxy_cache_lookups_total{result}            counter (hit, miss)
+ *   memproxy_summaries_total{result}                counter (stored, failed)
  *   memproxy_client_disconnects_total               counter
  *   memproxy_webhook_tries_total{result}            counter (delivered, retry, failed)
  *   memproxy_recall_lookups_total{result}           counter (ready, late, failed)
@@ -80,6 +82,8 @@ void metrics_stream_delta(struct metrics *m, int delta);
 void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind);
 void metrics_fallback(struct metrics *m);
 void metrics_fallback_reply(struct metrics *m);
+void metrics_cache(struct metrics *m, int hit);
+void metrics_summary(struct metrics *m, int stored);
 void metrics_client_disconnect(struct metrics *m);
 void metrics_hook(struct metrics *m, enum metrics_hook outcome);
 void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us);

@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "memory/memory.h"
+#include "proxy/http/metrics.h"
 #include "proxy/http/worker.h"
 #include "proxy/jobs/hook.h"
 #include "proxy/jobs/summary.h"
@@ -120,6 +121,7 @@ static void summarizer_answered(void *arg, long status, const char *body, size_t
         log_warn("session %s: summary not made: upstream %s (HTTP %ld)%s", j->id,
                  *err ? err : "failed", status, j->retry_at ? "; it will be tried again" : "");
     }
+    metrics_summary(j->s->w->metrics, mem != NULL);
     summarizer_finish(j, mem);
 }
 

@@ -80,6 +80,11 @@ class Summaries(unittest.TestCase):
         self.assertIn("ASSISTANT: " + heard, convo)
         self.assertNotIn(generated[len(heard):].strip(), convo)
         self.assertIn("USER: Tell me a joke", convo)
+        # the platform's own lines are not the conversation (summary_skip_sources)
+        self.assertNotIn("Are you still there?", convo)
+        self.assertNotIn("Hi, what can I do for you?", convo)
+        metrics = self.mp.request("GET", "/metrics")[2].decode()
+        self.assertIn('memproxy_summaries_total{result="stored"} 1', metrics)
         # the dump waited for the summary and carries it
         self.assertEqual(dump["payload"]["summary"], SUMMARY_1["summary"])
         mem = self.api("GET", "/v1/users/1002/memory")
@@ -236,6 +241,12 @@ class Cache(unittest.TestCase):
         self.assertEqual(state, "hit")
         self.assertEqual(json.loads(body)["choices"][0]["message"]["content"],
                          "We are open from nine to five.")
+        # /metrics counts lookups by result, and every status exactly (no "other" for 2xx)
+        metrics = self.mp.request("GET", "/metrics")[2].decode()
+        self.assertIn('memproxy_cache_lookups_total{result="hit"} 2', metrics)
+        self.assertIn('memproxy_cache_lookups_total{result="miss"} 1', metrics)
+        self.assertIn('memproxy_requests_total{route="chat",status="200"} 3', metrics)
+        self.assertNotIn('status="other"', metrics)
         # the hit is recorded as the session's turn
         status, h = self.mp.json("GET", "/v1/sessions/c2/history",
                                  headers={"Authorization": "Bearer admin-0123456789abcdef"})
