@@ -220,6 +220,13 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
      "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
      "limit."},
+    {CFG_SEC_PROFILE, "body_drop", T_STRLIST, PRO(body_drop), "", 0, 0,
+     "Body fields the standard transform removes besides the voice platforms' own (call, "
+     "customer, phoneNumber, elevenlabs_extra_body, turn_id, timestamp, interruptable, "
+     "session_id, user_id, user_uid, profile); every other field goes upstream."},
+    {CFG_SEC_PROFILE, "body_keep", T_STRLIST, PRO(body_keep), "", 0, 0,
+     "Platform body fields the standard transform sends upstream anyway (Vapi's call object "
+     "is memproxy's session source and never goes)."},
     {CFG_SEC_PROFILE, "summary_skip_sources", T_STRLIST, PRO(summary_skip_sources),
      "greeting,silence,llm_failure", 0, 0,
      "Turn sources the summarizer leaves out: the platform's own lines (greetings, 'are you "

@@ -59,6 +59,7 @@ struct cfg_profile {
     char *memory_role;          /* role of remembered memory: "system", "developer" or "user" */
     char *fallback_reply;       /* "" = none: the error goes to the client */
     struct cfg_strlist summary_skip_sources; /* turn sources the summarizer leaves out */
+    struct cfg_strlist body_drop, body_keep; /* the standard transform's body fields */
     int context_header;
     int summarize;          /* summaries and facts at stop (docs/design.md §10) */
     char *summarizer_model; /* "" = the profile's model, else the session's last reply's */

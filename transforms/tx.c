@@ -10,39 +10,23 @@
 #include <string.h>
 #include <time.h>
 
-/* OpenAI's chat completion request fields, sorted (strcmp): tx_body_field() searches them,
- * once for each of a request's fields. */
-static const char *const tx_body_fields[] = {
-    "audio",
-    "frequency_penalty",
-    "function_call",
-    "functions",
-    "logit_bias",
-    "logprobs",
-    "max_completion_tokens",
-    "max_tokens",
-    "messages",
-    "modalities",
-    "model",
-    "n",
-    "parallel_tool_calls",
-    "prediction",
-    "presence_penalty",
-    "reasoning_effort",
-    "response_format",
-    "seed",
-    "service_tier",
-    "stop",
-    "store",
-    "stream",
-    "stream_options",
-    "temperature",
-    "tool_choice",
-    "tools",
-    "top_logprobs",
-    "top_p",
-    "user",
-    "web_search_options",
+/* Body fields that belong to a voice platform or route a request inside memproxy, never to
+ * the upstream, sorted (strcmp): tx_platform_body_field() searches them once for each of a
+ * request's fields. Everything else is the client's to send: OpenAI's fields as they grow
+ * (prompt_cache_key, safety_identifier, verbosity, metadata, ...) and vendors' extras (vLLM's
+ * top_k). profiles[].body_drop adds to the list, profiles[].body_keep takes from it. */
+static const char *const tx_platform_body_fields[] = {
+    "call",     /* Vapi */
+    "customer", /* Vapi */
+    "elevenlabs_extra_body",
+    "interruptable", /* Agora */
+    "phoneNumber",   /* Vapi */
+    "profile",       /* memproxy's routing */
+    "session_id",
+    "timestamp", /* Agora */
+    "turn_id",   /* Agora */
+    "user_id",
+    "user_uid", /* Agora */
 };
 
 static int tx_cmp_name(const void *key, const void *name)
@@ -50,10 +34,17 @@ static int tx_cmp_name(const void *key, const void *name)
     return strcmp(key, *(const char *const *)name);
 }
 
-static int tx_body_field(const char *key)
+static int tx_listed_in(const struct cfg_strlist *l, const char *s);
+
+/* Does key go upstream? */
+static int tx_body_field(const struct cfg_profile *p, const char *key)
 {
-    return bsearch(key, tx_body_fields, UTIL_ARRAY_LEN(tx_body_fields), sizeof(tx_body_fields[0]),
-                   tx_cmp_name) != NULL;
+    if (p != NULL && tx_listed_in(&p->body_keep, key))
+        return 1;
+    if (p != NULL && tx_listed_in(&p->body_drop, key))
+        return 0;
+    return bsearch(key, tx_platform_body_fields, UTIL_ARRAY_LEN(tx_platform_body_fields),
+                   sizeof(tx_platform_body_fields[0]), tx_cmp_name) == NULL;
 }
 
 /* ---- reading messages in either shape ---- */
@@ -73,22 +64,27 @@ static int tx_is_system(json_t *m)
     return msg_role_is_system(msg_role(m));
 }
 
-/* Is k one of OpenAI's per-message fields (role, content, name, tool_calls, tool_call_id)?
- * Everything else (metadata, turn_id, timestamp) is the platform's. Told apart by the first
- * byte, then compared once: this runs on every field of every message. */
+/* Is k a voice platform's per-message field (Agora's metadata, turn_id, timestamp; the stored
+ * shape's source, interrupted, original...)? Every other field is OpenAI's to keep (role,
+ * content, name, tool_calls, tool_call_id, audio, refusal, annotations, ...). Told apart by
+ * the first byte, then compared once: this runs on every field of every message. */
 static int tx_openai_field(const char *k)
 {
     switch (k[0]) {
-    case 'r':
-        return strcmp(k, "role") == 0;
-    case 'c':
-        return strcmp(k, "content") == 0;
-    case 'n':
-        return strcmp(k, "name") == 0;
+    case 'm':
+        return strcmp(k, "metadata") != 0;
     case 't':
-        return strcmp(k, "tool_calls") == 0 || strcmp(k, "tool_call_id") == 0;
+        return strcmp(k, "turn_id") != 0 && strcmp(k, "timestamp") != 0 &&
+               strcmp(k, "turn_idx") != 0;
+    case 's':
+        return strcmp(k, "source") != 0;
+    case 'i':
+        return strcmp(k, "interrupted") != 0 && strcmp(k, "interrupt_timestamp") != 0 &&
+               strcmp(k, "importance") != 0;
+    case 'o':
+        return strcmp(k, "original") != 0;
     default:
-        return 0;
+        return 1;
     }
 }
 
@@ -226,13 +222,13 @@ static json_t *tx_standard_message(json_t *m)
     return n;
 }
 
-static void tx_standard_body(json_t *body)
+static void tx_standard_body(const struct cfg_profile *p, json_t *body)
 {
     const char *key;
     json_t *v;
     void *tmp;
     json_object_foreach_safe(body, tmp, key, v) {
-        if (!tx_body_field(key))
+        if (!tx_body_field(p, key))
             json_object_del(body, key);
     }
 }
@@ -260,7 +256,7 @@ void tx_standard(struct tx_ctx *ctx, json_t *messages)
             json_array_set_new(messages, i, n);
     }
     if (ctx->body != NULL)
-        tx_standard_body(ctx->body);
+        tx_standard_body(ctx->prof, ctx->body);
 }
 
 /* ---- interruptions ---- */

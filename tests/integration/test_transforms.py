@@ -91,6 +91,42 @@ profiles:
         self.assertEqual(sent["messages"][1]["content"], fx["messages"][0]["content"])
 
 
+class NewFields(unittest.TestCase):
+    """standard keeps every field that is not a voice platform's: OpenAI's newer fields and
+    vendors' extras reach the upstream untouched; Vapi's and ElevenLabs' extension fields do
+    not; body_drop and body_keep adjust the list."""
+
+    def test_new_fields_pass_and_platform_fields_do_not(self):
+        start(self, "profiles:\n  - {name: default, upstream: default}\n"
+                    "  - {name: strict, upstream: default, body_drop: [top_k], body_keep: [customer]}\n")
+        body = {"model": "gpt-5", "stream": False,
+                "messages": [{"role": "user", "content": "hi", "name": "caller"},
+                             {"role": "assistant", "content": "Hello", "refusal": None,
+                              "annotations": [], "audio": {"id": "a1"}},
+                             {"role": "user", "content": "Where is my order?"}],
+                "prompt_cache_key": "call-77", "safety_identifier": "hash-1", "verbosity": "low",
+                "metadata": {"tier": "gold"}, "parallel_tool_calls": False, "top_k": 40,
+                "call": {"id": "vapi-call-1"}, "customer": {"number": "+15550100"},
+                "phoneNumber": {"id": "p"},
+                "elevenlabs_extra_body": {"conversation_id": "conv-1"}}
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])
+        for k in ("prompt_cache_key", "safety_identifier", "verbosity", "metadata",
+                  "parallel_tool_calls", "top_k"):
+            self.assertEqual(sent[k], body[k], k)
+        for k in ("call", "customer", "phoneNumber", "elevenlabs_extra_body"):
+            self.assertNotIn(k, sent)
+        self.assertEqual(sent["messages"][0], {"role": "user", "content": "hi", "name": "caller"})
+        self.assertEqual(sent["messages"][1], body["messages"][1])  # refusal, annotations, audio
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         dict(body, profile="strict"))
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])
+        self.assertNotIn("top_k", sent)
+        self.assertEqual(sent["customer"], {"number": "+15550100"})
+
+
 class StoredHistory(unittest.TestCase):
     """A plain chat client that keeps no state: it sends one message at a time."""
     PROFILES = """
