@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -91,9 +92,16 @@ static const struct cfg_option cfg_options[] = {
      "long at most; 0 = never. One request at a time never waits."},
     {CFG_SEC_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},
+    {CFG_SEC_TOP, "sessions.user_fields", T_STRLIST, TOP(session_user_fields), "", 0, 0,
+     "Body fields tried for the user id after user_id, user and user_uid: names or JSON "
+     "Pointers (e.g. [/metadata/caller_id])."},
+    {CFG_SEC_TOP, "sessions.id_pattern", T_STR, TOP(session_id_pattern), "", 0, 0,
+     "A POSIX extended regular expression matched against the first system message when no "
+     "other source names the session; its first group is the id (e.g. 'conversation: "
+     "([A-Za-z0-9_-]+)' for a prompt carrying {{system__conversation_id}})."},
     {CFG_SEC_TOP, "sessions.id_fields", T_STRLIST, TOP(session_id_fields), "", 0, 0,
-     "Top-level body fields tried, in order, for the session id after the built-in sources "
-     "(e.g. [channel])."},
+     "Body fields tried, in order, for the session id after the built-in sources: names or "
+     "JSON Pointers (e.g. [channel] or [/metadata/call_sid])."},
     {CFG_SEC_TOP, "memory.session_turns", T_INT, TOP(ws_session_turns), "256", 8, 100000,
      "Recent turns per session kept in memory, so a hot session's request reads no database."},
     {CFG_SEC_TOP, "memory.session_bytes", T_SIZE, TOP(ws_session_bytes), "8MiB", 64 * KIB,
@@ -859,6 +867,9 @@ void cfg_destroy(struct cfg *cfg)
 {
     if (cfg == NULL)
         return;
+    if (cfg->session_id_regex != NULL) /* compiled by cfgcheck */
+        regfree(cfg->session_id_regex);
+    free(cfg->session_id_regex);
     for (size_t i = 0; i < cfg->nupstreams; i++)
         cfg_free_fields(CFG_SEC_UPSTREAM, &cfg->upstreams[i]);
     for (size_t i = 0; i < cfg->nprofiles; i++)

@@ -123,6 +123,9 @@ struct cfg {
     long commit_delay_us;
     int sessions_require;
     struct cfg_strlist session_id_fields;
+    struct cfg_strlist session_user_fields;
+    char *session_id_pattern; /* "" = none */
+    void *session_id_regex;   /* regex_t of session_id_pattern (cfgcheck compiles it), or NULL */
     long ws_session_turns;
     long ws_max_turns;
     long ws_session_bytes; /* memory.session_bytes */

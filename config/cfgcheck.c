@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "base/util.h"
 
+#include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,27 @@ static void cfgcheck_env_key(struct cfg *cfg)
     }
 }
 
+/* sessions.id_pattern compiled once (POSIX extended, one group at least). */
+static int cfgcheck_id_pattern(struct cfg *cfg, char **err)
+{
+    if (*cfg->session_id_pattern == '\0' || cfg->session_id_regex != NULL)
+        return 0;
+    regex_t *re = xmalloc(sizeof(*re));
+    int rc = regcomp(re, cfg->session_id_pattern, REG_EXTENDED);
+    if (rc != 0 || re->re_nsub < 1) {
+        char why[128] = "it needs a group: (...)";
+        if (rc != 0)
+            regerror(rc, re, why, sizeof(why));
+        if (rc == 0)
+            regfree(re);
+        free(re);
+        return cfgcheck_invalid(cfg, err, "sessions.id_pattern: '%s': %s", cfg->session_id_pattern,
+                                why);
+    }
+    cfg->session_id_regex = re;
+    return 0;
+}
+
 int cfgcheck_loopback(const char *host)
 {
     return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
@@ -313,7 +335,7 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
         if (strcmp(p->name, "default") == 0)
             cfg->default_profile = i;
     }
-    if (cfgcheck_secrets(cfg, err) != 0)
+    if (cfgcheck_secrets(cfg, err) != 0 || cfgcheck_id_pattern(cfg, err) != 0)
         return -1;
     return cfgcheck_validate_webhooks(cfg, err);
 }

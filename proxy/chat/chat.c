@@ -235,7 +235,9 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                .h_user = evhttp_find_header(in, "X-User-Id"),
                                .query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)),
                                .body = c->creq.body,
-                               .id_fields = &c->w->cfg->session_id_fields};
+                               .id_fields = &c->w->cfg->session_id_fields,
+                               .user_fields = &c->w->cfg->session_user_fields,
+                               .id_pattern = c->w->cfg->session_id_regex};
     if (session_resolve(&si, ids, e) != 0)
         return -1;
     if (!auth_user_allowed(rc->key, ids->user_id)) {

@@ -2,7 +2,9 @@
 
 #include "base/util.h"
 
+#include <regex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Body fields that name the session or the user (besides the configured ones). */
@@ -76,6 +78,45 @@ static long session_query(const char *q, const char *name, char *buf, size_t cap
     return -1;
 }
 
+/* A body field by name ("channel") or by JSON Pointer ("/elevenlabs_extra_body/conversation_id",
+ * RFC 6901: ~1 is '/', ~0 is '~'); NULL when absent. */
+static json_t *session_field(json_t *body, const char *path)
+{
+    if (path[0] != '/')
+        return json_object_get(body, path);
+    json_t *v = body;
+    char key[256];
+    for (const char *p = path; v != NULL && *p == '/';) {
+        size_t n = 0;
+        for (p++; *p && *p != '/' && n + 1 < sizeof(key); p++)
+            key[n++] = *p == '~' && p[1] == '1'   ? (p++, '/')
+                       : *p == '~' && p[1] == '0' ? (p++, '~')
+                                                  : *p;
+        key[n] = '\0';
+        v = json_is_array(v) ? json_array_get(v, (size_t)strtoul(key, NULL, 10))
+                             : json_object_get(v, key);
+    }
+    return v;
+}
+
+/* The id the first system message carries, matched by sessions.id_pattern (its first group);
+ * -1 when there is none, 0 with *out set, or -1 with *e when it is not an id. */
+static int session_from_prompt(const struct session_input *in, char **out, struct apierr *e,
+                               int *found)
+{
+    json_t *first = json_array_get(json_object_get(in->body, "messages"), 0);
+    const char *role = json_string_value(json_object_get(first, "role"));
+    const char *text = json_string_value(json_object_get(first, "content"));
+    regmatch_t m[2];
+    *found = 0;
+    if (in->id_pattern == NULL || role == NULL || strcmp(role, "system") != 0 || text == NULL ||
+        regexec(in->id_pattern, text, 2, m, 0) != 0 || m[1].rm_so < 0)
+        return 0;
+    *found = 1;
+    return session_take(text + m[1].rm_so, (size_t)(m[1].rm_eo - m[1].rm_so), "sessions.id_pattern",
+                        out, e);
+}
+
 static int session_find_id(const struct session_input *in, char **out, struct apierr *e)
 {
     char buf[SESSION_MAX_ID + 1];
@@ -90,12 +131,16 @@ static int session_find_id(const struct session_input *in, char **out, struct ap
         return session_take_json(v, "session_id", out, e);
     if (json_is_object(call) && json_object_get(call, "id") != NULL)
         return session_take_json(json_object_get(call, "id"), "call.id", out, e);
+    v = session_field(in->body, "/elevenlabs_extra_body/conversation_id");
+    if (v != NULL && !json_is_null(v))
+        return session_take_json(v, "elevenlabs_extra_body.conversation_id", out, e);
     for (size_t i = 0; in->id_fields != NULL && i < in->id_fields->n; i++) {
-        v = json_object_get(in->body, in->id_fields->v[i]);
+        v = session_field(in->body, in->id_fields->v[i]);
         if (v != NULL && !json_is_null(v))
             return session_take_json(v, in->id_fields->v[i], out, e);
     }
-    return 0;
+    int found = 0, rc = session_from_prompt(in, out, e, &found);
+    return found ? rc : 0;
 }
 
 /* metadata.user of the latest user message, or NULL. */
@@ -113,13 +158,21 @@ static json_t *session_message_user(json_t *body)
 
 static int session_find_user(const struct session_input *in, char **out, struct apierr *e)
 {
-    static const char *const fields[] = {"user_id", "user", "user_uid"};
+    /* then the platforms' own: ElevenLabs' extra body, Vapi's caller (its phone number) */
+    static const char *const fields[] = {"user_id",          "user",
+                                         "user_uid",         "/elevenlabs_extra_body/user_id",
+                                         "/customer/number", "/call/customer/number"};
     if (in->h_user != NULL)
         return session_take(in->h_user, strlen(in->h_user), "X-User-Id", out, e);
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
-        json_t *v = json_object_get(in->body, fields[i]);
+    for (size_t i = 0; in->user_fields != NULL && i < in->user_fields->n; i++) {
+        json_t *v = session_field(in->body, in->user_fields->v[i]);
         if (v != NULL && !json_is_null(v))
-            return session_take_json(v, fields[i], out, e);
+            return session_take_json(v, in->user_fields->v[i], out, e);
+    }
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+        json_t *v = session_field(in->body, fields[i]);
+        if (v != NULL && !json_is_null(v))
+            return session_take_json(v, fields[i][0] == '/' ? fields[i] + 1 : fields[i], out, e);
     }
     json_t *v = session_message_user(in->body);
     if (v != NULL && !json_is_null(v))

@@ -3,9 +3,14 @@
  * routing fields to take out of the body before it goes upstream.
  *
  * Session id, first found wins: the X-Session-Id header; ?session_id= in the query; the
- * body's top-level session_id (Agora copies llm.params keys there); Vapi's call.id; then the
- * configured sessions.id_fields in order. User id: the X-User-Id header; body user_id;
- * OpenAI's user; user_uid (Agora's samples); the metadata.user of the latest user message.
+ * body's top-level session_id (Agora copies llm.params keys there); Vapi's call.id;
+ * ElevenLabs' elevenlabs_extra_body.conversation_id; the configured sessions.id_fields in
+ * order (names or JSON Pointers such as /elevenlabs_extra_body/conversation_id); then the
+ * first group of sessions.id_pattern in the first system message (a phone call's prompt
+ * with {{system__conversation_id}} put in it). User id: the X-User-Id header; body user_id;
+ * OpenAI's user; user_uid (Agora's samples); sessions.user_fields; ElevenLabs'
+ * elevenlabs_extra_body.user_id; Vapi's customer.number (or call.customer.number); the
+ * metadata.user of the latest user message.
  *
  * Ids are 1..SESSION_MAX_ID bytes of UTF-8 text without control characters (util_id_valid);
  * integers in the body are taken as their decimal text. A present but unusable id is a 400, never a
@@ -22,15 +27,18 @@
 #include "proxy/http/apierr.h"
 
 #include <jansson.h>
+#include <regex.h>
 
 #define SESSION_MAX_ID UTIL_MAX_ID
 
 struct session_input {
-    const char *h_session; /* X-Session-Id, or NULL */
-    const char *h_user;    /* X-User-Id, or NULL */
-    const char *query;     /* the request URI's query string (after '?'), or NULL */
-    json_t *body;          /* the parsed request (an object) */
-    const struct cfg_strlist *id_fields;
+    const char *h_session;                 /* X-Session-Id, or NULL */
+    const char *h_user;                    /* X-User-Id, or NULL */
+    const char *query;                     /* the request URI's query string (after '?'), or NULL */
+    json_t *body;                          /* the parsed request (an object) */
+    const struct cfg_strlist *id_fields;   /* sessions.id_fields: names or JSON Pointers */
+    const struct cfg_strlist *user_fields; /* sessions.user_fields: the same, for the user */
+    const regex_t *id_pattern;             /* sessions.id_pattern, or NULL */
 };
 
 struct session_ids {
