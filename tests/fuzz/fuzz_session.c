@@ -1,7 +1,8 @@
 /*
  * Fuzz session and user resolution. The input is "<query>\n<body JSON>": the query string is
  * parsed as the URI's, the body as the request's. A resolved id must be 1..SESSION_MAX_ID
- * bytes without control characters, and stripping must remove every routing field.
+ * bytes without control characters, and stripping must remove every routing field. Fields
+ * are named plainly and by JSON Pointer; an id may come from the system prompt's pattern.
  */
 #include "fuzz.h"
 #include "proxy/chat/session.h"
@@ -32,9 +33,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *body = json_loads(body_text, 0, NULL);
     if (!json_is_object(body))
         goto out;
-    char *fields_v[] = {"channel", "room"};
-    struct cfg_strlist fields = {.v = fields_v, .n = 2};
-    struct session_input in = {.query = buf, .body = body, .id_fields = &fields};
+    /* names and JSON Pointers (escapes, array indexes, missing steps), and an id pattern */
+    char *fields_v[] = {"channel", "room", "/meta/a~1b/0", "/x~0y/", "/"};
+    struct cfg_strlist fields = {.v = fields_v, .n = 5};
+    char *users_v[] = {"/metadata/caller", "/a/1/b"};
+    struct cfg_strlist users = {.v = users_v, .n = 2};
+    static regex_t pattern;
+    static int compiled;
+    if (!compiled)
+        compiled = regcomp(&pattern, "conversation: ([A-Za-z0-9_-]*)", REG_EXTENDED) == 0 ? 1 : -1;
+    struct session_input in = {.query = buf,
+                               .body = body,
+                               .id_fields = &fields,
+                               .user_fields = &users,
+                               .id_pattern = compiled == 1 ? &pattern : NULL};
     struct session_ids ids;
     struct apierr e;
     if (session_resolve(&in, &ids, &e) == 0) {
