@@ -181,6 +181,10 @@ static void memory_system(struct workset_entry *e, struct store_batch *b, json_t
     uint64_t h = system != NULL ? memory_system_hash(system) : e->system_hash;
     if (h != e->system_hash || (aligned && window_hash != e->window_hash))
         store_batch_window(b, system, window_hash);
+    if (system != NULL && h != e->system_hash) { /* kept for stored mode's later requests */
+        json_decref(e->system);
+        e->system = json_incref(system);
+    }
     e->system_hash = h;
     e->window_hash = window_hash;
 }
@@ -199,6 +203,10 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
         e->last_seq = last;
     e->window_hash = (uint64_t)json_integer_value(json_object_get(sess, "window_hash"));
     e->system_hash = memory_system_hash(json_object_get(sess, "system_messages"));
+    json_decref(e->system);
+    e->system = json_is_array(json_object_get(sess, "system_messages"))
+                    ? json_incref(json_object_get(sess, "system_messages"))
+                    : NULL;
     e->exists = sess != NULL;
     memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
     memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
@@ -414,6 +422,7 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     out->inject = e->inject ? json_copy(e->inject) : NULL;
     out->history = want_history ? turnlist_array(e->turns) : NULL;
     out->params = e->params ? json_deep_copy(e->params) : NULL;
+    out->system = want_history && e->system ? json_incref(e->system) : NULL;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -124,6 +124,8 @@ struct memory_context {
     json_t *inject;  /* system messages for inject_memory: the session's runtime system
                         messages, the user's summary, the user's facts */
     json_t *params;  /* the session's runtime params (set over REST), an object */
+    json_t *system;  /* want_history only: the client's last system messages, or NULL (never
+                        changed: read only) */
 };
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out);
 

@@ -52,6 +52,7 @@ struct workset_entry {
     char *user, *profile; /* as last written */
     json_t *inject;       /* system messages for inject_memory, read with the entry */
     json_t *params;       /* the session's runtime params (an object), or NULL */
+    json_t *system;       /* the client's last system messages [{role, content}], or NULL */
     /* under the working set's lock (workset.c) */
     int refs;             /* recs using it */
     int pending;          /* submitted batches not yet committed */

@@ -285,14 +285,65 @@ static void chat_hold_history(struct chat *c, json_t *history)
     }
 }
 
+/* Do message m and stored turn t say the same (role and text)? */
+static int chat_same_turn(json_t *m, json_t *t)
+{
+    int dropped = 0;
+    if (strcmp(msg_role(m), msg_role(t)) != 0)
+        return 0;
+    json_t *a = msg_text(json_object_get(m, "content"), &dropped);
+    json_t *b = msg_text(json_object_get(t, "content"), &dropped);
+    int same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
+}
+
+/* Stored mode, a client that resends its window anyway: the leading non-system messages that
+ * repeat the end of the stored history are taken out of the request, so neither the upstream
+ * nor the record gets them twice. The longest such overlap wins. */
+static void chat_drop_resent(json_t *messages, json_t *history)
+{
+    json_t *mine = json_array(), *theirs = json_array(), *m;
+    size_t i, k;
+    json_array_foreach(messages, i, m) {
+        if (!msg_role_is_system(msg_role(m)))
+            json_array_append(mine, m);
+    }
+    json_array_foreach(history, i, m) {
+        if (!msg_role_is_system(msg_role(m)))
+            json_array_append(theirs, m);
+    }
+    size_t nh = json_array_size(theirs);
+    for (k = json_array_size(mine) < nh ? json_array_size(mine) : nh; k > 0; k--) {
+        size_t j = 0;
+        while (j < k && chat_same_turn(json_array_get(mine, j), json_array_get(theirs, nh - k + j)))
+            j++;
+        if (j == k)
+            break;
+    }
+    for (i = 0; k > 0 && i < json_array_size(messages);) {
+        if (msg_role_is_system(msg_role(json_array_get(messages, i)))) {
+            i++;
+            continue;
+        }
+        json_array_remove(messages, i);
+        k--;
+    }
+    json_decref(mine);
+    json_decref(theirs);
+}
+
 /* What the model is sent, before the transforms: the profile's system messages, then the
  * client's messages — in stored mode with the session's history between the client's system
- * messages and its new ones. *history gets the number of stored messages put in. */
+ * messages (or, when it sent none, the ones it sent last: system) and its new ones. *history
+ * gets the number of stored messages put in. */
 static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
-                             size_t *history_n)
+                             json_t *system, size_t *history_n)
 {
     json_t *out = json_array(), *m;
     size_t i;
+    int own = 0;
     for (i = 0; i < prof->system_messages.n; i++)
         json_array_append_new(
             out, json_pack("{s:s, s:s}", "role", "system", "content", prof->system_messages.v[i]));
@@ -302,7 +353,9 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
     }
     json_array_foreach(c->creq.messages, i, m)
         if (msg_role_is_system(msg_role(m)))
-            json_array_append(out, m);
+            json_array_append(out, m), own = 1;
+    if (!own && system != NULL) /* the session's system prompt, from an earlier request */
+        json_array_extend(out, system);
     chat_hold_history(c, history);
     json_array_extend(out, history);
     *history_n = json_array_size(history);
@@ -374,7 +427,9 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
         memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
     json_t *up = chatreq_upstream(&c->creq, prof->model);
     chatreq_apply_params(up, mc.params);
-    json_t *msgs = chat_messages(c, prof, mc.history, &history_n);
+    if (mc.history != NULL)
+        chat_drop_resent(c->creq.messages, mc.history);
+    json_t *msgs = chat_messages(c, prof, mc.history, mc.system, &history_n);
     if (c->recall_sid != NULL)
         chat_recalled_message(c, msgs, &mc, &recalled);
     if (c->no_memory)
@@ -394,6 +449,7 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
     json_decref(mc.history);
     json_decref(mc.inject);
     json_decref(mc.params);
+    json_decref(mc.system);
     return body;
 }
 

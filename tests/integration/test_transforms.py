@@ -154,16 +154,39 @@ profiles:
             self.assertEqual(r.status, 200)
         c.close()
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        # the first request's system prompt is sent with every later one
         self.assertEqual([(m["role"], m["content"]) for m in sent], [
-            ("user", "question 0"), ("assistant", "answer 0"),
+            ("system", "Be brief."), ("user", "question 0"), ("assistant", "answer 0"),
             ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2")])
         self.assertEqual(r.getheader("X-Memproxy-Context"),
-                         "messages=5; history=4; trimmed=0; injected=0")
+                         "messages=6; history=4; trimmed=0; injected=0")
         # the client's system message was kept on the session, not as a turn
         con = sqlite3.connect(self.mp.db_path)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 6)
         self.assertIn("Be brief.", con.execute("SELECT system_messages FROM sessions").fetchone()[0])
         con.close()
+
+    def test_a_client_that_resends_its_window_gets_no_duplicates(self):
+        window = [{"role": "system", "content": "Be brief."}]
+        for i in range(3):
+            self.mock.config(reply="answer %d" % i)
+            window.append({"role": "user", "content": "question %d" % i})
+            status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                             {"model": "m", "messages": window},
+                                             {"X-Session-Id": "resender"})
+            self.assertEqual(status, 200, out)
+            window.append({"role": "assistant", "content": "answer %d" % i})
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual([(m["role"], m["content"]) for m in sent], [
+            ("system", "Be brief."), ("user", "question 0"), ("assistant", "answer 0"),
+            ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2")])
+        con = sqlite3.connect(self.mp.db_path)
+        rows = con.execute("SELECT role, content FROM messages m JOIN sessions s USING (sid) "
+                           "WHERE s.id = 'resender' ORDER BY seq").fetchall()
+        con.close()
+        self.assertEqual(rows, [("user", "question 0"), ("assistant", "answer 0"),
+                                ("user", "question 1"), ("assistant", "answer 1"),
+                                ("user", "question 2"), ("assistant", "answer 2")])
 
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
