@@ -5,8 +5,8 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -243,6 +243,10 @@ static const struct cfg_option cfg_options[] = {
      "When every upstream of the profile fails before the first token, this text is answered "
      "as an ordinary assistant message (status 200, streamed or not) instead of an error, so "
      "the caller hears something; recorded with source llm_failure. Empty = the error."},
+    {CFG_SEC_PROFILE, "runtime_system", T_STR, PRO(runtime_system), "replace", 0, 0,
+     "What a session's runtime system messages (POST .../update, Agora's update body) do to the "
+     "client's own system messages: replace them, as Agora's update does (the profile's "
+     "system_messages stay), or append after them."},
     {CFG_SEC_PROFILE, "memory_role", T_STR, PRO(memory_role), "system", 0, 0,
      "Role of the remembered memory inject_memory adds (the caller's summary, facts and "
      "earlier turns, always quoted as data the model is told not to obey): system, developer "

@@ -58,6 +58,7 @@ struct cfg_profile {
     struct cfg_strlist tenants; /* empty = every tenant's keys may use the profile */
     char *memory_role;          /* role of remembered memory: "system", "developer" or "user" */
     char *fallback_reply;       /* "" = none: the error goes to the client */
+    char *runtime_system; /* "replace" or "append": runtime system messages and the client's */
     struct cfg_strlist summary_skip_sources; /* turn sources the summarizer leaves out */
     struct cfg_strlist body_drop, body_keep; /* the standard transform's body fields */
     int context_header;

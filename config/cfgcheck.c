@@ -138,6 +138,10 @@ static int cfgcheck_check_profile(struct cfg *cfg, struct cfg_profile *p, char *
         return cfgcheck_invalid(
             cfg, err, "profiles[%s].interruptions: '%s' must be heard, original or annotate",
             p->name, p->interruptions);
+    if (strcmp(p->runtime_system, "replace") != 0 && strcmp(p->runtime_system, "append") != 0)
+        return cfgcheck_invalid(cfg, err,
+                                "profiles[%s].runtime_system: '%s' must be replace or append",
+                                p->name, p->runtime_system);
     if (strcmp(p->memory_role, "system") != 0 && strcmp(p->memory_role, "developer") != 0 &&
         strcmp(p->memory_role, "user") != 0)
         return cfgcheck_invalid(cfg, err,

@@ -471,9 +471,26 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
 
 /* ---- inject_memory ---- */
 
+/* The operator's runtime system messages (an update over REST) replace the client's own, as
+ * Agora's update replaces its agent's system_messages (profiles[].runtime_system: replace):
+ * the client's system messages after the profile's are taken out when there are any. */
+static size_t tx_runtime_replace(struct tx_ctx *ctx, json_t *messages, size_t at)
+{
+    json_t *m;
+    size_t i, runtime = 0, keep = ctx->prof->system_messages.n;
+    json_array_foreach(ctx->inject, i, m) {
+        runtime += json_object_get(m, MSG_MEMORY_KEY) == NULL;
+    }
+    if (runtime == 0 || strcmp(ctx->prof->runtime_system, "replace") != 0)
+        return at;
+    while (at > keep)
+        json_array_remove(messages, --at);
+    return at;
+}
+
 void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
 {
-    size_t at = tx_after_system(messages), i, used = 0;
+    size_t at = tx_runtime_replace(ctx, messages, tx_after_system(messages)), i, used = 0;
     size_t budget = (size_t)ctx->prof->memory_budget;
     json_t *m;
     json_array_foreach(ctx->inject, i, m) {

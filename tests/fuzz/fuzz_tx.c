@@ -55,7 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                .timestamp_format = "[%H:%M] ",
                                .drop_sources = {.v = fuzz_sources, .n = 1},
                                .token_budget = 64,
-                               .memory_budget = 16};
+                               .memory_budget = 16,
+                               .memory_role = "user",
+                               .runtime_system = size % 2 ? "replace" : "append"};
     json_t *before = json_deep_copy(input), *messages = json_copy(input);
     json_t *inject = json_pack("[{s:s, s:s}]", "role", "system", "content", "remembered");
     json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);

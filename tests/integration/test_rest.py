@@ -126,8 +126,11 @@ class Rest(unittest.TestCase):
             {"role": "system", "content": "The caller has just upgraded to premium."}])
         self.chat(self.fx)
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
-        self.assertEqual(sent[1], {"role": "system",
+        # as Agora's update does, the new system messages replace the client's own
+        self.assertEqual(sent[0], {"role": "system",
                                    "content": "The caller has just upgraded to premium."})
+        self.assertFalse(any("friendly voice assistant" in (m.get("content") or "")
+                             for m in sent))
 
     def test_tenants_and_keys(self):
         self.conversation()

@@ -240,8 +240,10 @@ class InjectMemory(StackTest):
         status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", agora())
         self.assertEqual(status, 200, out)
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
-        self.assertEqual([m["content"] for m in sent[:2]], [
-            agora()["messages"][0]["content"], "The caller is on the premium line."])
+        # the runtime system message replaces the client's own (profiles[].runtime_system)
+        self.assertEqual([m["content"] for m in sent[:1]], ["The caller is on the premium line."])
+        self.assertFalse(any(agora()["messages"][0]["content"] == m.get("content") for m in sent))
+        sent = [agora()["messages"][0]] + sent  # the rest as before
         # what the caller said is quoted data the model is told not to obey
         self.assertEqual([m["content"] for m in sent[2:4]], [
             quoted("Summary of earlier conversations with this caller.",
@@ -250,7 +252,7 @@ class InjectMemory(StackTest):
         self.assertTrue(all(m["role"] == "system" for m in sent[:4]))
         self.assertEqual(sent[4]["role"], "assistant")
         self.assertEqual(hdrs["x-memproxy-context"],
-                         "messages=11; history=0; trimmed=0; injected=3")
+                         "messages=10; history=0; trimmed=0; injected=3")
         # injected messages are never recorded
         con = sqlite3.connect(db)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages WHERE content LIKE "
@@ -263,6 +265,26 @@ class InjectMemory(StackTest):
         self.mp.request("POST", "/v1/chat/completions", body)
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
         self.assertFalse(any("Tom" in (m.get("content") or "") for m in sent))
+
+    def test_runtime_system_append_keeps_the_clients_own(self):
+        self.mp.stop()
+        db = self.mp.db_path
+        con = sqlite3.connect(db)
+        now = int(time.time() * 1000)
+        con.execute("INSERT INTO sessions(tenant, id, created_ms, updated_ms, runtime_system) "
+                    "VALUES ('default', 'room-42-agent', ?, ?, ?)",
+                    (now, now, json.dumps(["The caller is on the premium line."])))
+        con.commit()
+        con.close()
+        self.mp = Memproxy("profiles:\n  - {name: default, upstream: main, runtime_system: append}\n"
+                           "upstreams:\n  - {name: main, url: '{upstream}'}\n",
+                           upstream=self.mock.url, db=db)
+        self.addCleanup(self.mp.stop)
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", agora())
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual([m["content"] for m in sent[:2]], [
+            agora()["messages"][0]["content"], "The caller is on the premium line."])
 
     def test_a_caller_cannot_instruct_the_model_of_a_later_call(self):
         self.mp.stop()
