@@ -64,25 +64,30 @@ static int tx_is_system(json_t *m)
     return msg_role_is_system(msg_role(m));
 }
 
-/* Is k a voice platform's per-message field (Agora's metadata, turn_id, timestamp; the stored
- * shape's source, interrupted, original...)? Every other field is OpenAI's to keep (role,
- * content, name, tool_calls, tool_call_id, audio, refusal, annotations, ...). Told apart by
- * the first byte, then compared once: this runs on every field of every message. */
+/* Is k a message field the upstream may get? Not a voice platform's (Agora's metadata,
+ * turn_id, timestamp) nor one of memproxy's stored shape (seq, turn_idx, source, interrupted,
+ * interrupt_timestamp, original, importance, model, usage, finish_reason, ttft_us,
+ * latency_us: stored history is sent in that shape); every other field is OpenAI's to keep
+ * (role, content, name, tool_calls, tool_call_id, audio, refusal, annotations, ...). Told
+ * apart by the first byte, then compared once: this runs on every field of every message. */
 static int tx_openai_field(const char *k)
 {
+    static const char *const platform[] = {"finish_reason", "importance", "interrupt_timestamp",
+                                           "interrupted",   "latency_us", "metadata",
+                                           "model",         "original",   "seq",
+                                           "source",        "timestamp",  "ttft_us",
+                                           "turn_id",       "turn_idx",   "usage"};
     switch (k[0]) {
-    case 'm':
-        return strcmp(k, "metadata") != 0;
-    case 't':
-        return strcmp(k, "turn_id") != 0 && strcmp(k, "timestamp") != 0 &&
-               strcmp(k, "turn_idx") != 0;
-    case 's':
-        return strcmp(k, "source") != 0;
+    case 'f':
     case 'i':
-        return strcmp(k, "interrupted") != 0 && strcmp(k, "interrupt_timestamp") != 0 &&
-               strcmp(k, "importance") != 0;
+    case 'l':
+    case 'm':
     case 'o':
-        return strcmp(k, "original") != 0;
+    case 's':
+    case 't':
+    case 'u':
+        return bsearch(k, platform, UTIL_ARRAY_LEN(platform), sizeof(platform[0]), tx_cmp_name) ==
+               NULL;
     default:
         return 1;
     }

@@ -154,6 +154,9 @@ profiles:
             self.assertEqual(r.status, 200)
         c.close()
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        # stored turns go in OpenAI's shape: none of the stored shape's fields (seq, model,
+        # usage, ttft_us...) reaches the upstream
+        self.assertEqual(set().union(*(m.keys() for m in sent)), {"role", "content"})
         # the first request's system prompt is sent with every later one
         self.assertEqual([(m["role"], m["content"]) for m in sent], [
             ("system", "Be brief."), ("user", "question 0"), ("assistant", "answer 0"),
