@@ -72,22 +72,25 @@ static int tx_is_system(json_t *m)
  * apart by the first byte, then compared once: this runs on every field of every message. */
 static int tx_openai_field(const char *k)
 {
-    static const char *const platform[] = {"finish_reason", "importance", "interrupt_timestamp",
-                                           "interrupted",   "latency_us", "metadata",
-                                           "model",         "original",   "seq",
-                                           "source",        "timestamp",  "ttft_us",
-                                           "turn_id",       "turn_idx",   "usage"};
     switch (k[0]) {
     case 'f':
+        return strcmp(k, "finish_reason") != 0;
     case 'i':
+        return strcmp(k, "importance") != 0 && strcmp(k, "interrupted") != 0 &&
+               strcmp(k, "interrupt_timestamp") != 0;
     case 'l':
+        return strcmp(k, "latency_us") != 0;
     case 'm':
+        return strcmp(k, "metadata") != 0 && strcmp(k, "model") != 0;
     case 'o':
+        return strcmp(k, "original") != 0;
     case 's':
+        return strcmp(k, "source") != 0 && strcmp(k, "seq") != 0;
     case 't':
+        return k[1] == 'o' || (strcmp(k, "turn_id") != 0 && strcmp(k, "timestamp") != 0 &&
+                               strcmp(k, "turn_idx") != 0 && strcmp(k, "ttft_us") != 0);
     case 'u':
-        return bsearch(k, platform, UTIL_ARRAY_LEN(platform), sizeof(platform[0]), tx_cmp_name) ==
-               NULL;
+        return strcmp(k, "usage") != 0;
     default:
         return 1;
     }

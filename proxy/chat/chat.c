@@ -301,21 +301,25 @@ static int chat_same_turn(json_t *m, json_t *t)
 
 /* Stored mode, a client that resends its window anyway: the leading non-system messages that
  * repeat the end of the stored history are taken out of the request, so neither the upstream
- * nor the record gets them twice. The longest such overlap wins. */
+ * nor the record gets them twice. The longest such overlap wins. Only as many of the
+ * history's last turns as the request has messages are looked at (one, for a client that
+ * sends only its new message), not the whole history. */
 static void chat_drop_resent(json_t *messages, json_t *history)
 {
     json_t *mine = json_array(), *theirs = json_array(), *m;
-    size_t i, k;
+    size_t i, k, nm;
     json_array_foreach(messages, i, m) {
         if (!msg_role_is_system(msg_role(m)))
             json_array_append(mine, m);
     }
-    json_array_foreach(history, i, m) {
+    nm = json_array_size(mine);
+    for (i = json_array_size(history); i-- > 0 && json_array_size(theirs) < nm;) {
+        m = json_array_get(history, i);
         if (!msg_role_is_system(msg_role(m)))
-            json_array_append(theirs, m);
+            json_array_insert(theirs, 0, m);
     }
     size_t nh = json_array_size(theirs);
-    for (k = json_array_size(mine) < nh ? json_array_size(mine) : nh; k > 0; k--) {
+    for (k = nh; k > 0; k--) {
         size_t j = 0;
         while (j < k && chat_same_turn(json_array_get(mine, j), json_array_get(theirs, nh - k + j)))
             j++;
