@@ -131,7 +131,7 @@ static int session_find_id(const struct session_input *in, char **out, struct ap
         return session_take_json(v, "session_id", out, e);
     if (json_is_object(call) && json_object_get(call, "id") != NULL)
         return session_take_json(json_object_get(call, "id"), "call.id", out, e);
-    v = session_field(in->body, "/elevenlabs_extra_body/conversation_id");
+    v = json_object_get(json_object_get(in->body, "elevenlabs_extra_body"), "conversation_id");
     if (v != NULL && !json_is_null(v))
         return session_take_json(v, "elevenlabs_extra_body.conversation_id", out, e);
     for (size_t i = 0; in->id_fields != NULL && i < in->id_fields->n; i++) {
@@ -158,21 +158,32 @@ static json_t *session_message_user(json_t *body)
 
 static int session_find_user(const struct session_input *in, char **out, struct apierr *e)
 {
-    /* then the platforms' own: ElevenLabs' extra body, Vapi's caller (its phone number) */
-    static const char *const fields[] = {"user_id",          "user",
-                                         "user_uid",         "/elevenlabs_extra_body/user_id",
-                                         "/customer/number", "/call/customer/number"};
+    static const char *const fields[] = {"user_id", "user", "user_uid"};
+    /* then the platforms' own: ElevenLabs' extra body, Vapi's caller (its phone number), each
+     * looked into only when the body has the platform's object (most bodies have none) */
+    static const struct {
+        const char *object, *pointer;
+    } platform[] = {{"elevenlabs_extra_body", "/elevenlabs_extra_body/user_id"},
+                    {"customer", "/customer/number"},
+                    {"call", "/call/customer/number"}};
     if (in->h_user != NULL)
         return session_take(in->h_user, strlen(in->h_user), "X-User-Id", out, e);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
+        json_t *v = json_object_get(in->body, fields[i]);
+        if (v != NULL && !json_is_null(v))
+            return session_take_json(v, fields[i], out, e);
+    }
     for (size_t i = 0; in->user_fields != NULL && i < in->user_fields->n; i++) {
         json_t *v = session_field(in->body, in->user_fields->v[i]);
         if (v != NULL && !json_is_null(v))
             return session_take_json(v, in->user_fields->v[i], out, e);
     }
-    for (size_t i = 0; i < UTIL_ARRAY_LEN(fields); i++) {
-        json_t *v = session_field(in->body, fields[i]);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(platform); i++) {
+        json_t *v = json_object_get(in->body, platform[i].object) != NULL
+                        ? session_field(in->body, platform[i].pointer)
+                        : NULL;
         if (v != NULL && !json_is_null(v))
-            return session_take_json(v, fields[i][0] == '/' ? fields[i] + 1 : fields[i], out, e);
+            return session_take_json(v, platform[i].pointer + 1, out, e);
     }
     json_t *v = session_message_user(in->body);
     if (v != NULL && !json_is_null(v))
