@@ -76,6 +76,9 @@ static const struct cfg_option cfg_options[] = {
      64 * KIB, 256 * MIB, "Largest non-streaming upstream response; larger gets 502."},
     {CFG_SEC_TOP, "upstream.max_connections", T_INT, TOP(upstream_max_connections), "64", 1, 10000,
      "Idle upstream connections each worker keeps open for reuse."},
+    {CFG_SEC_TOP, "log.access", T_STR, TOP(log_access), "text", 0, 0,
+     "One line per request at info level: text (key=value), json (a JSON object), or off. "
+     "No bodies, no keys."},
     {CFG_SEC_TOP, "log.level", T_LEVEL, TOP(log_level), "info", 0, 0,
      "debug, info, warn or error."},
     {CFG_SEC_TOP, "metrics.enabled", T_BOOL, TOP(metrics_enabled), "true", 0, 0,

@@ -117,6 +117,7 @@ struct cfg {
     long upstream_max_connections;
 
     char *log_level;
+    char *log_access; /* "text", "json" or "off" */
     int metrics_enabled;
 
     char *db_path;

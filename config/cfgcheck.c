@@ -341,5 +341,9 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
     }
     if (cfgcheck_secrets(cfg, err) != 0 || cfgcheck_id_pattern(cfg, err) != 0)
         return -1;
+    if (strcmp(cfg->log_access, "text") != 0 && strcmp(cfg->log_access, "json") != 0 &&
+        strcmp(cfg->log_access, "off") != 0)
+        return cfgcheck_invalid(cfg, err, "log.access: '%s' must be text, json or off",
+                                cfg->log_access);
     return cfgcheck_validate_webhooks(cfg, err);
 }

@@ -12,6 +12,7 @@
 #include "proxy/chat/relay.h"
 #include "proxy/chat/reply.h"
 #include "proxy/chat/session.h"
+#include "proxy/http/access.h"
 #include "proxy/http/auth.h"
 #include "proxy/http/metrics.h"
 #include "proxy/http/respond.h"
@@ -35,6 +36,13 @@ struct chat {
     const char *tenant; /* the client key's (the config's string) */
     char *user;         /* the request's user id, or NULL */
     int no_memory;      /* its key may not have remembered memory injected (inject_memory) */
+    /* its access line (proxy/http/access.h), written when the chat ends */
+    char path[128];
+    char *session;
+    int status;
+    long long bytes;
+    int64_t ttft_us;
+    const char *upstream, *cache, *ended;
     enum metrics_route route;
     uint64_t t_start;
     char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
@@ -51,10 +59,34 @@ struct chat {
     int refs;          /* the relay's, and one while a commit is awaited */
 };
 
+/* The chat's access line: what the client got, and from where. */
+static void chat_access(struct chat *c)
+{
+    struct access_line a = {.method = "POST",
+                            .path = c->path,
+                            .status = c->status ? c->status : 499,
+                            .dur_us = (int64_t)(util_now_us() - c->t_start),
+                            .ttft_us = c->ttft_us,
+                            .bytes = c->bytes,
+                            .tenant = c->tenant,
+                            .session = c->session,
+                            .user = c->user,
+                            .profile = c->prof ? c->prof->name : NULL,
+                            .upstream = c->upstream,
+                            .model = c->reply ? reply_model(c->reply) : NULL,
+                            .cache = c->cache,
+                            .ended = c->ended};
+    if (a.model == NULL)
+        a.model = json_string_value(json_object_get(c->creq.body, "model"));
+    access_write(c->w->cfg, &a);
+}
+
 static void chat_unref(struct chat *c)
 {
     if (--c->refs > 0)
         return;
+    chat_access(c);
+    free(c->session);
     memory_rec_free(c->rec);
     lookup_cancel(c->lookup);
     free(c->recall_sid);
@@ -186,14 +218,26 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     mr.interrupted = 1;
     mr.finish_reason = "client_disconnected";
     memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+    c->ended = "client_disconnected";
 }
 
 /* The relay is going. A reply cut short by an upstream failure (or a shutdown) after its
  * request was recorded is still what the caller heard: record it, with why it ended. */
-static void chat_release(void *arg, const char *why)
+static void chat_release(void *arg, struct relay *r, const char *why)
 {
     struct chat *c = arg;
     size_t len = 0;
+    int64_t total = 0;
+    if (c->status == 0) { /* not answered in the relay's place (a fallback_reply) */
+        c->status = relay_final_status(r);
+        c->bytes = relay_sent(r);
+    }
+    c->upstream = relay_upstream(r);
+    relay_times(r, &c->ttft_us, &total);
+    if (c->ended == NULL && why != NULL)
+        c->ended = why;
+    if (why == NULL)
+        why = "upstream_error";
     if (c->relay != NULL) { /* its commit is still awaited: the loop must wait for it */
         c->relay = NULL;
         worker_hold(c->w);
@@ -253,6 +297,7 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
         return -1;
     }
     evhttp_add_header(out, "X-Memproxy-Session", ids->session_id ? ids->session_id : "none");
+    c->session = ids->session_id ? xstrdup(ids->session_id) : NULL;
     if (ids->session_id != NULL) {
         struct memory_rec_params p = {.tenant = rc->tenant,
                                       .session_id = ids->session_id,
@@ -460,8 +505,12 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
 /* Send a cache hit's answer; the chat is done. */
 static void chat_cache_send(struct chat *c, struct evhttp_request *req)
 {
+    c->status = 200;
+    c->bytes = (long long)c->hit_len;
+    c->w->access_quiet++; /* the chat's own access line */
     respond_send(c->w, METRICS_ROUTE_CHAT, req, 200, c->creq.stream ? "text/event-stream" : NULL,
                  c->hit_text, c->hit_len);
+    c->w->access_quiet--;
     chat_unref(c);
 }
 
@@ -476,7 +525,10 @@ static void chat_cache_committed(void *arg, int ok)
     } else {
         struct apierr e;
         apierr_set(&e, APIERR_STORAGE, NULL, "the turn could not be stored");
+        c->status = apierr_status(e.kind);
+        w->access_quiet++;
         respond_error(w, METRICS_ROUTE_CHAT, c->hit_req, &e);
+        w->access_quiet--;
         chat_unref(c);
     }
     worker_release(w);
@@ -491,6 +543,7 @@ static void chat_fallback(void *arg, struct evhttp_request *req)
     const char *text = c->prof->fallback_reply;
     const char *model = json_string_value(json_object_get(c->creq.body, "model"));
     c->refs++;
+    c->ended = "llm_failure";
     free(c->hit_text);
     c->hit_text = reply_synthesize("chatcmpl-fallback", text, model ? model : "", c->creq.stream,
                                    c->creq.include_usage, &c->hit_len);
@@ -518,6 +571,7 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
     json_t *hit = memory_cache_get(c->w->reader, c->cache_key);
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Cache",
                       hit ? "hit" : "miss");
+    c->cache = hit ? "hit" : "miss";
     metrics_cache(c->w->metrics, hit != NULL);
     if (hit == NULL)
         return 0;
@@ -630,6 +684,9 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct requ
     c->reply = reply_create();
     c->route = rc->route;
     c->t_start = rc->t_start;
+    c->ttft_us = -1;
+    const char *uri = evhttp_request_get_uri(req);
+    util_copy(c->path, sizeof(c->path), uri, strcspn(uri, "?#"));
 
     if (rc->body == NULL) {
         apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");
@@ -656,6 +713,9 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct requ
     return;
 fail:
     session_ids_clear(&ids);
-    chat_unref(c);
+    c->status = apierr_status(e.kind);
+    chat_unref(c); /* writes the access line */
+    w->access_quiet++;
     respond_error(w, rc->route, req, &e);
+    w->access_quiet--;
 }

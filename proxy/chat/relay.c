@@ -30,11 +30,13 @@ struct relay {
     const struct relay_hooks *hooks;
     void *arg;
     struct relay_params p;
-    size_t attempt;  /* index into p.profile->chain */
-    int fall_back;   /* on_head chose to try the next upstream */
-    int too_large;   /* the buffered response passed its cap */
-    int sse_broken;  /* an event could not be parsed or was too large */
-    const char *why; /* how a reply cut short ended, for its record (relay_hooks.release) */
+    size_t attempt;   /* index into p.profile->chain */
+    int fall_back;    /* on_head chose to try the next upstream */
+    int too_large;    /* the buffered response passed its cap */
+    int sse_broken;   /* an event could not be parsed or was too large */
+    const char *why;  /* how a reply cut short ended, for its record (relay_hooks.release) */
+    int final_status; /* what the client got (its access line); 499: it left first */
+    long long sent;   /* body bytes handed to the client */
     enum relay_state state;
     long status;
     char ctype[128];
@@ -87,7 +89,7 @@ static void relay_destroy(struct relay *r)
     if (r->sse != NULL) /* the stream was started */
         metrics_stream_delta(w->metrics, -1);
     if (r->hooks->release)
-        r->hooks->release(r->arg, r->why ? r->why : "upstream_error");
+        r->hooks->release(r->arg, r, r->why);
     sse_parser_destroy(r->sse);
     evbuffer_free(r->out);
     free(r->p.body);
@@ -148,6 +150,8 @@ static void relay_end_stream(struct relay *r, int status)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(r->req);
     metrics_request(r->w->metrics, r->p.route, status);
+    r->final_status = status;
+    r->sent += (long long)evbuffer_get_length(r->out);
     evhttp_send_reply_chunk(r->req, r->out);
     worker_response_sending(r->w, r->req); /* before the end: a drain waits for these bytes */
     evhttp_send_reply_end(r->req);
@@ -168,7 +172,10 @@ static void relay_fail(struct relay *r, const struct apierr *e)
         relay_end_stream(r, 200);
     } else {
         relay_unwatch(r);
+        r->final_status = apierr_status(e->kind);
+        r->w->access_quiet++; /* the chat writes the access line */
         respond_error(r->w, r->p.route, r->req, e);
+        r->w->access_quiet--;
     }
     r->req = NULL;
     relay_destroy(r);
@@ -189,8 +196,12 @@ void relay_finish(struct relay *r)
         evbuffer_add(r->out, "data: [DONE]\n\n", 14);
         relay_end_stream(r, (int)r->status);
     } else {
+        r->final_status = (int)r->status;
+        r->sent = (long long)evbuffer_get_length(r->out);
+        r->w->access_quiet++; /* the chat writes the access line */
         respond_send_buffer(r->w, r->p.route, r->req, (int)r->status, r->ctype[0] ? r->ctype : NULL,
                             r->out);
+        r->w->access_quiet--;
     }
     r->req = NULL;
     relay_destroy(r);
@@ -199,6 +210,22 @@ void relay_finish(struct relay *r)
 void relay_error(struct relay *r, const struct apierr *e)
 {
     relay_fail(r, e);
+}
+
+int relay_final_status(const struct relay *r)
+{
+    return r->final_status ? r->final_status : 499; /* nothing went out: the client left */
+}
+
+long long relay_sent(const struct relay *r)
+{
+    return r->sent;
+}
+
+const char *relay_upstream(const struct relay *r)
+{
+    const struct cfg_profile *p = r->p.profile;
+    return r->attempt < p->nchain ? r->w->cfg->upstreams[p->chain[r->attempt]].name : NULL;
 }
 
 void relay_times(const struct relay *r, int64_t *ttft_us, int64_t *total_us)
@@ -292,6 +319,7 @@ static enum upstream_body_rc relay_on_stream_body(struct relay *r, const char *d
         return UPSTREAM_BODY_ABORT;
     }
     if (evbuffer_get_length(r->out) > 0) {
+        r->sent += (long long)evbuffer_get_length(r->out);
         evhttp_send_reply_chunk_with_cb(r->req, r->out, relay_drained, r);
         worker_write_now(r->w, r->evcon); /* may run relay_drained */
         if (r->hooks->after_send != NULL) /* the bytes are out (or queued): now the work */
@@ -343,6 +371,7 @@ static void relay_upstream_failed(struct relay *r, enum upstream_result res, con
         r->hooks->fallback != NULL) { /* nothing was sent: a speakable answer instead */
         struct evhttp_request *req = r->req;
         metrics_fallback_reply(r->w->metrics);
+        r->final_status = 200;
         relay_unwatch(r);
         r->req = NULL;
         r->why = "llm_failure";

@@ -50,10 +50,11 @@ struct relay_hooks {
      * fallback_reply: answer req in the relay's place (req is the hook's now; the relay ends
      * right after). May be NULL: the error goes out. */
     void (*fallback)(void *arg, struct evhttp_request *req);
-    /* The relay is being destroyed: free arg. why says how a reply that did not complete
-     * ended, as a stored finish_reason: "upstream_error", "upstream_timeout" (idle or first
-     * byte), "shutdown" (memproxy stopping). May be NULL. */
-    void (*release)(void *arg, const char *why);
+    /* The relay is being destroyed (r is still readable): free arg. why says how a reply that
+     * did not complete ended, as a stored finish_reason: "upstream_error", "upstream_timeout"
+     * (idle or first byte), "shutdown" (memproxy stopping), "llm_failure" (a fallback_reply);
+     * NULL when it completed (or the client left). May be NULL. */
+    void (*release)(void *arg, struct relay *r, const char *why);
     /*
      * Streams: called after events were handed to the client and written (as far as the
      * socket took them): the place for work on them that must not delay them. May be NULL.
@@ -85,6 +86,11 @@ void relay_error(struct relay *r, const struct apierr *e);
 /* Microseconds from the request's arrival to the first token sent (-1 if none) and to the
  * end of the upstream transfer (or now, while it runs). */
 void relay_times(const struct relay *r, int64_t *ttft_us, int64_t *total_us);
+/* For the access line: the status the client got (499 when it left before any), the body
+ * bytes it was handed, the name of the upstream tried last. */
+int relay_final_status(const struct relay *r);
+long long relay_sent(const struct relay *r);
+const char *relay_upstream(const struct relay *r);
 
 /* Worker shutdown: end every relay of w now (streams get an error event). */
 void relay_abort_all(struct worker *w);

@@ -1,11 +1,13 @@
 #include "proxy/http/respond.h"
 
 #include "base/util.h"
+#include "proxy/http/access.h"
 #include "proxy/http/worker.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <stdlib.h>
+#include <string.h>
 
 void respond_date(struct worker *w, struct evkeyvalq *h)
 {
@@ -15,6 +17,27 @@ void respond_date(struct worker *w, struct evkeyvalq *h)
         w->date_sec = now;
     }
     evhttp_add_header(h, "Date", w->date);
+}
+
+/* The access line of a response that is not the chat path's (it writes its own). */
+static void respond_access(struct worker *w, struct evhttp_request *req, int status, size_t bytes)
+{
+    static const char *const methods[] = {"GET",     "POST",  "HEAD",    "PUT",  "DELETE",
+                                          "OPTIONS", "TRACE", "CONNECT", "PATCH"};
+    const char *method = "?";
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(methods); i++)
+        if (evhttp_request_get_command(req) == (enum evhttp_cmd_type)(1 << i))
+            method = methods[i];
+    const char *uri = evhttp_request_get_uri(req);
+    char path[256];
+    util_copy(path, sizeof(path), uri, strcspn(uri, "?#"));
+    struct access_line a = {.method = method,
+                            .path = path,
+                            .status = status,
+                            .dur_us = -1,
+                            .ttft_us = -1,
+                            .bytes = (long long)bytes};
+    access_write(w->cfg, &a);
 }
 
 void respond_send_buffer(struct worker *w, enum metrics_route route, struct evhttp_request *req,
@@ -27,6 +50,8 @@ void respond_send_buffer(struct worker *w, enum metrics_route route, struct evht
         evhttp_add_header(h, "Connection", "close");
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     metrics_request(w->metrics, route, status); /* first: see respond.h */
+    if (w->access_quiet == 0)
+        respond_access(w, req, status, evbuffer_get_length(body));
     worker_response_sending(w, req);
     evhttp_send_reply(req, status, NULL, body);
     worker_write_now(w, evcon); /* req may be gone */

@@ -63,9 +63,11 @@ struct worker {
     struct event *force_timer;
     struct event *accept_retry; /* accepting again after accept() ran out of something */
     struct event *trim_timer;   /* worker_trim_later(), made when first needed */
-    long accept_backoff_ms;     /* 0: accepting normally */
-    long accept_pauses;         /* in this episode, for the log line that ends it */
-    int accept_probing;         /* accepting again; a pause without an error ends the episode */
+    int access_quiet;       /* > 0: the response being sent is the chat path's, which writes its own
+                               access line (proxy/http/access.h) */
+    long accept_backoff_ms; /* 0: accepting normally */
+    long accept_pauses;     /* in this episode, for the log line that ends it */
+    int accept_probing;     /* accepting again; a pause without an error ends the episode */
     pthread_t thread;
 };
 

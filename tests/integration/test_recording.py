@@ -368,3 +368,43 @@ class Concurrency(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AccessLog(unittest.TestCase):
+    """One access line per request (log.access), checked field by field."""
+
+    def start(self, config=""):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        mp = Memproxy(config, upstream=self.mock.url)
+        self.addCleanup(mp.stop)
+        return mp
+
+    def test_a_streamed_recorded_request(self):
+        mp = self.start()
+        body = dict(USER_HI, stream=True)
+        status, _, out = mp.request("POST", "/v1/chat/completions?x=1", body,
+                                    {"X-Session-Id": "acc-1", "X-User-Id": "u 7"})
+        self.assertEqual(status, 200)
+        mp.request("GET", "/healthz")
+        line = wait_for(lambda: [l for l in mp.output().splitlines() if " access POST " in l],
+                        what="the access line")[0]
+        self.assertRegex(line, r" info \[w\d+\] access POST /v1/chat/completions 200 ms=[0-9.]+ "
+                               r"ttft_ms=[0-9.]+ bytes=(\d+) tenant=default session=acc-1 "
+                               r'user="u 7" profile=default upstream=\S+ model=gpt-4o-mini$')
+        self.assertEqual(int(line.split("bytes=")[1].split()[0]), len(out))
+        self.assertNotIn("Authorization", mp.output())
+        other = [l for l in mp.output().splitlines() if " access GET /healthz 200" in l]
+        self.assertEqual(len(other), 1)
+
+    def test_json_lines_and_off(self):
+        mp = self.start("log:\n  access: json\n")
+        mp.request("POST", "/v1/chat/completions", USER_HI, {"X-Session-Id": "acc-2"})
+        line = wait_for(lambda: [l for l in mp.output().splitlines() if " access {" in l],
+                        what="the access line")[0]
+        rec = json.loads(line.split(" access ", 1)[1])
+        self.assertEqual((rec["method"], rec["path"], rec["status"], rec["session"]),
+                         ("POST", "/v1/chat/completions", 200, "acc-2"))
+        off = self.start("log:\n  access: off\n")
+        off.request("POST", "/v1/chat/completions", USER_HI)
+        self.assertNotIn(" access ", off.output())
