@@ -270,8 +270,9 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "summary_prompt", T_STR, PRO(summary_prompt), "", 0, 0,
      "System prompt of the summary request; empty = the built-in one (JSON summary and facts)."},
     {CFG_SEC_PROFILE, "summary_threshold", T_INT, PRO(summary_threshold), "0", 0, 100000,
-     "With summarize: a RUNNING session is also summarized each time this many turns were "
-     "added since its last summary; 0 = only at stop."},
+     "With summarize: a RUNNING call also gets its own summary, injected while the client's "
+     "window no longer holds its turns, made again each time this many more turns left the "
+     "window; 0 = only the summary at stop."},
     {CFG_SEC_PROFILE, "cache", T_BOOL, PRO(cache), "false", 0, 0,
      "Answer a turn that depends on no earlier context (system messages and one user message) "
      "from the exact-match cache when the same was asked before; X-Memproxy-Cache: hit|miss; "

@@ -4,6 +4,7 @@
 #include "base/msg.h"
 #include "base/util.h"
 #include "memory/cache.h"
+#include "memory/callsum.h"
 #include "memory/history.h"
 #include "memory/reconcile.h"
 #include "memory/snapshot.h"
@@ -46,11 +47,13 @@ struct memory_rec {
     int64_t turn_id;
     struct workset_entry *e; /* referenced once the request is recorded */
     int requested, replied;
-    int retry;  /* the window brought nothing new after a recorded reply: a retry, whose
-                   reply replaces that one */
-    int append; /* stored history mode: the messages are new, not a window */
-    int embed;  /* retrieval: its turns wait for their embedding */
-    int reload; /* the entry must be read again before use */
+    int retry;            /* the window brought nothing new after a recorded reply: a retry, whose
+                             reply replaces that one */
+    int append;           /* stored history mode: the messages are new, not a window */
+    int embed;            /* retrieval: its turns wait for their embedding */
+    int track_window;     /* summary_threshold: the window's span is written (callsum.h) */
+    int64_t window_turns; /* stored mode: the span memory_rec_window() was told, or -1 */
+    int reload;           /* the entry must be read again before use */
     /* the question's embedding, made for its recall (memory_rec_question), until a batch
      * takes it */
     char *q_model, *q_text;
@@ -213,6 +216,12 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
     json_decref(e->inject);
     e->inject = memory_build_inject(rec, json_object_get(sess, "runtime_system"),
                                     rec->user ? rec->user : e->user);
+    json_t *call = json_object_get(sess, "call_summary");
+    free(e->call_summary);
+    e->call_summary =
+        json_is_object(call) ? xstrdup(json_string_value(json_object_get(call, "text"))) : NULL;
+    e->call_through = e->call_summary ? memory_int(call, "through_seq") : 0;
+    e->window_turns = memory_int(sess, "window_turns");
     json_t *params = json_object_get(sess, "runtime_params");
     json_decref(e->params);
     e->params = json_object_size(params) > 0 ? json_incref(params) : NULL;
@@ -414,6 +423,40 @@ static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
     return rec->e;
 }
 
+/* The call's own summary: in stored mode in place of the turns it covers; with a window,
+ * while none of them is in it (callsum.h). */
+static void memory_call_summary(struct memory_rec *rec, struct workset_entry *e,
+                                struct memory_context *out)
+{
+    if (out->history != NULL)
+        callsum_drop_covered(out->history, e->call_through);
+    else if (callsum_in_messages(e->turns, e->call_through, rec->messages))
+        return;
+    if (out->inject == NULL)
+        out->inject = json_array();
+    json_array_append_new(out->inject, callsum_message(e->call_summary));
+}
+
+void memory_rec_window(struct memory_rec *rec, int64_t turns)
+{
+    rec->window_turns = turns;
+}
+
+/* With track_window, the window's span when it changed (callsum.h). */
+static void memory_window_turns(struct memory_rec *rec, struct workset_entry *e,
+                                struct store_batch *b)
+{
+    int64_t n = rec->append ? rec->window_turns : callsum_window_turns(rec->messages);
+    if (!rec->track_window || n < 0)
+        return;
+    int64_t next = callsum_next_span(e->window_span, n);
+    e->window_span = n;
+    if (next < 0 || next == e->window_turns)
+        return;
+    store_batch_window_turns(b, next);
+    e->window_turns = next;
+}
+
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out)
 {
     struct workset_entry *e = memory_rec_lock(rec);
@@ -421,6 +464,8 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
      * memory_context): a deep copy of a full entry was half a stored-mode request's work */
     out->inject = e->inject ? json_copy(e->inject) : NULL;
     out->history = want_history ? turnlist_array(e->turns) : NULL;
+    if (e->call_summary != NULL)
+        memory_call_summary(rec, e, out);
     out->params = e->params ? json_deep_copy(e->params) : NULL;
     out->system = want_history && e->system ? json_incref(e->system) : NULL;
     pthread_mutex_unlock(&e->mu);
@@ -480,6 +525,7 @@ void memory_rec_request(struct memory_rec *rec)
             memory_set_owned(&e->profile, rec->profile);
     }
     memory_reconcile(rec, e, b);
+    memory_window_turns(rec, e, b);
     if (store_batch_ops(b) > 0) { /* a retried window with nothing new writes nothing */
         store_batch_defer(b);     /* its reply's commit takes it, under load */
         memory_submit(m, e, b, NULL, NULL, NULL);
@@ -628,6 +674,8 @@ json_t *memory_export(struct memory_reader *r, const char *tenant, const char *i
         return NULL;
     json_object_del(sess, "tenant");
     json_object_del(sess, "turns");
+    json_object_del(sess, "call_summary"); /* made again from the turns (callsum.h) */
+    json_object_del(sess, "window_turns");
     return json_pack("{s:s, s:o, s:o}", "format", SNAPSHOT_FORMAT, "session", sess, "turns",
                      store_turns(r->sr, tenant, id, INT64_MIN, 0));
 }
@@ -814,6 +862,8 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->turn_id = msg_turn_id(p->turn_id);
     rec->append = p->append;
     rec->embed = p->embed;
+    rec->track_window = p->track_window;
+    rec->window_turns = -1;
     return rec;
 }
 

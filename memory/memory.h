@@ -101,6 +101,8 @@ struct memory_rec_params {
                            message opening a turn), not a window to reconcile */
     int embed;          /* retrieval: the user and assistant turns written wait for their
                            embedding (memory_to_embed()) */
+    int track_window;   /* summary_threshold: how many turns the window spans is written
+                           whenever it changes (memory/callsum.h) */
 };
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
@@ -120,14 +122,21 @@ void memory_rec_question(struct memory_rec *rec, const char *model, const char *
  * the session's entry: a change made behind memproxy's back (another process writing the
  * database) shows once the entry is read again. */
 struct memory_context {
-    json_t *history; /* the session's recent turns, stored shape (want_history only) */
+    json_t *history; /* the session's recent turns, stored shape (want_history only), but
+                        those the call's own summary stands in for */
     json_t *inject;  /* system messages for inject_memory: the session's runtime system
-                        messages, the user's summary, the user's facts */
+                        messages, the user's summary, the user's facts, the call's own
+                        summary while its turns are not in the request (callsum.h) */
     json_t *params;  /* the session's runtime params (set over REST), an object */
     json_t *system;  /* want_history only: the client's last system messages, or NULL (never
                         changed: read only) */
 };
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out);
+
+/* Stored history mode, with track_window: the turns the upstream request held (the stored
+ * ones the transforms kept and the new ones), set before memory_rec_request(). A window's
+ * span is counted from its messages. */
+void memory_rec_window(struct memory_rec *rec, int64_t turns);
 
 /* Reconcile the request's messages with the session and queue the writes. Runs once; later
  * calls do nothing. */

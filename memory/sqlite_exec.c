@@ -428,6 +428,8 @@ static int sqlite_exec_summary(struct sqlite_db *st, const char *tenant, json_t 
                        retry ? json_integer_value(retry)
                        : seq ? json_integer_value(seq)
                              : now);
+    if (seq != NULL) /* the call's own summary, kept when this pass made none */
+        sqlite_exec_bind_text(s, 4, json_object_get(d, "call_summary"));
     if (sqlite_exec_step(st->db, s) != 0)
         return -1;
     if (seq != NULL)
@@ -594,6 +596,10 @@ static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t s
         s = st->stmt[ST_SESSION_WINDOW];
         sqlite_exec_bind_json(s, 2, op->data);
         sqlite3_bind_int64(s, 3, (sqlite3_int64)op->hash);
+        break;
+    case STORE_OP_WINDOW_TURNS:
+        s = st->stmt[ST_WINDOW_TURNS];
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)op->hash);
         break;
     case STORE_OP_INSERT:
         s = st->stmt[ST_INSERT];

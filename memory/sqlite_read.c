@@ -132,14 +132,28 @@ json_t *sqlite_read_turns_of(struct store_reader *base, const char *tenant, cons
     return out;
 }
 
+/* The row's call_summary text and through_seq as one field: {text, through_seq} or null. */
+static void sqlite_read_call_summary(json_t *row)
+{
+    json_t *text = json_object_get(row, "call_summary");
+    json_t *seq = json_object_get(row, "through_seq");
+    json_object_set_new(row, "call_summary",
+                        json_is_string(text)
+                            ? json_pack("{s:O, s:O}", "text", text, "through_seq", seq)
+                            : json_null());
+    json_object_del(row, "through_seq");
+}
+
 json_t *sqlite_read_session_get(struct store_reader *base, const char *tenant,
                                 const char *session_id)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
-    static const char *const names[] = {
-        "id",          "tenant",     "user_id",       "profile",    "status", "system_messages",
-        "window_hash", "created_ms", "updated_ms",    "stopped_ms", "turns",  "runtime_system",
-        "labels",      "metadata",   "runtime_params"};
+    static const char *const names[] = {"id",           "tenant",      "user_id",
+                                        "profile",      "status",      "system_messages",
+                                        "window_hash",  "created_ms",  "updated_ms",
+                                        "stopped_ms",   "turns",       "runtime_system",
+                                        "labels",       "metadata",    "runtime_params",
+                                        "call_summary", "through_seq", "window_turns"};
     sqlite3_stmt *s = r->stmt[RS_SESSION];
     json_t *out = NULL;
     sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -147,6 +161,8 @@ json_t *sqlite_read_session_get(struct store_reader *base, const char *tenant,
     if (sqlite3_step(s) == SQLITE_ROW)
         out = sqlite_read_row(s, names, (int)UTIL_ARRAY_LEN(names), 1u << 5 | 0xfu << 11);
     sqlite_read_rdone(s);
+    if (out != NULL) /* {text, through_seq} or null */
+        sqlite_read_call_summary(out);
     return out;
 }
 
@@ -294,8 +310,9 @@ json_t *sqlite_read_running_to_summarize(struct store_reader *base, const char *
                                          long threshold, size_t limit)
 {
     struct sqlite_reader *r = (struct sqlite_reader *)base;
-    static const char *const names[] = {"tenant",     "id",         "user_id", "profile",
-                                        "created_ms", "updated_ms", "seq"};
+    static const char *const names[] = {"tenant",  "id",         "user_id",
+                                        "profile", "created_ms", "updated_ms",
+                                        "seq",     "after_seq",  "call_summary"};
     json_t *out = json_array();
     sqlite3_stmt *s = r->stmt[RS_RUNNING_TO_SUMMARIZE];
     sqlite3_bind_text(s, 1, profile, -1, SQLITE_STATIC);

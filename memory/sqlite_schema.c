@@ -61,7 +61,7 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE sessions ADD COLUMN summarized_ms INTEGER;"
     "UPDATE sessions SET summarized_ms = 0;"
     "CREATE INDEX sessions_to_summarize ON sessions(stopped_ms) WHERE summarized_ms IS NULL;",
-    /* 6: how far a running session was summarized (summary_threshold) */
+    /* 6: how far a running session was summarized (summary_threshold; see 11) */
     "ALTER TABLE sessions ADD COLUMN summarized_seq INTEGER NOT NULL DEFAULT 0;",
     /* 7: the exact-match answer cache (cache.h) */
     "CREATE TABLE answer_cache ("
@@ -100,6 +100,12 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
      "UPDATE webhook_outbox SET session_id = 'invalid-' || id WHERE NOT memproxy_id_ok(session_id);"
      "UPDATE webhook_outbox SET user_id = " SQLITE_BAD_USER " WHERE NOT memproxy_id_ok(user_id);"
      "DELETE FROM answer_cache WHERE NOT memproxy_id_ok(user_id);"),
+    /* 11: a running call's own summary (summary_threshold) of the turns its client's window
+     * no longer holds, and how many turns that window spans; summarized_seq now says how far
+     * that summary goes (before, passes folded the call into the user's summary) */
+    ("ALTER TABLE sessions ADD COLUMN call_summary TEXT;"
+     "ALTER TABLE sessions ADD COLUMN window_turns INTEGER NOT NULL DEFAULT 0;"
+     "UPDATE sessions SET summarized_seq = 0 WHERE status = 'RUNNING';"),
 };
 
 /* memproxy_id_ok(x): NULL or an id util_id_valid accepts (migration 10). */
@@ -135,6 +141,7 @@ static const char *const store_sql[ST__COUNT] = {
                        "profile = COALESCE(?3, profile) WHERE sid = ?1",
     [ST_SESSION_WINDOW] = "UPDATE sessions SET system_messages = COALESCE(?2, system_messages), "
                           "window_hash = ?3 WHERE sid = ?1",
+    [ST_WINDOW_TURNS] = "UPDATE sessions SET window_turns = ?2 WHERE sid = ?1",
     [ST_INSERT] = "INSERT INTO messages(sid, seq, turn_id, turn_idx, role, content, "
                   "source, interrupted, interrupt_ms, original, metadata, tool_calls, "
                   "tool_call_id, name, timestamp_ms, importance, model, usage, finish_reason, "
@@ -207,7 +214,8 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_FACT_FORGET] = "DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2 AND "
                        "confidence < " STORE_FACT_FLOOR,
     [ST_SUMMARIZED] = "UPDATE sessions SET summarized_ms = ?3 WHERE tenant = ?1 AND id = ?2",
-    [ST_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = MAX(summarized_seq, ?3) "
+    [ST_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = MAX(summarized_seq, ?3), "
+                          "call_summary = COALESCE(?4, call_summary) "
                           "WHERE tenant = ?1 AND id = ?2",
     [ST_SUMMARY_RETRY] = "UPDATE sessions SET summary_tries = summary_tries + 1, "
                          "summary_next_ms = ?3 WHERE tenant = ?1 AND id = ?2",
@@ -249,7 +257,8 @@ static const char *const store_rsql[RS__COUNT] = {
                     "ORDER BY turn_id, seq LIMIT ?4) ORDER BY seq",
     [RS_SESSION] = "SELECT id, tenant, user_id, profile, status, system_messages, window_hash, "
                    "created_ms, updated_ms, stopped_ms, (SELECT COUNT(*) FROM messages m WHERE "
-                   "m.sid = s.sid), runtime_system, labels, metadata, runtime_params "
+                   "m.sid = s.sid), runtime_system, labels, metadata, runtime_params, "
+                   "call_summary, summarized_seq, window_turns "
                    "FROM sessions s WHERE tenant = ?1 AND id = ?2",
     [RS_SUMMARY] = "SELECT summary, from_ms, to_ms, updated_ms FROM user_summaries "
                    "WHERE tenant = ?1 AND user_id = ?2",
@@ -277,11 +286,14 @@ static const char *const store_rsql[RS__COUNT] = {
                         "AND summary_next_ms <= ?1 ORDER BY stopped_ms LIMIT ?2",
     [RS_SUMMARY_NEXT] = "SELECT MIN(summary_next_ms) FROM sessions WHERE summarized_ms IS NULL "
                         "AND status = 'STOPPED'",
+    /* upto: the newest turn the client's next window will not hold (it spans window_turns
+     * turns and ends on the next new one) */
     [RS_RUNNING_TO_SUMMARIZE] = "SELECT tenant, id, user_id, profile, created_ms, updated_ms, "
-                                "last FROM (SELECT *, (SELECT MAX(seq) FROM messages m WHERE "
-                                "m.sid = s.sid) AS last FROM sessions s WHERE status = 'RUNNING' "
-                                "AND user_id IS NOT NULL AND profile = ?1) "
-                                "WHERE last - summarized_seq >= ?2 LIMIT ?3",
+                                "upto, summarized_seq, call_summary FROM (SELECT *, (SELECT "
+                                "MAX(seq) FROM messages m WHERE m.sid = s.sid) + 1 - window_turns "
+                                "AS upto FROM sessions s WHERE status = 'RUNNING' AND "
+                                "window_turns > 0 AND profile = ?1) "
+                                "WHERE upto - summarized_seq >= ?2 LIMIT ?3",
     [RS_CACHE_GET] = "SELECT content, model FROM answer_cache WHERE key = ?1 AND expires_ms > ?2",
     [RS_TO_EMBED] = "SELECT q.sid, q.seq, s.profile, m.content, q.attempts FROM embed_queue q "
                     "JOIN messages m ON m.sid = q.sid AND m.seq = q.seq "

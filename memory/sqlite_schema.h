@@ -17,13 +17,14 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 
-#define STORE_SCHEMA_VERSION 10
+#define STORE_SCHEMA_VERSION 11
 
 enum sqlite_stmt {
     ST_SESSION_ENSURE,
     ST_SESSION_SID,
     ST_SESSION_SET,
     ST_SESSION_WINDOW,
+    ST_WINDOW_TURNS,
     ST_INSERT,
     ST_UPDATE,
     ST_REPLACE,

@@ -84,8 +84,8 @@ struct store_reader *store_reader_open(struct store *st, char **err);
 void store_reader_close(struct store_reader *r);
 
 /* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
- * created/updated/stopped ms, turn count, runtime_system, labels, metadata, runtime_params),
- * or NULL when there is none. */
+ * created/updated/stopped ms, turn count, runtime_system, labels, metadata, runtime_params,
+ * call_summary {text, through_seq} or null, window_turns), or NULL when there is none. */
 json_t *store_session_get(struct store_reader *r, const char *tenant, const char *session_id);
 
 /* The session's turns in seq order: those with turn_id >= min_turn, at most the last
@@ -125,8 +125,10 @@ int64_t store_outbox_next(struct store_reader *r);
 json_t *store_to_summarize(struct store_reader *r, int64_t now_ms, size_t limit);
 /* When the next of them is due (-1: none waits). */
 int64_t store_summary_next(struct store_reader *r);
-/* RUNNING sessions of profile with a user and at least threshold turns after the last summary
- * of theirs: [{tenant, id, user_id, profile, created_ms, updated_ms, seq (the last turn)}]. */
+/* RUNNING sessions of profile whose client's window left at least threshold turns out since
+ * their call summary's last pass (docs/proxy/jobs.md): [{tenant, id, user_id|null, profile,
+ * created_ms, updated_ms, seq (the newest turn to cover), after_seq (the summary so far covers
+ * up to it), call_summary (its text, or null)}]. */
 json_t *store_running_to_summarize(struct store_reader *r, const char *profile, long threshold,
                                    size_t limit);
 

@@ -46,6 +46,11 @@ void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_h
     store_batch_add(b, STORE_OP_WINDOW, system)->hash = window_hash;
 }
 
+void store_batch_window_turns(struct store_batch *b, int64_t turns)
+{
+    store_batch_add(b, STORE_OP_WINDOW_TURNS, NULL)->hash = (uint64_t)turns;
+}
+
 void store_batch_insert(struct store_batch *b, json_t *turn)
 {
     store_batch_push(b, STORE_OP_INSERT, turn, 1);

@@ -34,6 +34,7 @@ typedef void (*store_done_cb)(void *arg, int ok);
 enum store_op_kind {
     STORE_OP_SESSION,
     STORE_OP_WINDOW,
+    STORE_OP_WINDOW_TURNS,
     STORE_OP_INSERT,
     STORE_OP_UPDATE,
     STORE_OP_REPLACE,
@@ -95,6 +96,9 @@ void store_batch_session(struct store_batch *b, const char *user_id, const char 
 /* The client's latest system messages (NULL keeps the stored ones) and window fingerprint
  * (reconcile's window_hash; memory.c decides when either is worth writing). */
 void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
+/* How many turns the client's window spans (sessions.window_turns): what a running call's
+ * summary (summary_threshold) leaves to the window. */
+void store_batch_window_turns(struct store_batch *b, int64_t turns);
 /* A new turn (reconcile's insert, or a recorded reply) at its "seq": the caller numbers a
  * session's turns and submits them in that order. A turn whose (turn_id, role, turn_idx)
  * exists is skipped, so a write repeated after a crash or a race stores nothing twice. */
@@ -134,12 +138,14 @@ void store_batch_user_memory(struct store_batch *b, const char *user_id, json_t 
  * attempts counts up. Only a pending row changes. */
 void store_batch_outbox_result(struct store_batch *b, json_t *result);
 /* A summary pass over a stopped session: {session_id, user_id, memory: {summary: {text},
- * facts} or null when none was made, from_ms, to_ms}; over a running one, seq (the last turn
- * it covered) too, and then only the summary, the facts and how far it went are stored. The summary
- * replaces the user's (its range widened to cover both), facts seen are reinforced and the user's
- * others decay; the session is marked summarized and its waiting dumps become due, carrying the
- * summary. With retry_ms instead (a stopped session's summary failed upstream), the session
- * waits again until then, its tries counted, and its dumps go now without it. */
+ * facts} or null when none was made, from_ms, to_ms}. The summary replaces the user's (its
+ * range widened to cover both), facts seen are reinforced and the user's others decay; the
+ * session is marked summarized and its waiting dumps become due, carrying the summary. A pass
+ * over a running call has {session_id, memory: null, seq (the last turn it covered),
+ * call_summary (text, or null when none was made)}: only the call's own summary and how far
+ * it goes are stored; the user's memory is left to the stop. With retry_ms instead (a stopped
+ * session's summary failed upstream), the session waits again until then, its tries counted, and
+ * its dumps go now without it. */
 void store_batch_summary(struct store_batch *b, json_t *outcome);
 /* An answer for the exact-match cache: {key, user_id, content, model, expires_ms}. */
 void store_batch_cache_put(struct store_batch *b, json_t *entry);

@@ -74,6 +74,7 @@ static void workset_entry_free(struct workset_entry *e)
     json_decref(e->inject);
     json_decref(e->params);
     json_decref(e->system);
+    free(e->call_summary);
     free(e->user);
     free(e->profile);
     pthread_mutex_destroy(&e->mu);

@@ -53,6 +53,11 @@ struct workset_entry {
     json_t *inject;       /* system messages for inject_memory, read with the entry */
     json_t *params;       /* the session's runtime params (an object), or NULL */
     json_t *system;       /* the client's last system messages [{role, content}], or NULL */
+    /* the call's own summary (callsum.h), up to turn call_through, or NULL; the turns the
+     * client's next window is expected to span as last written, and the last window's span
+     * (tracked for summary_threshold only; 0 when not known) */
+    char *call_summary;
+    int64_t call_through, window_turns, window_span;
     /* under the working set's lock (workset.c) */
     int refs;             /* recs using it */
     int pending;          /* submitted batches not yet committed */

@@ -252,6 +252,8 @@ async function callView(id) {
     memory && memory.summary ? el('div', { class: 'card' }, el('div', { class: 'meta muted' }, 'user summary'), el('div', { class: 'text' }, memory.summary.text)) : null,
     memory && memory.facts.length ? el('div', { class: 'card' }, el('div', { class: 'meta muted' }, 'user facts'),
       el('div', { class: 'text' }, memory.facts.map((f) => `${f.category} ${f.key}: ${f.value}`).join('\n'))) : null,
+    full.call_summary ? el('div', { class: 'card' }, el('div', { class: 'meta muted' }, `call summary: turns 1–${full.call_summary.through_seq}, sent while they are out of the window`),
+      el('div', { class: 'text' }, full.call_summary.text)) : null,
   ].filter(Boolean);
   show(el('h1', {}, `Call ${id}`), actions, facts,
     el('h2', {}, 'Time to first token'), ttftChart(snap.turns) || el('p', { class: 'muted' }, 'No replies with timings.'),

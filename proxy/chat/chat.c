@@ -5,6 +5,7 @@
 #include "base/msg.h"
 #include "base/util.h"
 #include "memory/cache.h"
+#include "memory/callsum.h"
 #include "memory/memory.h"
 #include "memory/recall.h"
 #include "proxy/chat/chatreq.h"
@@ -307,7 +308,9 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
                                       .memo = c->w->memo,
                                       .turn_id = json_object_get(c->creq.body, "turn_id"),
                                       .append = chat_stored_mode(prof),
-                                      .embed = prof->retrieval};
+                                      .embed = prof->retrieval,
+                                      .track_window =
+                                          prof->summarize && prof->summary_threshold > 0};
         c->rec = memory_rec_new(c->w->reader, &p);
         c->record_pending = 1; /* recorded once chat_forward() has started the transfer */
     }
@@ -486,6 +489,10 @@ static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size
     struct tx_ctx tx = {
         .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
     tx_run(&tx, msgs);
+    if (c->rec != NULL && mc.history != NULL) /* the stored turns kept, and the new ones */
+        memory_rec_window(c->rec,
+                          (int64_t)(history_n - (tx.trimmed < history_n ? tx.trimmed : history_n)) +
+                              callsum_window_turns(c->creq.messages));
     json_object_set_new(up, "messages", msgs);
     if (prof->cache && cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
         c->cache_key[0] = '\0'; /* it depends on earlier context */

@@ -28,7 +28,10 @@ struct summarizer_job {
     struct summarizer *s;
     char *tenant, *id, *user;
     json_int_t from_ms, to_ms;
-    json_int_t seq;   /* a running session's pass: its last turn; 0 for a stopped session */
+    json_int_t seq;   /* a running call's pass: the last turn it covers; 0 for a stopped session */
+    json_int_t after; /* a running call's pass: the turns after this one, up to seq */
+    char *call;       /* a running call's pass: its summary so far, or NULL */
+    char *made;       /* a running call's pass: the new summary, or NULL */
     json_int_t tries; /* a stopped session's earlier tries that failed upstream */
     long retry_ms;    /* its profile's summary_retry */
     int64_t retry_at; /* set when this try failed upstream and another is due then */
@@ -57,6 +60,8 @@ static void summarizer_job_free(struct summarizer_job *j)
     free(j->tenant);
     free(j->id);
     free(j->user);
+    free(j->call);
+    free(j->made);
     free(j);
 }
 
@@ -72,14 +77,24 @@ static void summarizer_stored(void *arg, int ok)
     summarizer_poll(s);
 }
 
-/* Store the outcome (mem may be NULL: none made); takes mem. */
+/* Store the outcome (mem may be NULL: none made); takes mem. A running call's pass stores its
+ * own summary (j->made), never the user's memory. */
 static void summarizer_finish(struct summarizer_job *j, json_t *mem)
 {
+    if (j->seq > 0) {
+        const char *text =
+            json_string_value(json_object_get(json_object_get(mem, "summary"), "text"));
+        j->made = text ? xstrdup(text) : NULL;
+        json_decref(mem);
+        mem = NULL;
+    }
     json_t *outcome =
         json_pack("{s:s, s:s?, s:o, s:I, s:I}", "session_id", j->id, "user_id", j->user, "memory",
                   mem ? mem : json_null(), "from_ms", j->from_ms, "to_ms", j->to_ms);
     if (j->seq > 0)
         json_object_set_new(outcome, "seq", json_integer(j->seq));
+    if (j->made != NULL)
+        json_object_set_new(outcome, "call_summary", json_string(j->made));
     if (j->retry_at > 0)
         json_object_set_new(outcome, "retry_ms", json_integer(j->retry_at));
     j->fx = NULL;
@@ -166,6 +181,32 @@ static int summarizer_is_inflight(const struct summarizer *s, const char *tenant
     return 0;
 }
 
+/* The request for a running call's pass: its turns after j->after up to j->seq, folded into
+ * the call's summary so far; NULL when none of them says anything. */
+static json_t *summarizer_call_request(struct summarizer *s, struct summarizer_job *j,
+                                       const struct cfg_profile *p)
+{
+    json_t *all = memory_turns(s->w->reader, j->tenant, j->id, 0), *t, *turns = json_array();
+    const char *model = summarizer_model(p);
+    size_t i;
+    json_array_foreach(all, i, t) {
+        json_int_t seq = json_integer_value(json_object_get(t, "seq"));
+        if (seq > j->after && seq <= j->seq)
+            json_array_append(turns, t);
+        if ((model == NULL || *model == '\0') && seq <= j->seq)
+            model = json_string_value(json_object_get(t, "model"));
+    }
+    if (model == NULL || *model == '\0')
+        model = SUMMARIZER_MODEL;
+    json_t *body = json_array_size(turns) > 0
+                       ? summary_request(model, SUMMARY_CALL_PROMPT, turns, j->call, NULL,
+                                         &p->summary_skip_sources)
+                       : NULL;
+    json_decref(turns);
+    json_decref(all);
+    return body;
+}
+
 /* Start the summary of one waiting session (a row of memory_to_summarize()). */
 static void summarizer_start(struct summarizer *s, json_t *row)
 {
@@ -182,8 +223,15 @@ static void summarizer_start(struct summarizer *s, json_t *row)
     j->tries = json_integer_value(json_object_get(row, "tries"));
     j->retry_ms = p ? p->summary_retry_ms : 60000;
     j->to_ms = json_integer_value(json_object_get(row, j->seq ? "updated_ms" : "stopped_ms"));
+    j->after = json_integer_value(json_object_get(row, "after_seq"));
+    if (json_is_string(json_object_get(row, "call_summary")))
+        j->call = xstrdup(json_string_value(json_object_get(row, "call_summary")));
     s->inflight[s->ninflight++] = j;
-    json_t *body = p && p->summarize && user ? summarizer_request(s, j, p) : NULL;
+    json_t *body = NULL;
+    if (p != NULL && p->summarize && j->seq > 0)
+        body = summarizer_call_request(s, j, p);
+    else if (p != NULL && p->summarize && user != NULL)
+        body = summarizer_request(s, j, p);
     if (body == NULL) { /* nothing to summarize, or not wanted: only marked done */
         summarizer_finish(j, NULL);
         return;
@@ -211,8 +259,9 @@ static void summarizer_start_rows(struct summarizer *s, json_t *rows)
     json_decref(rows);
 }
 
-/* Running sessions past their profile's summary_threshold, looked at no more than once per
- * SUMMARIZER_SCAN_MS however often replies wake the summarizer. */
+/* Running calls whose client's window left summary_threshold turns out since their summary's
+ * last pass, looked at no more than once per SUMMARIZER_SCAN_MS however often replies wake the
+ * summarizer. */
 static void summarizer_running(struct summarizer *s)
 {
     const struct cfg *cfg = s->w->cfg;

@@ -31,6 +31,15 @@
     "durable facts about them. Answer with JSON only: {\"summary\": \"...\", \"facts\": "          \
     "[{\"category\": \"...\", \"key\": \"...\", \"value\": \"...\", \"confidence\": 0.0-1.0}]}"
 
+/* A running call's summary (profiles[].summary_threshold): of the turns its client's window no
+ * longer holds, folded into the summary so far; the user's memory is made at stop. */
+#define SUMMARY_CALL_PROMPT                                                                        \
+    "You keep a running summary of a voice call that is still going on. The earlier part of the "  \
+    "conversation below (only what was actually said and heard) is no longer in front of the "     \
+    "assistant. Fold it into the earlier summary if given, keeping what the assistant needs to "   \
+    "carry on: the caller's requests, what was agreed or answered, open questions. Answer with "   \
+    "JSON only: {\"summary\": \"...\"}"
+
 /* The chat body for model (new JSON). turns: stored turns in order; previous: the user's
  * current summary text or NULL; facts: their facts (store.h's shape) or NULL; skip: turn
  * sources left out (profiles[].summary_skip_sources), or NULL. */

@@ -115,6 +115,7 @@ static json_t *rest_session_view(json_t *sess)
 {
     json_object_del(sess, "tenant");
     json_object_del(sess, "window_hash");
+    json_object_del(sess, "window_turns");
     return sess;
 }
 

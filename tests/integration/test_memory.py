@@ -178,30 +178,127 @@ class Summaries(unittest.TestCase):
                              .fetchone()[0])
         self.assertEqual(len(self.recv.dumps()), 1)  # the dump is not sent twice
 
+CALL_INTRO = "Summary of this call so far"
+
+
 class RunningSummaries(unittest.TestCase):
-    def test_a_long_running_session_is_summarized_as_it_goes(self):
-        mock = Mock()
-        self.addCleanup(mock.stop)
+    """summary_threshold: a running call's own summary of the turns its client's window no
+    longer holds (memory/callsum.h). The mock's summaries mode answers a summarizer's request
+    with the conversation lines it was given, so the summary shows which turns it covers."""
+
+    def start(self, threshold, extra=""):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
         cfg = (CONFIG % "http://127.0.0.1:9/unused").replace(
-            "summary_wait: 5s", "summary_wait: 5s\n    summary_threshold: 4")
-        mp = Memproxy(cfg, upstream=mock.url)
-        self.addCleanup(mp.stop)
-        answer = json.dumps(SUMMARY_1)
-        mock.config(reply=answer)  # the agent's replies and the summary alike
-        window = [{"role": "user", "content": "I'd like a joke about cats."}]
-        for turn in range(2):
-            status, _, out = mp.request("POST", "/v1/chat/completions", {
-                "model": "m", "session_id": "long", "user_id": "L", "messages": window})
-            self.assertEqual(status, 200, out)
-            window += [{"role": "assistant", "content": answer},
-                       {"role": "user", "content": "Another one, please."}]
-        hdr = {"Authorization": "Bearer admin-0123456789abcdef"}
-        mem = wait_for(lambda: mp.json("GET", "/v1/users/L/memory", headers=hdr)[1]["summary"],
-                       timeout=10, what="a summary of the running session")
-        self.assertEqual(mem["text"], SUMMARY_1["summary"])
-        self.assertEqual(mp.json("GET", "/v1/sessions/long", headers=hdr)[1]["status"], "RUNNING")
-        asked = json.loads(mock.stats()["last_body"])["messages"][1]["content"]
-        self.assertIn("USER: I'd like a joke about cats.", asked)
+            "summary_wait: 5s", "summary_wait: 5s\n    summary_threshold: %d%s" % (threshold, extra))
+        self.cfg = cfg
+        self.mp = Memproxy(cfg, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+        self.mock.config(summaries=True)
+        self.hdr = {"Authorization": "Bearer admin-0123456789abcdef"}
+
+    def ask(self, sid, messages, k):
+        """Request k of a call: the mock answers "Answer k." (or, echoing, what it was sent)."""
+        self.mock.config(reply="Answer %d." % k)
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": sid, "user_id": "L", "stream": False,
+            "messages": messages})
+        self.assertEqual(status, 200, out)
+        return json.loads(out)["choices"][0]["message"]["content"]
+
+    def through(self, sid):
+        cs = self.mp.json("GET", "/v1/sessions/" + sid, headers=self.hdr)[1]["call_summary"]
+        return cs and cs["through_seq"]
+
+    def sent_upstream(self, sid, messages, k):
+        """What the upstream got for request k (the mock echoing it)."""
+        self.mock.config(echo=True)
+        try:
+            self.echoed = self.ask(sid, messages, k)
+            return json.loads(self.echoed)
+        finally:
+            self.mock.config(echo=False)
+
+    def test_a_sliding_window_gets_one_summary_of_exactly_the_turns_it_left_out(self):
+        # every turn that leaves makes a pass: however the passes fall between requests, the
+        # summary reaches turn 5 once request 4's reply is stored
+        self.start(1)
+        system = {"role": "system", "content": "You are a travel agent."}
+        conv, expect = [], {2: None, 3: None, 4: 5}
+        for k in range(1, 5):
+            conv.append({"role": "user", "content": "Question %d?" % k})
+            self.ask("slide", [system] + conv[-4:], k)  # a window of 4, as Agora keeps
+            conv.append({"role": "assistant", "content": "Answer %d." % k})
+            if expect.get(k):
+                wait_for(lambda: self.through("slide") == expect[k], timeout=20,
+                         what="the call's summary through turn %d" % expect[k])
+        conv.append({"role": "user", "content": "Question 5?"})
+        window = conv[-4:]
+        sent = self.sent_upstream("slide", [system] + window, 5)
+        summaries = [m for m in sent if m["role"] == "system" and CALL_INTRO in m["content"]]
+        self.assertEqual(len(summaries), 1, sent)
+        self.assertEqual(summaries[0]["role"], "system")
+        left = " | ".join("%s: %s" % (m["role"].upper(), m["content"]) for m in conv[:-4])
+        self.assertIn("<<<memory\n" + left + "\nmemory>>>", summaries[0]["content"])
+        self.assertEqual([m for m in sent if m["role"] != "system"], window)
+        # the call's summary is its own: the caller's long-term memory waits for the stop
+        mem = self.mp.json("GET", "/v1/users/L/memory", headers=self.hdr)[1]
+        self.assertIsNone(mem["summary"])
+        self.assertFalse(any("earlier conversations" in m.get("content", "") for m in sent))
+
+    def test_a_client_that_resends_everything_gets_no_summary(self):
+        self.start(1)
+        conv = []
+        for k in range(1, 7):
+            conv.append({"role": "user", "content": "Question %d?" % k})
+            if k == 6:
+                sent = self.sent_upstream("all", conv, k)
+            else:
+                self.ask("all", conv, k)
+            conv.append({"role": "assistant", "content": "Answer %d." % k})
+        self.assertFalse(any(m["role"] == "system" and CALL_INTRO in m["content"] for m in sent), sent)
+        self.assertEqual(len(sent), 11)
+        self.assertIsNone(self.through("all"))
+
+    def test_stored_history_puts_the_summary_in_place_of_the_turns_it_covers(self):
+        self.start(2, "\n    history: stored\n    token_budget: 40")
+        for k in range(1, 9):
+            self.ask("kept", [{"role": "user", "content": "Question %d?" % k}], k)
+            wait_for(lambda: self.mp.json("GET", "/v1/sessions/kept", headers=self.hdr)[1]
+                     ["turns"] == 2 * k, timeout=10, what="turn %d stored" % k)
+        through = wait_for(lambda: self.through("kept"), timeout=20, what="a call summary")
+        sent = self.sent_upstream("kept", [{"role": "user", "content": "Question 9?"}], 9)
+        summaries = [m for m in sent if m["role"] == "system" and CALL_INTRO in m["content"]]
+        self.assertEqual(len(summaries), 1, sent)
+        # the summary is of the call's first turns, in order; what is sent is the newest
+        # turns after them, as they were: no turn both summarized and sent
+        conv = []
+        for k in range(1, 10):
+            conv += [{"role": "user", "content": "Question %d?" % k},
+                     {"role": "assistant", "content": "Answer %d." % k}]
+        lines = summaries[0]["content"].split("<<<memory\n")[1].split("\nmemory>>>")[0]
+        parts = lines.split(" | ")
+        self.assertGreaterEqual(len(parts), through)
+        self.assertEqual(parts, ["%s: %s" % (m["role"].upper(), m["content"])
+                                 for m in conv[:len(parts)]])
+        turns = [m for m in sent if m["role"] != "system"]
+        self.assertGreater(len(turns), 1)
+        self.assertEqual(turns, conv[17 - len(turns):17])
+        self.assertGreaterEqual(17 - len(turns), len(parts))
+        # started again with room for everything: the summary still stands in for its turns,
+        # and every turn after them is sent
+        self.mp.stop()
+        self.mp = Memproxy(self.cfg.replace("token_budget: 40", "token_budget: 100000"),
+                           upstream=self.mock.url, db=self.mp.db_path)
+        self.addCleanup(self.mp.stop)
+        conv[17] = {"role": "assistant", "content": self.echoed}
+        sent = self.sent_upstream("kept", [{"role": "user", "content": "Question 10?"}], 10)
+        summaries = [m for m in sent if m["role"] == "system" and CALL_INTRO in m["content"]]
+        self.assertEqual(len(summaries), 1, sent)
+        lines = summaries[0]["content"].split("<<<memory\n")[1].split("\nmemory>>>")[0]
+        n = len(lines.split(" | "))
+        self.assertEqual([m for m in sent if m["role"] != "system"],
+                         conv[n:18] + [{"role": "user", "content": "Question 10?"}])
 
 
 class Cache(unittest.TestCase):

@@ -19,6 +19,10 @@
  *   retry_after      a Retry-After header on fail_status answers ("" = none)
  *   echo             the reply is the JSON of the messages received, so a test sees what
  *                    the upstream was sent
+ *   summaries        a summarizer's request (a user message with a "Conversation:" line) is
+ *                    answered with {"summary": "..."}: its earlier summary (unless none) and
+ *                    its conversation's lines joined by " | ", so a test sees exactly which
+ *                    turns a summary covers
  *   embed_words      embeddings from the words of each input (64 dimensions: every word of 4
  *                    letters or more counted in a hashed slot, normalized), so texts sharing
  *                    words are similar; else 8 fixed numbers per input
@@ -64,7 +68,7 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
-    int hang, echo;
+    int hang, echo, summaries;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -317,6 +321,32 @@ static void mock_watch(struct mock_resp *r)
     event_add(r->hup, NULL);
 }
 
+/* The summaries mode's answer to a summarizer's request, or NULL when msgs is not one. */
+static char *mock_summary(json_t *msgs)
+{
+    const char *text = json_string_value(
+        json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+    const char *conv = text ? strstr(text, "\nConversation:\n") : NULL;
+    if (conv == NULL)
+        return NULL;
+    const char *earlier = strstr(text, "Earlier summary: ");
+    size_t cap = strlen(text) * 2 + 16, n = 0;
+    char *sum = calloc(1, cap);
+    if (earlier != NULL && strncmp(earlier + 17, "(none)", 6) != 0)
+        n += (size_t)snprintf(sum, cap, "%.*s", (int)strcspn(earlier + 17, "\n"), earlier + 17);
+    for (const char *p = conv + 15; *p;) {
+        size_t len = strcspn(p, "\n");
+        if (len > 0)
+            n += (size_t)snprintf(sum + n, cap - n, "%s%.*s", n ? " | " : "", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+    json_t *answer = json_pack("{s:s}", "summary", sum);
+    char *out = json_dumps(answer, JSON_COMPACT);
+    json_decref(answer);
+    free(sum);
+    return out;
+}
+
 static void mock_chat(struct evhttp_request *req, json_t *body)
 {
     mock_stats.chat_requests++;
@@ -339,7 +369,9 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
     snprintf(r->model, sizeof(r->model), "%s", model ? model : "mock-model");
     json_t *msgs = json_object_get(body, "messages");
     r->prompt_tokens = (long)json_array_size(msgs) * 8;
-    char *echo = mock_cfg.echo ? json_dumps(msgs, JSON_COMPACT) : NULL;
+    char *echo = mock_cfg.summaries ? mock_summary(msgs) : NULL;
+    if (echo == NULL && mock_cfg.echo)
+        echo = json_dumps(msgs, JSON_COMPACT);
     r->tokens = mock_tokenize(echo ? echo : mock_cfg.reply);
     free(echo);
     r->timer = evtimer_new(mock_base, mock_timer_cb, r);
@@ -461,6 +493,8 @@ static void mock_set_config(json_t *c)
         mock_cfg.hang = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
+    if ((v = json_object_get(c, "summaries")))
+        mock_cfg.summaries = json_is_true(v);
     if ((v = json_object_get(c, "embed_words")))
         mock_cfg.embed_words = json_is_true(v);
     if ((v = json_object_get(c, "embed_delay_ms")))
