@@ -2,8 +2,8 @@
  * mpbench: measures what memproxy adds, against the same mock upstream, in the same run.
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
- *           [--session ID [--slide]] [--upstream-pid PID [--commit-us US]]
- *           [--only latency|throughput] [--gap-us US]
+ *           [--session ID] [--slide | --call] [--upstream-pid PID [--commit-us US]]
+ *           [--only latency|throughput|ttft] [--gap-us US]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
@@ -17,6 +17,12 @@
  * own (ID-lat for the latency pairs, ID-C-I for throughput connection I of C) — so memproxy
  * reconciles a new window every time, as in a call, where the fixed body is a replay. A
  * direct/proxied pair sends the same window.
+ *
+ * With --call the body is what a call-shaped client sends instead: the system message and
+ * only its newest user message, a new one every request (each connection on a session of its
+ * own as with --slide when --session is given; without it nothing is recorded) — so a
+ * recording proxy stores a new turn and reply every time, and its window matches nothing
+ * stored.
  *
  * 1. Added latency: one keep-alive connection to each; requests alternate direct / proxied,
  *    and each pair's difference is one sample (so drift in the machine cancels out). With
@@ -35,8 +41,9 @@
  *    per request) that sum plus the commit is printed as the throughput floor with recording
  *    on, in requests per CPU-second.
  *
- * --only runs one part: the added latency (1.) or the throughput runs (3.), for a tool that
- * watches memproxy during one kind of load (bench/syscalls).
+ * --only runs one part: the added latency (1.), the added time to first token (2.; the
+ * voice pattern of bench/reference, where the mock paces its tokens) or the throughput runs
+ * (3.), for a tool that watches memproxy during one kind of load (bench/syscalls).
  *
  * Output: a Markdown table on stdout.
  */
@@ -129,7 +136,7 @@ struct conn {
 struct source {
     const char *req; /* the fixed request (slide 0) */
     size_t len;
-    int slide;
+    int slide;  /* 1: a sliding window (--slide); 2: a call-shaped request (--call) */
     int stream; /* slide: "stream": true */
 };
 
@@ -168,6 +175,20 @@ static char *slide_body(int k, int stream)
     return b;
 }
 
+/* A call-shaped request at turn k: the system message and the newest user message only. */
+static char *call_body(int k, int stream)
+{
+    char *b = NULL;
+    if (asprintf(&b,
+                 "{\"model\":\"gpt-4o-mini\",%s\"messages\":[{\"role\":\"system\",\"content\":"
+                 "\"You are a friendly voice assistant for Example Inc. Keep answers short and "
+                 "speak naturally.\"},{\"role\":\"user\",\"content\":\"This is question number "
+                 "%d about my order and its delivery date.\"}]}",
+                 stream ? "\"stream\":true," : "", k) < 0)
+        die("asprintf");
+    return b;
+}
+
 /* The next request c sends from src, and its length. */
 static const char *source_next(const struct source *src, struct conn *c, size_t *len)
 {
@@ -176,7 +197,8 @@ static const char *source_next(const struct source *src, struct conn *c, size_t 
         return src->req;
     }
     free(c->req);
-    char *body = slide_body(++c->turn, src->stream);
+    char *body =
+        src->slide == 2 ? call_body(++c->turn, src->stream) : slide_body(++c->turn, src->stream);
     c->req = bench_request(body, c->session, len);
     free(body);
     return c->req;
@@ -245,7 +267,7 @@ static struct pair_result pairwise(int dport, int pport, const struct source *sr
     const struct timespec gap = {.tv_sec = gap_us / 1000000, .tv_nsec = gap_us % 1000000 * 1000L};
     struct conn d = {.fd = bench_connect(dport, 0), .buf = malloc(BUF_MAX)};
     struct conn p = {.fd = bench_connect(pport, 0), .buf = malloc(BUF_MAX)};
-    if (src->slide) { /* a session of its own; the direct side's is ignored by the mock */
+    if (src->slide && session) { /* a session of its own; the mock ignores the direct side's */
         if (asprintf(&p.session, "%s-lat%s", session, stream ? "-stream" : "") < 0)
             die("asprintf");
         d.session = strdup(p.session);
@@ -339,7 +361,7 @@ static double throughput(int port, int nconn, double seconds, const struct sourc
     for (int i = 0; i < nconn; i++) {
         cs[i].fd = bench_connect(port, 1);
         cs[i].buf = malloc(BUF_MAX);
-        if (src->slide && asprintf(&cs[i].session, "%s-%d-%d", session, nconn, i) < 0)
+        if (src->slide && session && asprintf(&cs[i].session, "%s-%d-%d", session, nconn, i) < 0)
             die("asprintf");
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
@@ -397,17 +419,20 @@ static char *read_file(const char *path)
     return s;
 }
 
-/* 1. and 2.: one request at a time, plain then (stream != NULL) streamed. */
+/* 1. and 2.: one request at a time, plain (unless NULL) then streamed (unless NULL). */
 static void measure_latency(int dport, int pport, const struct source *plain,
                             const struct source *stream, const char *session, int n, int gap_us)
 {
-    struct pair_result lat = pairwise(dport, pport, plain, session, n, 0, gap_us);
-    printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
-           lat.direct_p50, lat.proxy_p50, lat.added_p50);
-    printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 %.1f) |\n",
-           lat.direct_p99, lat.proxy_p99, lat.added_p99, lat.added_p90);
-    printf("| latency p99.9 / max, 1 request at a time | | %.1f / %.1f us | |\n", lat.proxy_p999,
-           lat.proxy_max);
+    if (plain != NULL) {
+        struct pair_result lat = pairwise(dport, pport, plain, session, n, 0, gap_us);
+        printf("| latency p50, 1 request at a time | %.1f us | %.1f us | **%.1f us** |\n",
+               lat.direct_p50, lat.proxy_p50, lat.added_p50);
+        printf("| latency p99, 1 request at a time | %.1f us | %.1f us | **%.1f us** (p90 "
+               "%.1f) |\n",
+               lat.direct_p99, lat.proxy_p99, lat.added_p99, lat.added_p90);
+        printf("| latency p99.9 / max, 1 request at a time | | %.1f / %.1f us | |\n",
+               lat.proxy_p999, lat.proxy_max);
+    }
     if (stream == NULL)
         return;
     struct pair_result ttft = pairwise(dport, pport, stream, session, n, 1, gap_us);
@@ -464,11 +489,13 @@ int main(int argc, char **argv)
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
     static const struct option opts[] = {
-        {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
-        {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
-        {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
-        {"only", 1, NULL, 'O'},     {"slide", 0, NULL, 'W'},        {"gap-us", 1, NULL, 'G'},
-        {NULL, 0, NULL, 0}};
+        {"direct", 1, NULL, 'd'},    {"proxy", 1, NULL, 'p'},
+        {"pid", 1, NULL, 'P'},       {"requests", 1, NULL, 'n'},
+        {"seconds", 1, NULL, 's'},   {"body", 1, NULL, 'b'},
+        {"session", 1, NULL, 'S'},   {"upstream-pid", 1, NULL, 'U'},
+        {"commit-us", 1, NULL, 'C'}, {"only", 1, NULL, 'O'},
+        {"slide", 0, NULL, 'W'},     {"gap-us", 1, NULL, 'G'},
+        {"call", 0, NULL, 'K'},      {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -501,6 +528,9 @@ int main(int argc, char **argv)
         case 'W':
             slide = 1;
             break;
+        case 'K':
+            slide = 2;
+            break;
         case 'G':
             gap_us = atoi(optarg);
             break;
@@ -513,11 +543,13 @@ int main(int argc, char **argv)
         }
     }
     int lat_only = strcmp(only, "latency") == 0, tp_only = strcmp(only, "throughput") == 0;
-    if (!dport || !pport || (*only && !lat_only && !tp_only) || (slide && session == NULL)) {
+    int ttft_only = strcmp(only, "ttft") == 0;
+    if (!dport || !pport || (*only && !lat_only && !tp_only && !ttft_only) ||
+        (slide == 1 && session == NULL)) {
         fprintf(stderr, "usage: mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] "
-                        "[--seconds S] [--body FILE] [--session ID [--slide]] "
-                        "[--upstream-pid PID [--commit-us US]] [--only latency|throughput] "
-                        "[--gap-us US]\n");
+                        "[--seconds S] [--body FILE] [--session ID] [--slide | --call] "
+                        "[--upstream-pid PID [--commit-us US]] [--only "
+                        "latency|throughput|ttft] [--gap-us US]\n");
         return 2;
     }
     size_t plain_len, stream_len;
@@ -533,8 +565,9 @@ int main(int argc, char **argv)
 
     printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
     if (!tp_only)
-        measure_latency(dport, pport, &psrc, lat_only ? NULL : &ssrc, session, n, gap_us);
-    if (!lat_only)
+        measure_latency(dport, pport, ttft_only ? NULL : &psrc, lat_only ? NULL : &ssrc, session, n,
+                        gap_us);
+    if (!lat_only && !ttft_only)
         measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us, session},
                            &psrc);
     if (pid)
