@@ -182,8 +182,9 @@ static void memory_system(struct workset_entry *e, struct store_batch *b, json_t
                           uint64_t window_hash, int aligned)
 {
     uint64_t h = system != NULL ? memory_system_hash(system) : e->system_hash;
-    if (h != e->system_hash || (aligned && window_hash != e->window_hash))
-        store_batch_window(b, system, window_hash);
+    int changed = h != e->system_hash; /* unchanged, they are not copied and written again */
+    if (changed || (aligned && window_hash != e->window_hash))
+        store_batch_window(b, changed ? system : NULL, window_hash);
     if (system != NULL && h != e->system_hash) { /* kept for stored mode's later requests */
         json_decref(e->system);
         e->system = json_incref(system);
@@ -446,8 +447,10 @@ void memory_rec_window(struct memory_rec *rec, int64_t turns)
 static void memory_window_turns(struct memory_rec *rec, struct workset_entry *e,
                                 struct store_batch *b)
 {
+    if (!rec->track_window)
+        return;
     int64_t n = rec->append ? rec->window_turns : callsum_window_turns(rec->messages);
-    if (!rec->track_window || n < 0)
+    if (n < 0)
         return;
     int64_t next = callsum_next_span(e->window_span, n);
     e->window_span = n;

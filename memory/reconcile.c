@@ -122,7 +122,8 @@ struct reconcile_msg {
     int interrupted;          /* metadata.interrupted */
     json_t *original;         /* metadata.original when a string, else NULL */
     int64_t interrupt_ms;     /* metadata.interrupt_timestamp in ms, or -1 */
-    uint64_t hash; /* a turn's share of the window's fingerprint (reconcile_window_read) */
+    uint64_t hash;  /* a turn's share of the window's fingerprint (reconcile_window_read) */
+    uint64_t chash; /* of its text, as reconcile_view's */
 };
 
 struct reconcile_window {
@@ -131,6 +132,8 @@ struct reconcile_window {
     int64_t oldest, newest; /* the oldest and newest turn ids when every turn has one, else -1 */
     uint64_t hash;
 };
+
+#define RECONCILE_HASH_SEED 0x6d656d70726f7879ULL /* "memproxy" */
 
 static int64_t reconcile_int_of(json_t *v)
 {
@@ -188,6 +191,7 @@ void reconcile_view_read(struct reconcile_view *s, json_t *t)
         .t = t, .role = "", .content = "", .turn_id = -1, .turn_idx = -1, .seq = -1};
     for (void *it = json_object_iter(t); it != NULL; it = json_object_iter_next(t, it))
         reconcile_view_field(s, json_object_iter_key(it), json_object_iter_value(it));
+    s->chash = util_hash64(RECONCILE_HASH_SEED, s->content, strlen(s->content));
 }
 
 static const char *reconcile_content(const struct reconcile_msg *w)
@@ -206,11 +210,15 @@ static int reconcile_heard_of(const struct reconcile_view *s, const struct recon
            (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
 }
 
+/* Is w the stored turn s (the same role and text, or what was heard of it)? Most stored turns
+ * differ from w, and their content hashes tell them apart without a string compared. */
 static int reconcile_matches(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
-    if (strcmp(s->role, w->role) != 0)
-        return 0;
-    return strcmp(s->content, reconcile_content(w)) == 0 || reconcile_heard_of(s, w);
+    if (s->chash == w->chash && strcmp(s->role, w->role) == 0 &&
+        strcmp(s->content, reconcile_content(w)) == 0)
+        return 1;
+    /* only a reply is cut short (heard_of compares the roles) */
+    return w->role[0] == 'a' && strcmp(s->role, w->role) == 0 && reconcile_heard_of(s, w);
 }
 
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
@@ -236,8 +244,9 @@ static void reconcile_update(const struct reconcile_view *s, const struct reconc
 /* ---- the two modes ---- */
 
 struct reconcile_ctx {
-    struct reconcile_view *stored; /* the stored turns matching may use, in seq order (a copy) */
+    const struct reconcile_view *stored; /* the stored turns matching may use, in seq order */
     size_t nstored;
+    struct reconcile_view *kept; /* turn-id mode: stored, but older turns, when it left some */
     const struct reconcile_msg *turns; /* the window's messages that are turns (not system) */
     size_t nturns;
     char *used; /* per stored turn */
@@ -299,12 +308,16 @@ static struct reconcile_group *reconcile_group(struct reconcile_ctx *c, int64_t 
     }
 }
 
-/* The groups of the stored turns and of the window's messages; room for one more group per
- * window message (an insert in alignment mode opens a turn of its own). */
-static void reconcile_groups_init(struct reconcile_ctx *c)
+/* The groups of the stored turns and of the window's messages (turn-id mode, only < 0); room
+ * for one more group per window message. In alignment mode (only: the stored turns' newest
+ * turn id) only the stored turns of that turn: what is new is inserted in it or after it, and
+ * the older ones, most of a long call, would be hashed on every request for nothing. */
+static void reconcile_groups_init(struct reconcile_ctx *c, int64_t only)
 {
-    size_t n = 16;
-    c->capgroups = c->nstored + 2 * c->nturns + 1;
+    size_t n = 16, ns = 0;
+    for (size_t i = 0; i < c->nstored; i++)
+        ns += only < 0 || c->stored[i].turn_id == only;
+    c->capgroups = ns + 2 * c->nturns + 1;
     while (n < 2 * c->capgroups)
         n *= 2;
     c->nslots = n;
@@ -313,8 +326,10 @@ static void reconcile_groups_init(struct reconcile_ctx *c)
     c->ngroups = 0;
     c->snext = xmalloc((c->nstored + 1) * sizeof(*c->snext));
     for (size_t i = 0; i < c->nstored; i++) {
-        struct reconcile_group *g = reconcile_group(c, c->stored[i].turn_id, c->stored[i].role);
         c->snext[i] = RECONCILE_NONE;
+        if (only >= 0 && c->stored[i].turn_id != only)
+            continue;
+        struct reconcile_group *g = reconcile_group(c, c->stored[i].turn_id, c->stored[i].role);
         if (g->slast == RECONCILE_NONE)
             g->sfirst = i;
         else
@@ -322,6 +337,8 @@ static void reconcile_groups_init(struct reconcile_ctx *c)
         g->slast = i;
         g->nstored++;
     }
+    if (only >= 0)
+        return;
     c->wgroup = xmalloc((c->nturns + 1) * sizeof(*c->wgroup));
     for (size_t i = 0; i < c->nturns; i++) {
         struct reconcile_group *g = reconcile_group(c, c->turns[i].turn_id, c->turns[i].role);
@@ -367,21 +384,28 @@ static long reconcile_find_by_turn(struct reconcile_ctx *c, const struct reconci
     return -1;
 }
 
-/* Turn-id mode matches only stored turns of the window's turns: leave out the older ones. */
+/* Turn-id mode matches only stored turns of the window's turns: leave out the older ones (the
+ * working set gives only those; a caller of reconcile_run may give more). */
 static void reconcile_keep_from(struct reconcile_ctx *c, int64_t oldest)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < c->nstored; i++) {
+    size_t n = 0, i = 0;
+    while (i < c->nstored && c->stored[i].turn_id >= oldest)
+        i++;
+    if (i == c->nstored)
+        return;
+    c->kept = xmalloc((c->nstored + 1) * sizeof(*c->kept));
+    for (i = 0; i < c->nstored; i++) {
         if (c->stored[i].turn_id >= oldest)
-            c->stored[n++] = c->stored[i];
+            c->kept[n++] = c->stored[i];
     }
+    c->stored = c->kept;
     c->nstored = n;
 }
 
 static void reconcile_turn_mode(struct reconcile_ctx *c, int64_t oldest)
 {
     reconcile_keep_from(c, oldest);
-    reconcile_groups_init(c);
+    reconcile_groups_init(c, -1);
     for (size_t i = 0; i < c->nturns; i++) {
         const struct reconcile_msg *w = &c->turns[i];
         int64_t t = w->turn_id;
@@ -452,16 +476,16 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
 static void reconcile_align_mode(struct reconcile_ctx *c)
 {
     size_t i;
-    reconcile_groups_init(c);
-    struct reconcile_span sp = reconcile_align(c);
-    for (i = 0; i < sp.len; i++)
-        reconcile_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
     int64_t turn = 0;
     for (i = 0; i < c->nstored; i++) {
         const struct reconcile_view *s = &c->stored[i];
         if (s->turn_id > turn)
             turn = s->turn_id;
     }
+    reconcile_groups_init(c, turn);
+    struct reconcile_span sp = reconcile_align(c);
+    for (i = 0; i < sp.len; i++)
+        reconcile_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
     for (i = sp.new_from; i < c->nturns; i++) {
         if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */
@@ -513,7 +537,6 @@ static void reconcile_msg_fields(json_t *m, struct reconcile_msg_fields *f)
  * run into each other); reconcile_window_read() chains the turns' shares. Stored with the session
  * (window_hash): a value from a version that hashed otherwise (before 0.1.2: the turns' fields
  * chained directly) only costs that session one full reconciliation. */
-#define RECONCILE_HASH_SEED 0x6d656d70726f7879ULL /* "memproxy" */
 
 static uint64_t reconcile_msg_hash(const struct reconcile_msg *w)
 {
@@ -539,6 +562,7 @@ static void reconcile_msg_read(struct reconcile_msg *w, json_t *m)
     w->turn_id = msg_turn_id(f.turn_id);
     reconcile_msg_meta(w, f.meta);
     w->hash = reconcile_msg_hash(w);
+    w->chash = util_hash64(RECONCILE_HASH_SEED, reconcile_content(w), strlen(reconcile_content(w)));
 }
 
 static void reconcile_msg_release(void *p)
@@ -663,9 +687,7 @@ void reconcile_run_views(const struct reconcile_view *stored, size_t ns,
     if (out->window_hash == last_hash) /* the same request again */
         return;
     out->system = reconcile_system(w);
-    c.stored = xmalloc((ns + 1) * sizeof(*c.stored));
-    if (ns > 0)
-        memcpy(c.stored, stored, ns * sizeof(*c.stored));
+    c.stored = stored;
     c.nstored = ns;
     c.used = xcalloc(ns + 1, 1);
     for (size_t i = ns; i-- > 0;) { /* in seq order: the last one numbered is the highest */
@@ -683,7 +705,7 @@ void reconcile_run_views(const struct reconcile_view *stored, size_t ns,
     free(c.snext);
     free(c.wgroup);
     free(c.used);
-    free(c.stored);
+    free(c.kept);
 }
 
 void reconcile_run(json_t *stored, json_t *incoming, uint64_t last_hash, int64_t now_ms,

@@ -64,7 +64,8 @@ struct reconcile_view {
     const char *original;           /* NULL when not a string */
     int64_t turn_id, turn_idx, seq; /* -1 when absent */
     int interrupted;
-    json_t *its; /* interrupt_timestamp, or NULL */
+    json_t *its;    /* interrupt_timestamp, or NULL */
+    uint64_t chash; /* of content: most stored turns are told from a message without a strcmp */
 };
 void reconcile_view_read(struct reconcile_view *v, json_t *t);
 
