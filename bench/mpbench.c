@@ -3,7 +3,7 @@
  *
  *   mpbench --direct PORT --proxy PORT [--pid PID] [--requests N] [--seconds S] [--body FILE]
  *           [--session ID] [--slide | --call] [--upstream-pid PID [--commit-us US]]
- *           [--only latency|throughput|ttft] [--gap-us US]
+ *           [--only latency|throughput|ttft] [--gap-us US] [--total N]
  *
  * With --session every request carries X-Session-Id: ID, so memproxy records it (the mock
  * ignores the header). The window never changes, so after the first request each one is a
@@ -40,6 +40,9 @@
  *    client and a client to its upstream. With --commit-us (bench/floor's group commit, CPU
  *    per request) that sum plus the commit is printed as the throughput floor with recording
  *    on, in requests per CPU-second.
+ *
+ * --total N replaces every part with one run of 16 connections through memproxy that ends
+ * after N requests (bench/soak: memory over a long recorded run).
  *
  * --only runs one part: the added latency (1.), the added time to first token (2.; the
  * voice pattern of bench/reference, where the mock paces its tokens) or the throughput runs
@@ -351,6 +354,8 @@ static double self_cpu_seconds(void)
 
 /* Requests per second; with pid, *cpu = that process's CPU seconds over the run; *self = this
  * client's. */
+static long throughput_max; /* --total: the run ends after this many requests (0: by time) */
+
 static double throughput(int port, int nconn, double seconds, const struct source *src,
                          const char *session, int pid, double *cpu, double *self)
 {
@@ -373,7 +378,7 @@ static double throughput(int port, int nconn, double seconds, const struct sourc
     double cpu0 = pid ? cpu_seconds(pid) : 0, self0 = self_cpu_seconds();
     uint64_t t0 = now_ns(), end = t0 + (uint64_t)(seconds * 1e9);
     struct epoll_event evs[128];
-    while (now_ns() < end) {
+    while (now_ns() < end && (throughput_max == 0 || done < throughput_max)) {
         int n = epoll_wait(ep, evs, 128, 100);
         for (int k = 0; k < n; k++) {
             struct conn *c = &cs[evs[k].data.u32];
@@ -448,6 +453,18 @@ struct tp_args {
     const char *session;
 };
 
+/* --total: N requests through memproxy, 16 connections, closed loop. */
+static void measure_total(int pport, int pid, const struct source *plain, const char *session)
+{
+    double cpu = 0, self = 0;
+    uint64_t t0 = now_ns();
+    double rate = throughput(pport, 16, 1e9, plain, session, pid, &cpu, &self);
+    double s = (double)(now_ns() - t0) / 1e9;
+    printf(
+        "| %ld requests, 16 connections | | %.0f req/s for %.0f s | memproxy used %.1f CPU-s |\n",
+        throughput_max, rate, s, cpu);
+}
+
 /* 3. and 5.: the throughput runs, what each end costs, the floor. */
 static void measure_throughput(const struct tp_args *a, const struct source *plain)
 {
@@ -489,13 +506,11 @@ int main(int argc, char **argv)
     char *body = strdup("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                         "\"content\":\"Hello there\"}]}");
     static const struct option opts[] = {
-        {"direct", 1, NULL, 'd'},    {"proxy", 1, NULL, 'p'},
-        {"pid", 1, NULL, 'P'},       {"requests", 1, NULL, 'n'},
-        {"seconds", 1, NULL, 's'},   {"body", 1, NULL, 'b'},
-        {"session", 1, NULL, 'S'},   {"upstream-pid", 1, NULL, 'U'},
-        {"commit-us", 1, NULL, 'C'}, {"only", 1, NULL, 'O'},
-        {"slide", 0, NULL, 'W'},     {"gap-us", 1, NULL, 'G'},
-        {"call", 0, NULL, 'K'},      {NULL, 0, NULL, 0}};
+        {"direct", 1, NULL, 'd'},   {"proxy", 1, NULL, 'p'},        {"pid", 1, NULL, 'P'},
+        {"requests", 1, NULL, 'n'}, {"seconds", 1, NULL, 's'},      {"body", 1, NULL, 'b'},
+        {"session", 1, NULL, 'S'},  {"upstream-pid", 1, NULL, 'U'}, {"commit-us", 1, NULL, 'C'},
+        {"only", 1, NULL, 'O'},     {"slide", 0, NULL, 'W'},        {"gap-us", 1, NULL, 'G'},
+        {"call", 0, NULL, 'K'},     {"total", 1, NULL, 'T'},        {NULL, 0, NULL, 0}};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -531,6 +546,9 @@ int main(int argc, char **argv)
         case 'K':
             slide = 2;
             break;
+        case 'T':
+            throughput_max = atol(optarg);
+            break;
         case 'G':
             gap_us = atoi(optarg);
             break;
@@ -564,10 +582,12 @@ int main(int argc, char **argv)
     struct source ssrc = {.req = stream, .len = stream_len, .slide = slide, .stream = 1};
 
     printf("| measure | direct | through memproxy | added by memproxy |\n|---|---|---|---|\n");
-    if (!tp_only)
+    if (throughput_max > 0)
+        measure_total(pport, pid, &psrc, session);
+    else if (!tp_only)
         measure_latency(dport, pport, ttft_only ? NULL : &psrc, lat_only ? NULL : &ssrc, session, n,
                         gap_us);
-    if (!lat_only && !ttft_only)
+    if (!lat_only && !ttft_only && throughput_max == 0)
         measure_throughput(&(struct tp_args){dport, pport, pid, upid, seconds, commit_us, session},
                            &psrc);
     if (pid)
