@@ -236,6 +236,15 @@ static int sqlite_exec_stop(struct sqlite_db *st, struct store_batch *b, int64_t
 }
 
 /* The REST API's changes to a session row. */
+/* The client's new system messages (a window's fingerprint goes to its own table). */
+static int sqlite_exec_system(struct sqlite_db *st, int64_t sid, json_t *system)
+{
+    sqlite3_stmt *s = st->stmt[ST_SESSION_SYSTEM];
+    sqlite3_bind_int64(s, 1, sid);
+    sqlite_exec_bind_json(s, 2, system);
+    return sqlite_exec_step(st->db, s);
+}
+
 static int sqlite_exec_session_op(struct sqlite_db *st, int64_t sid, struct store_op *op)
 {
     int64_t now = util_wall_ms();
@@ -593,9 +602,10 @@ static int sqlite_exec_op(struct sqlite_db *st, struct store_batch *b, int64_t s
         sqlite3_bind_text(s, 3, op->profile, -1, SQLITE_STATIC);
         break;
     case STORE_OP_WINDOW:
+        if (op->data != NULL && sqlite_exec_system(st, sid, op->data) != 0)
+            return -1;
         s = st->stmt[ST_SESSION_WINDOW];
-        sqlite_exec_bind_json(s, 2, op->data);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)op->hash);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)op->hash);
         break;
     case STORE_OP_WINDOW_TURNS:
         s = st->stmt[ST_WINDOW_TURNS];

@@ -106,6 +106,15 @@ static const char *const store_migrations[STORE_SCHEMA_VERSION] = {
     ("ALTER TABLE sessions ADD COLUMN call_summary TEXT;"
      "ALTER TABLE sessions ADD COLUMN window_turns INTEGER NOT NULL DEFAULT 0;"
      "UPDATE sessions SET summarized_seq = 0 WHERE status = 'RUNNING';"),
+    /* 12: a window's fingerprint in a narrow table of its own: written on every request of a
+     * client matched by content, it rewrote the session's whole row — the system prompt
+     * (kilobytes, in overflow pages) and the labels with it — into the WAL each time.
+     * sessions.window_hash stays for what was imported before; this table wins. */
+    ("CREATE TABLE session_windows ("
+     "  sid INTEGER PRIMARY KEY REFERENCES sessions(sid) ON DELETE CASCADE,"
+     "  hash INTEGER NOT NULL);"
+     "INSERT INTO session_windows(sid, hash) SELECT sid, window_hash FROM sessions"
+     "  WHERE window_hash IS NOT NULL;"),
 };
 
 /* memproxy_id_ok(x): NULL or an id util_id_valid accepts (migration 10). */
@@ -139,8 +148,9 @@ static const char *const store_sql[ST__COUNT] = {
     [ST_SESSION_SID] = "SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2",
     [ST_SESSION_SET] = "UPDATE sessions SET user_id = COALESCE(?2, user_id), "
                        "profile = COALESCE(?3, profile) WHERE sid = ?1",
-    [ST_SESSION_WINDOW] = "UPDATE sessions SET system_messages = COALESCE(?2, system_messages), "
-                          "window_hash = ?3 WHERE sid = ?1",
+    [ST_SESSION_SYSTEM] = "UPDATE sessions SET system_messages = ?2 WHERE sid = ?1",
+    [ST_SESSION_WINDOW] = "INSERT INTO session_windows(sid, hash) VALUES (?1, ?2) "
+                          "ON CONFLICT(sid) DO UPDATE SET hash = excluded.hash",
     [ST_WINDOW_TURNS] = "UPDATE sessions SET window_turns = ?2 WHERE sid = ?1",
     [ST_INSERT] = "INSERT INTO messages(sid, seq, turn_id, turn_idx, role, content, "
                   "source, interrupted, interrupt_ms, original, metadata, tool_calls, "
@@ -255,11 +265,13 @@ static const char *const store_rsql[RS__COUNT] = {
                     "(SELECT sid FROM sessions WHERE tenant = ?1 AND id = ?2) "
                     "AND turn_id IN (SELECT value FROM json_each(?3)) "
                     "ORDER BY turn_id, seq LIMIT ?4) ORDER BY seq",
-    [RS_SESSION] = "SELECT id, tenant, user_id, profile, status, system_messages, window_hash, "
-                   "created_ms, updated_ms, stopped_ms, (SELECT COUNT(*) FROM messages m WHERE "
-                   "m.sid = s.sid), runtime_system, labels, metadata, runtime_params, "
-                   "call_summary, summarized_seq, window_turns "
-                   "FROM sessions s WHERE tenant = ?1 AND id = ?2",
+    [RS_SESSION] =
+        "SELECT id, tenant, user_id, profile, status, system_messages, "
+        "COALESCE((SELECT hash FROM session_windows w WHERE w.sid = s.sid), window_hash), "
+        "created_ms, updated_ms, stopped_ms, (SELECT COUNT(*) FROM messages m WHERE "
+        "m.sid = s.sid), runtime_system, labels, metadata, runtime_params, "
+        "call_summary, summarized_seq, window_turns "
+        "FROM sessions s WHERE tenant = ?1 AND id = ?2",
     [RS_SUMMARY] = "SELECT summary, from_ms, to_ms, updated_ms FROM user_summaries "
                    "WHERE tenant = ?1 AND user_id = ?2",
     [RS_FACTS] = "SELECT category, key, value, confidence, seen, updated_ms FROM user_facts "

@@ -17,12 +17,13 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 
-#define STORE_SCHEMA_VERSION 11
+#define STORE_SCHEMA_VERSION 12
 
 enum sqlite_stmt {
     ST_SESSION_ENSURE,
     ST_SESSION_SID,
     ST_SESSION_SET,
+    ST_SESSION_SYSTEM,
     ST_SESSION_WINDOW,
     ST_WINDOW_TURNS,
     ST_INSERT,

@@ -93,8 +93,9 @@ struct store_batch {
 struct store_batch *store_batch_new(const char *tenant, const char *session_id);
 /* Create the session if new (RUNNING); set user and profile when given (NULL keeps them). */
 void store_batch_session(struct store_batch *b, const char *user_id, const char *profile);
-/* The client's latest system messages (NULL keeps the stored ones) and window fingerprint
- * (reconcile's window_hash; memory.c decides when either is worth writing). */
+/* The client's latest system messages (NULL keeps the stored ones; written to the session's
+ * row) and window fingerprint (reconcile's window_hash, written to a table of its own;
+ * memory.c decides when either is worth writing). */
 void store_batch_window(struct store_batch *b, json_t *system, uint64_t window_hash);
 /* How many turns the client's window spans (sessions.window_turns): what a running call's
  * summary (summary_threshold) leaves to the window. */

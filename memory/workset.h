@@ -41,11 +41,11 @@ struct workset_entry {
     int warned_back;        /* memory_turn_ids_back() has logged for this session */
     struct turnlist *turns; /* the recent tail; elements never change once added */
     int64_t last_seq;
-    /* The last window's fingerprint (reconcile's window_hash). Written with the session in
-     * alignment mode only, where it is what keeps a replay across a restart from being
-     * matched as new turns; a turn-id window is matched by its ids, so there it saves only
-     * the work of a replay, and rewriting the session's row for it on every request cost
-     * the writer ~8 us a request in a call. */
+    /* The last window's fingerprint (reconcile's window_hash). Written (to session_windows,
+     * not the session's row) in alignment mode only, where it is what keeps a replay across
+     * a restart from being matched as new turns; a turn-id window is matched by its ids, so
+     * there it saves only the work of a replay, and writing it on every request cost the
+     * writer ~8 us a request in a call. */
     uint64_t window_hash;
     uint64_t system_hash; /* of the system messages written last (memory_system_hash) */
     int exists;           /* the session row is in the database, or on its way */

@@ -429,13 +429,16 @@ static void test_sliding_window_call(void **state)
     env_close(&v);
 }
 
-/* What a window writes to its session's row: the client's system messages when they change;
- * the window's fingerprint only in alignment mode (no turn ids), where it keeps a replay
- * after a restart from being matched as new turns. A turn-id call does not rewrite the row on
- * every request. */
+/* What a window writes for its session: the client's system messages when they change (in
+ * the session's row); the window's fingerprint (in session_windows, not the row) only in
+ * alignment mode (no turn ids), where it keeps a replay after a restart from being matched
+ * as new turns. A turn-id call writes neither on every request. */
 static char *session_row(struct env *v, const char *sid)
 {
-    return query(v, "SELECT window_hash, system_messages FROM sessions WHERE id = ?1", sid, 0);
+    return query(v,
+                 "SELECT (SELECT hash FROM session_windows w WHERE w.sid = s.sid), "
+                 "system_messages FROM sessions s WHERE id = ?1",
+                 sid, 0);
 }
 
 static void window_of(json_t *msgs, const char *system, int t, int turn_ids)
