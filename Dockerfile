@@ -17,7 +17,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
        libevent-core-2.1-7 libevent-extra-2.1-7 libevent-pthreads-2.1-7 libcurl4 libjansson4 \
-       libyaml-0-2 libsqlite3-0 libssl3 ca-certificates curl \
+       libyaml-0-2 libsqlite3-0 libpq5 libssl3 ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /var/lib/memproxy memproxy \
     && mkdir -p /var/lib/memproxy /etc/memproxy \

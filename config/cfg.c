@@ -86,6 +86,18 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "storage.path", T_STR, TOP(db_path), "memproxy.db", 0, 0,
      "SQLite database file (created readable by its owner only, 0600, as are its WAL and "
      "shared-memory files; --db overrides)."},
+    {CFG_SEC_TOP, "storage.url", T_STR, TOP(db_url), "", 0, 0,
+     "A PostgreSQL database (a libpq URI, postgresql://user@host:port/db?..., or key=value "
+     "string) to run on instead of the SQLite file: how several replicas share one memory "
+     "(docs/deploy.md). Empty: SQLite. MEMPROXY_DATABASE_URL overrides."},
+    {CFG_SEC_TOP, "storage.statement_timeout", T_DURATION, TOP(statement_timeout_ms), "10s", 0,
+     600 * SEC,
+     "PostgreSQL: a statement running longer is cancelled and its operation fails (a chat "
+     "reply's end then says storage_failed; REST answers 503). 0 = the server's setting."},
+    {CFG_SEC_TOP, "storage.lease", T_DURATION, TOP(lease_ms), "2m", 1 * SEC, 3600 * SEC,
+     "PostgreSQL: a webhook delivery, summary or embedding a replica takes is its own this "
+     "long; when the replica dies, another takes the item over after it. Longer than "
+     "webhook.timeout and than an upstream's answer to a summary may take."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
     {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,

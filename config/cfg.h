@@ -121,6 +121,9 @@ struct cfg {
     int metrics_enabled;
 
     char *db_path;
+    char *db_url; /* PostgreSQL instead of db_path when not empty */
+    long statement_timeout_ms;
+    long lease_ms;
     long busy_timeout_ms;
     long commit_delay_us;
     int sessions_require;

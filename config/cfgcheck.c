@@ -76,12 +76,17 @@ void cfgcheck_apply_env(struct cfg *cfg)
     const char *client = getenv("MEMPROXY_CLIENT_KEY");
     const char *admin = getenv("MEMPROXY_ADMIN_KEY");
     const char *listen = getenv("MEMPROXY_LISTEN");
+    const char *db = getenv("MEMPROXY_DATABASE_URL");
 
     if (url != NULL && *url != '\0')
         cfgcheck_set_upstream_url(cfg, url);
     if (listen != NULL && *listen != '\0') {
         free(cfg->listen);
         cfg->listen = xstrdup(listen);
+    }
+    if (db != NULL && *db != '\0') {
+        free(cfg->db_url);
+        cfg->db_url = xstrdup(db);
     }
     if (admin != NULL && *admin != '\0')
         cfgcheck_key_add(&cfg->admin_keys, &cfg->nadmin_keys, admin, 0);

@@ -889,7 +889,10 @@ void memory_rec_free(struct memory_rec *rec)
 
 struct memory *memory_open(const struct memory_opts *o, char **err)
 {
-    struct store_opts so = {.busy_timeout_ms = o->busy_timeout_ms,
+    struct store_opts so = {.url = o->url,
+                            .statement_timeout_ms = o->statement_timeout_ms,
+                            .lease_ms = o->lease_ms,
+                            .busy_timeout_ms = o->busy_timeout_ms,
                             .retention_ms = (int64_t)o->retention_days * 86400000LL,
                             .touch_ms = o->touch_ms,
                             .commit_delay_us = o->commit_delay_us};
@@ -955,6 +958,16 @@ struct memory_reader *memory_reader_open(struct memory *m, char **err)
     r->m = m;
     r->sr = sr;
     return r;
+}
+
+int memory_reader_failed(const struct memory_reader *r)
+{
+    return store_reader_failed(r->sr);
+}
+
+void memory_reader_clear(struct memory_reader *r)
+{
+    store_reader_clear(r->sr);
 }
 
 void memory_reader_close(struct memory_reader *r)

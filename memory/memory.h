@@ -47,16 +47,19 @@ struct memory_rec;
 struct recall_pick;
 
 struct memory_opts {
-    const char *path;        /* the SQLite file */
-    long busy_timeout_ms;    /* a connection waits this long for a lock */
-    long retention_days;     /* > 0: sessions idle longer are deleted in the background */
-    size_t session_turns;    /* recent turns kept per session */
-    size_t max_turns;        /* kept over all sessions */
-    size_t session_bytes;    /* per session's turns (0: no cap) */
-    size_t max_bytes;        /* all sessions' turns (0: no cap) */
-    int64_t touch_ms;        /* a session's updated time may lag its last request by this much
-                                (at most a minute; idle stops want it finer) */
-    int64_t commit_delay_us; /* group commit under load (store.h, store_opts) */
+    const char *path;          /* the SQLite file */
+    const char *url;           /* a PostgreSQL database instead (storage.url), or NULL */
+    long statement_timeout_ms; /* PostgreSQL: statements running longer fail (0: none) */
+    int64_t lease_ms;          /* PostgreSQL: a queue item taken is a replica's this long */
+    long busy_timeout_ms;      /* a connection waits this long for a lock */
+    long retention_days;       /* > 0: sessions idle longer are deleted in the background */
+    size_t session_turns;      /* recent turns kept per session */
+    size_t max_turns;          /* kept over all sessions */
+    size_t session_bytes;      /* per session's turns (0: no cap) */
+    size_t max_bytes;          /* all sessions' turns (0: no cap) */
+    int64_t touch_ms;          /* a session's updated time may lag its last request by this much
+                                  (at most a minute; idle stops want it finer) */
+    int64_t commit_delay_us;   /* group commit under load (store.h, store_opts) */
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
@@ -86,6 +89,10 @@ void memory_detach(struct memory *m, struct event_base *base);
 
 struct memory_reader *memory_reader_open(struct memory *m, char **err);
 void memory_reader_close(struct memory_reader *r);
+/* Whether a read since memory_reader_clear() went unanswered (PostgreSQL unreachable): what
+ * it returned looks like "nothing there", so REST says 503 instead. */
+int memory_reader_failed(const struct memory_reader *r);
+void memory_reader_clear(struct memory_reader *r);
 
 struct memory_rec_params {
     const char *tenant, *session_id;

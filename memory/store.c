@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "memory/pgsql.h"
 #include "memory/sqlite.h"
 
 #include <errno.h>
@@ -419,9 +420,10 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
 struct store *store_open(const char *path, const struct store_opts *opts, char **err)
 {
     struct store *st = xcalloc(1, sizeof(*st));
-    st->be = &sqlite_backend;
+    int pg = opts->url != NULL && *opts->url != '\0';
+    st->be = pg ? &pgsql_backend : &sqlite_backend;
     st->opts = *opts;
-    st->db = st->be->open(path, opts, err);
+    st->db = st->be->open(pg ? opts->url : path, opts, err);
     if (st->db == NULL) {
         free(st);
         return NULL;
@@ -462,6 +464,21 @@ void store_close(struct store *st)
 struct store_reader *store_reader_open(struct store *st, char **err)
 {
     return st->be->reader_open(st->db, err);
+}
+
+int store_reader_failed(const struct store_reader *r)
+{
+    return r->failed;
+}
+
+void store_reader_clear(struct store_reader *r)
+{
+    r->failed = 0;
+}
+
+const char *store_backend_name(const struct store *st)
+{
+    return st->be->name;
 }
 
 void store_reader_close(struct store_reader *r)

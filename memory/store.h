@@ -82,6 +82,13 @@ void store_detach(struct store *st, struct event_base *base);
 
 struct store_reader *store_reader_open(struct store *st, char **err);
 void store_reader_close(struct store_reader *r);
+/* Whether a read since store_reader_clear() went unanswered (the database is unreachable):
+ * what it returned looks like "nothing there", which the REST API must not say. Always 0 on
+ * SQLite. */
+int store_reader_failed(const struct store_reader *r);
+void store_reader_clear(struct store_reader *r);
+/* "sqlite" or "postgresql". */
+const char *store_backend_name(const struct store *st);
 
 /* The session as JSON (id, tenant, user_id, profile, status, system_messages, window_hash,
  * created/updated/stopped ms, turn count, runtime_system, labels, metadata, runtime_params,

@@ -3,8 +3,7 @@
  * the writer thread, group commit and the hand-back of completions to the submitting
  * threads; a backend owns the database: its connection for the writer, the transaction that
  * applies a group of batches (store_batch.h), the upkeep between groups, and the readers.
- * SQLite (sqlite.h) is the one backend today; the functions it fills in are the seam a
- * second one (PostgreSQL, docs/design.md section 13) implements.
+ * SQLite (sqlite.h) is the default; PostgreSQL (pgsql.h) is the backend for replicas.
  *
  * Threads: open, close, transaction, settle and purge run on the writer thread only (open
  * and close on the caller's, before the writer starts and after it stopped). A reader is
@@ -23,10 +22,13 @@ struct recall_pick;
 struct store_backend;
 
 struct store_opts {
-    long busy_timeout_ms; /* every connection waits this long for a lock */
-    int64_t retention_ms; /* > 0: sessions idle longer are deleted, at start and hourly */
-    int64_t touch_ms;     /* a session's updated_ms lags its last write by at most this
-                             (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
+    const char *url;           /* PostgreSQL (pgsql.h) when set; else where is a SQLite file */
+    long statement_timeout_ms; /* PostgreSQL: a statement running longer fails (0: none) */
+    int64_t lease_ms;          /* PostgreSQL: how long a queue item taken is a replica's */
+    long busy_timeout_ms;      /* every connection waits this long for a lock */
+    int64_t retention_ms;      /* > 0: sessions idle longer are deleted, at start and hourly */
+    int64_t touch_ms;          /* a session's updated_ms lags its last write by at most this
+                                  (0: STORE_TOUCH_MS); idle stops need it finer than a minute */
     /* Group commit under load: when awaited batches (with a completion) arrive less than
      * this far apart while other replies are on their way (store_expect), the writer holds
      * a group's transaction until this long after its first awaited batch arrived, so that
@@ -39,6 +41,7 @@ struct store_opts {
 /* A reader as the store sees it: the backend's own reader starts with this. */
 struct store_reader {
     const struct store_backend *be;
+    int failed; /* the last read got no answer from the database (store_reader_failed) */
 };
 
 struct store_delivery_query {
@@ -49,8 +52,8 @@ struct store_delivery_query {
 
 struct store_backend {
     const char *name;
-    /* The writer's connection to where (a SQLite file): created and migrated as needed. NULL
-     * with *err set on failure. */
+    /* The writer's connection to where (a SQLite file, a PostgreSQL URL): created and migrated
+     * as needed. NULL with *err set on failure. */
     void *(*open)(const char *where, const struct store_opts *opts, char **err);
     void (*close)(void *db);
     /* Apply list's batches (linked through next) in one transaction, setting each one's ok:

@@ -131,6 +131,9 @@ static int main_serve(const struct cfg *cfg)
     char *err = NULL;
     struct server *srv = NULL;
     struct memory_opts mo = {.path = cfg->db_path,
+                             .url = cfg->db_url,
+                             .statement_timeout_ms = cfg->statement_timeout_ms,
+                             .lease_ms = cfg->lease_ms,
                              .busy_timeout_ms = cfg->busy_timeout_ms,
                              .retention_days = cfg->retention_days,
                              .session_turns = (size_t)cfg->ws_session_turns,
@@ -147,7 +150,10 @@ static int main_serve(const struct cfg *cfg)
     srv = server_create(cfg, mem, &err);
     if (srv == NULL)
         goto out;
-    log_info("storage: %s", cfg->db_path);
+    if (cfg->db_url != NULL && *cfg->db_url != '\0')
+        log_info("storage: postgresql (storage.url)"); /* the URL may hold a password */
+    else
+        log_info("storage: %s", cfg->db_path);
     rc = server_run(srv);
 out:
     if (err != NULL)

@@ -2,12 +2,22 @@
 real HTTP to them, stop them. Every test process owns its servers; nothing leaves 127.0.0.1.
 
 Binaries come from the environment (meson sets them): MEMPROXY_BIN, MOCK_UPSTREAM_BIN.
+
+The store: SQLite by default. With MEMPROXY_TEST_BACKEND=postgresql every memproxy a test
+starts runs on a database of its own in a PostgreSQL server: MEMPROXY_TEST_PG's (a base URL,
+postgresql://user@127.0.0.1:port, which scripts/test starts once for the whole run), or else
+a throw-away cluster this test process starts and stops (tests/pgcluster.py). A memproxy
+started again on an earlier one's db_path gets that one's database. db_connect(mp) opens
+what a test reads behind memproxy's back, as sqlite3 would, on either.
 """
 import atexit
+import hashlib
 import http.client
 import json
 import os
 import re
+import sqlite3
+import sys
 import shutil
 import signal
 import socket
@@ -27,6 +37,134 @@ atexit.register(shutil.rmtree, SCRATCH, True)
 
 def scratch_dir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir=SCRATCH)
+
+
+BACKEND = os.environ.get("MEMPROXY_TEST_BACKEND", "sqlite")
+_pg = {"url": os.environ.get("MEMPROXY_TEST_PG"), "cluster": None, "made": set()}
+
+
+def pg_base_url():
+    """The PostgreSQL server of this run (started on first use when none was given)."""
+    if _pg["url"] is None:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        import pgcluster
+        c = pgcluster.Cluster()
+        atexit.register(c.stop)
+        _pg["cluster"] = c
+        _pg["url"] = c.url
+    return _pg["url"]
+
+
+def pg_psql(db, sql):
+    """Run sql in database db of this run's server; its output (unaligned, tuples only)."""
+    out = subprocess.run(["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1",
+                          "%s/%s" % (pg_base_url(), db), "-c", sql],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise AssertionError("psql: %s" % out.stderr.strip())
+    return out.stdout
+
+
+def pg_database_for(db_path):
+    """The database standing for the SQLite file db_path (made on first use): its URL."""
+    name = "t_%d_%s" % (os.getpid(), hashlib.sha1(db_path.encode()).hexdigest()[:16])
+    if name not in _pg["made"]:
+        pg_psql("postgres", 'CREATE DATABASE "%s"' % name)
+        _pg["made"].add(name)
+    return "%s/%s" % (pg_base_url(), name)
+
+
+def _sql_literal(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, bytes):
+        return "'\\x%s'::bytea" % v.hex()
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+class Row(tuple):
+    """A row as sqlite3.Row reads: by index, by column name, and equal to its tuple."""
+
+    def __new__(cls, names, values):
+        r = super().__new__(cls, values)
+        r._names = names
+        return r
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return tuple.__getitem__(self, self._names.index(k))
+        return tuple.__getitem__(self, k)
+
+    def keys(self):
+        return list(self._names)
+
+
+class _PgCursor:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchall(self):
+        return self.rows
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+class PgConnection:
+    """What the tests do with a sqlite3 connection (execute with ? parameters, fetch rows),
+    on the PostgreSQL database of a memproxy, through psql."""
+
+    def __init__(self, url):
+        self.url = url
+        self.row_factory = None
+
+    def execute(self, sql, params=()):
+        parts = sql.split("?")
+        if len(parts) - 1 != len(params):
+            raise AssertionError("parameters do not match: %s" % sql)
+        q = parts[0] + "".join(_sql_literal(v) + rest for v, rest in zip(params, parts[1:]))
+        head = q.lstrip().split(None, 1)[0].upper()
+        if head not in ("SELECT", "WITH"):
+            self._psql(q)
+            return _PgCursor([])
+        wrapped = "SELECT COALESCE(json_agg(row_to_json(t)), '[]') FROM (%s) t" % q
+        rows = json.loads(self._psql(wrapped) or "[]")
+        return _PgCursor([Row(list(r.keys()), list(r.values())) for r in rows])
+
+    def _psql(self, q):
+        out = subprocess.run(["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", self.url, "-c", q],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise AssertionError("psql: %s\n%s" % (out.stderr.strip(), q))
+        return out.stdout.strip()
+
+    def commit(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def db_connect(db_path, readonly=False):
+    """The database of a memproxy started on db_path, to read (or tamper with) as a test:
+    sqlite3's connection on SQLite, one that reads the same through psql on PostgreSQL."""
+    if BACKEND == "postgresql":
+        return PgConnection(pg_database_for(db_path))
+    if readonly:
+        return sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
+    return sqlite3.connect(db_path)
+
+
+def sqlite_only(test):
+    """A test of what only the SQLite file has (its mode, its migrations, its WAL)."""
+    return unittest.skipIf(BACKEND != "sqlite", "reads the SQLite file itself")(test)
 
 
 def wait_for(pred, timeout=5.0, step=0.005, what="condition"):
@@ -97,6 +235,9 @@ class Memproxy:
         cmd = [MEMPROXY_BIN, "--config", self.config_path, "--listen", "127.0.0.1:0", *args]
         if "storage:" not in config and "--db" not in args:
             cmd += ["--db", self.db_path]
+        self.pg_url = None
+        if BACKEND == "postgresql" and "MEMPROXY_DATABASE_URL" not in (env or {}):
+            self.pg_url = pg_database_for(self.db_path)
         if upstream is not None and "upstreams:" not in config:
             cmd += ["--upstream", upstream]
         e = dict(os.environ)
@@ -104,6 +245,8 @@ class Memproxy:
                   "MEMPROXY_CLIENT_KEY", "http_proxy", "https_proxy", "HTTPS_PROXY",
                   "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
             e.pop(k, None)  # the machine's own settings must not steer a test's traffic
+        if self.pg_url is not None:
+            e["MEMPROXY_DATABASE_URL"] = self.pg_url
         e.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e,
                                      preexec_fn=preexec)

@@ -10,7 +10,7 @@ import time
 import unittest
 
 from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, cpu_seconds, free_port,
-                     raw_connect, raw_read_until, raw_request, read_response, sse_data, wait_for)
+                     raw_connect, raw_read_until, raw_request, read_response, sse_data, wait_for, db_connect)
 
 STREAM = dict(USER_HI, stream=True)
 
@@ -376,7 +376,7 @@ class Shutdown(unittest.TestCase):
         self.assertIn(b"shutting_down", rest)
         mp.log.close()
         # what was heard is recorded, and says the shutdown cut it (not an upstream error)
-        con = sqlite3.connect(mp.db_path)
+        con = db_connect(mp.db_path)
         rows = con.execute("SELECT finish_reason, content FROM messages WHERE role = "
                            "'assistant'").fetchall()
         con.close()
@@ -413,7 +413,7 @@ class UpstreamTimeouts(unittest.TestCase):
         status, events = mp.stream(STREAM, {"X-Session-Id": "idle-2"})
         self.assertEqual(chat_text(events), "one two three four five six")
         mp.stop()
-        con = sqlite3.connect(mp.db_path)
+        con = db_connect(mp.db_path)
         reasons = con.execute("SELECT finish_reason FROM messages m JOIN sessions s USING (sid) "
                               "WHERE s.id = 'idle' AND role = 'assistant'").fetchall()
         con.close()

@@ -10,7 +10,8 @@ import subprocess
 import time
 import unittest
 
-from harness import MEMPROXY_BIN, Memproxy, Mock, USER_HI, sanitized, wait_for
+from harness import (MEMPROXY_BIN, Memproxy, Mock, USER_HI, db_connect, sanitized, sqlite_only,
+                     wait_for)
 from test_failures import rss_kb
 
 CONFIG = """
@@ -259,7 +260,7 @@ profiles:
 
     def test_memory_is_not_injected_for_a_key_without_it(self):
         self.mp.stop()
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         con.execute("INSERT INTO user_summaries(tenant, user_id, summary, updated_ms) "
                     "VALUES ('a', 'dev-7-a', 'Lives at 12 Elm Street.', 1)")
         con.commit()
@@ -337,6 +338,7 @@ class Hardened(unittest.TestCase):
         if "libasan" not in dyn:  # the sanitizer builds leave FORTIFY out
             self.assertRegex(syms, r"__\w+_chk")  # _FORTIFY_SOURCE=2 (optimized builds)
 
+    @sqlite_only
     def test_database_and_wal_are_0600(self):
         mock = Mock()
         self.addCleanup(mock.stop)

@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import Memproxy, Mock, free_port, wait_for
+from harness import Memproxy, Mock, free_port, wait_for, db_connect
 
 HERE = os.path.dirname(__file__)
 FIXTURES = os.path.join(HERE, "..", "fixtures")
@@ -454,7 +454,7 @@ class ExportImport(Base):
             self.assertEqual(status, want, (body if raw is None else raw[:20], err))
             self.assertIn("message", err["error"])
         self.assertEqual(self.api("GET", "/v1/sessions/restored")[0], 404)
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0], 1)
         con.close()
 
@@ -491,7 +491,7 @@ class Users(Base):
         self.assertEqual(self.api("GET", "/v1/sessions?user_id=U")[1]["sessions"].__len__(), 2)
         status, d = self.api("DELETE", "/v1/users/U")
         self.assertEqual((status, d), (200, {"user_id": "U", "deleted": True}))
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         q = lambda sql: con.execute(sql).fetchone()[0]
         self.assertEqual(q("SELECT COUNT(*) FROM sessions WHERE user_id = 'U'"), 0)
         self.assertEqual(q("SELECT COUNT(*) FROM messages m JOIN sessions s USING (sid) "

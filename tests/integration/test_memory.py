@@ -7,7 +7,7 @@ import sqlite3
 import time
 import unittest
 
-from harness import Memproxy, Mock, sse_data, wait_for
+from harness import Memproxy, Mock, sse_data, wait_for, db_connect
 from test_lifecycle import Receiver, fixture
 
 CONFIG = """
@@ -164,7 +164,7 @@ class Summaries(unittest.TestCase):
         self.assertIn("summary not made", self.mp.output())
         self.assertIn("it will be tried again", self.mp.output())
         self.assertIsNone(self.api("GET", "/v1/users/F/memory")["summary"])
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         self.addCleanup(con.close)
         row = con.execute("SELECT summarized_ms, summary_tries FROM sessions WHERE id = 'f1'")
         self.assertEqual(row.fetchone(), (None, 1))
@@ -361,7 +361,7 @@ class Cache(unittest.TestCase):
         self.ask("c6", q, headers={"Cache-Control": "no-cache"})
         self.assertEqual(self.upstream_calls(), 4)
         # erased with the user
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         self.assertGreater(con.execute("SELECT COUNT(*) FROM answer_cache WHERE user_id = 'U'")
                            .fetchone()[0], 0)
         status, _ = self.mp.json("DELETE", "/v1/users/U", headers={"Authorization": "Bearer admin-0123456789abcdef"})
@@ -399,7 +399,7 @@ class Retrieval(unittest.TestCase):
         self.mp = Memproxy(RETRIEVAL % budget, upstream=self.mock.url)
         self.addCleanup(self.mp.stop)
         self.mock.config(embed_words=True, reply="Noted.")
-        self.db = sqlite3.connect(self.mp.db_path)
+        self.db = db_connect(self.mp.db_path)
         self.addCleanup(self.db.close)
 
     def count(self, sql):

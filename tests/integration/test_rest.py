@@ -5,7 +5,7 @@ import os
 import sqlite3
 import unittest
 
-from harness import Memproxy, Mock
+from harness import Memproxy, Mock, db_connect
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "agora-custom-request.json")
 CONFIG = """
@@ -109,7 +109,7 @@ class Rest(unittest.TestCase):
         status, d = self.api("DELETE", "/v1/sessions/s3")
         self.assertEqual((status, d), (200, {"id": "s3", "deleted": True}))
         self.assertEqual(self.api("GET", "/v1/sessions/s3")[0], 404)
-        con = sqlite3.connect(self.mp.db_path)
+        con = db_connect(self.mp.db_path)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages m JOIN sessions s ON "
                                      "s.sid = m.sid WHERE s.id = 's3'").fetchone()[0], 0)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 4)

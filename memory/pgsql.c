@@ -1,0 +1,217 @@
+#include "memory/pgsql.h"
+
+#include "base/log.h"
+#include "base/util.h"
+#include "memory/pgsql_exec.h"
+#include "memory/pgsql_read.h"
+
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PGSQL_PURGE_CHUNK  200 /* sessions per transaction: the writer never stalls long */
+#define PGSQL_RETRY_MAX_MS 5000
+#define PGSQL_LEASE_MS     120000 /* storage.lease's default */
+
+/* A name for this process's claims: random, so that no two replicas (or two lives of one)
+ * share it. */
+static void pgsql_owner(char *out, size_t len)
+{
+    unsigned char raw[8];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        log_fatal("store: the random generator failed (RAND_bytes)");
+    snprintf(out, len, "%02x%02x%02x%02x%02x%02x%02x%02x-%ld", raw[0], raw[1], raw[2], raw[3],
+             raw[4], raw[5], raw[6], raw[7], (long)getpid());
+}
+
+int pgsql_is_url(const char *where)
+{
+    return where != NULL && (strncmp(where, "postgresql://", 13) == 0 ||
+                             strncmp(where, "postgres://", 11) == 0 || strchr(where, '=') != NULL);
+}
+
+/* A chunked DELETE ($1 = before, $2 = chunk) until it deletes less than a chunk, a
+ * transaction per chunk. The rows deleted, or -1 on failure. */
+static long pgsql_purge_chunks(struct pgsql_db *st, enum pgsql_stmt which, int64_t before)
+{
+    long total = 0;
+    for (;;) {
+        struct pgsql_params p;
+        pgsql_params_init(&p);
+        pgsql_param_int(&p, 1, before);
+        pgsql_param_int(&p, 2, PGSQL_PURGE_CHUNK);
+        int64_t n = pgsql_exec_changes(st->c, which, &p); /* autocommit: its own transaction */
+        if (n < 0)
+            return -1;
+        total += n;
+        if (n < PGSQL_PURGE_CHUNK)
+            return total;
+    }
+}
+
+static void pgsql_purge(void *arg)
+{
+    struct pgsql_db *st = arg;
+    int64_t before = util_wall_ms() - st->opts.retention_ms;
+    long sessions = pgsql_purge_chunks(st, PG_PURGE, before);
+    long dumps = pgsql_purge_chunks(st, PG_PURGE_OUTBOX, before);
+    atomic_fetch_add_explicit(&st->n_upkeep, 1, memory_order_relaxed);
+    if (sessions > 0 || dumps > 0)
+        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
+                 "deliveries older than %lld day(s)",
+                 sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
+                 (long long)(st->opts.retention_ms / 86400000LL));
+}
+
+static void pgsql_settle(void *arg)
+{
+    (void)arg; /* autovacuum is the server's */
+}
+
+/* BEGIN with the statement timeout scoped to the transaction (SET LOCAL: nothing outlives
+ * it, as PgBouncer's transaction pooling needs). */
+static int pgsql_begin(struct pgsql_db *st)
+{
+    char sql[96];
+    if (st->statement_timeout_ms <= 0)
+        return pgsql_conn_run(st->c, "BEGIN", NULL);
+    snprintf(sql, sizeof(sql), "BEGIN; SET LOCAL statement_timeout = %ld",
+             st->statement_timeout_ms);
+    PGresult *r = PQexec(pgsql_conn_pg(st->c), sql); /* two statements: the simple protocol */
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok ? 0 : pgsql_conn_run(st->c, "BEGIN", NULL); /* a broken link is connected again */
+}
+
+static int pgsql_transaction(void *arg, struct store_batch *list)
+{
+    struct pgsql_db *st = arg;
+    int ok = pgsql_begin(st) == 0;
+    for (struct store_batch *b = list; ok && b != NULL; b = b->next) {
+        pgsql_exec_apply(st, b);
+        ok = b->ok;
+    }
+    if (ok && pgsql_conn_run(st->c, "COMMIT", NULL) == 0)
+        return 0;
+    if (PQstatus(pgsql_conn_pg(st->c)) == CONNECTION_OK)
+        pgsql_conn_run(st->c, "ROLLBACK", NULL);
+    return -1;
+}
+
+static void pgsql_db_free(struct pgsql_db *st)
+{
+    pgsql_read_close(st->wr);
+    pgsql_conn_close(st->c);
+    free(st->url);
+    free(st);
+}
+
+/* Connect, trying again while the server cannot be reached (see pgsql.h). */
+static struct pgsql_conn *pgsql_connect(const char *url, long timeout_ms)
+{
+    long wait_ms = 250;
+    for (;;) {
+        char *err = NULL;
+        struct pgsql_conn *c = pgsql_conn_open(url, timeout_ms, &err);
+        if (c != NULL)
+            return c;
+        log_warn("%s; trying again in %ld ms", err, wait_ms);
+        free(err);
+        usleep((useconds_t)wait_ms * 1000);
+        wait_ms = wait_ms * 2 > PGSQL_RETRY_MAX_MS ? PGSQL_RETRY_MAX_MS : wait_ms * 2;
+    }
+}
+
+static void *pgsql_open(const char *url, const struct store_opts *opts, char **err)
+{
+    struct pgsql_db *st = xcalloc(1, sizeof(*st));
+    st->url = xstrdup(url);
+    st->opts = *opts;
+    st->statement_timeout_ms = opts->statement_timeout_ms;
+    st->lease_ms = opts->lease_ms > 0 ? opts->lease_ms : PGSQL_LEASE_MS;
+    pgsql_owner(st->owner, sizeof(st->owner));
+    st->c = pgsql_connect(url, st->statement_timeout_ms);
+    if (pgsql_schema_migrate(st->c, err) != 0)
+        goto fail;
+    st->wr = pgsql_read_open(st, 0, err);
+    pgsql_read_base(st->wr)->be = &pgsql_backend;
+    return st;
+fail:
+    pgsql_db_free(st);
+    return NULL;
+}
+
+/* What this replica took from the queues and did not finish is due again at once: a
+ * restart, or another replica, takes it up without waiting for the lease. */
+static void pgsql_release(struct pgsql_db *st)
+{
+    static const enum pgsql_stmt steps[] = {PG_RELEASE_OUTBOX, PG_RELEASE_SUMMARIES,
+                                            PG_RELEASE_EMBEDS};
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(steps); i++) {
+        struct pgsql_params p;
+        pgsql_params_init(&p);
+        pgsql_param_text(&p, 1, st->owner);
+        pgsql_param_int(&p, 2, util_wall_ms());
+        pgsql_exec_changes(st->c, steps[i], &p);
+    }
+}
+
+static void pgsql_close(void *arg)
+{
+    if (arg == NULL)
+        return;
+    pgsql_release(arg);
+    pgsql_db_free(arg);
+}
+
+static uint64_t pgsql_upkeep(void *arg)
+{
+    struct pgsql_db *st = arg;
+    return atomic_load_explicit(&st->n_upkeep, memory_order_relaxed);
+}
+
+static struct store_reader *pgsql_reader_open(void *arg, char **err)
+{
+    struct pgsql_db *st = arg;
+    struct pgsql_reader *r = pgsql_read_open(st, 1, err);
+    if (r == NULL)
+        return NULL;
+    pgsql_read_base(r)->be = &pgsql_backend;
+    return pgsql_read_base(r);
+}
+
+static void pgsql_reader_close(struct store_reader *r)
+{
+    pgsql_read_close((struct pgsql_reader *)r);
+}
+
+const struct store_backend pgsql_backend = {
+    .name = "postgresql",
+    .open = pgsql_open,
+    .close = pgsql_close,
+    .transaction = pgsql_transaction,
+    .settle = pgsql_settle,
+    .purge = pgsql_purge,
+    .checkpoints = pgsql_upkeep,
+    .reader_open = pgsql_reader_open,
+    .reader_close = pgsql_reader_close,
+    .session_get = pgsql_read_session_get,
+    .turns = pgsql_read_turns,
+    .turns_of = pgsql_read_turns_of,
+    .sessions = pgsql_read_sessions,
+    .user_memory = pgsql_read_user_memory,
+    .deliveries = pgsql_read_deliveries,
+    .outbox_due = pgsql_read_outbox_due,
+    .outbox_next = pgsql_read_outbox_next,
+    .to_summarize = pgsql_read_to_summarize,
+    .summary_next = pgsql_read_summary_next,
+    .running_to_summarize = pgsql_read_running_to_summarize,
+    .cache_get = pgsql_read_cache_get,
+    .to_embed = pgsql_read_to_embed,
+    .embed_next = pgsql_read_embed_next,
+    .recall_embedded = pgsql_read_recall_embedded,
+    .recall = pgsql_read_recall,
+    .idle_sessions = pgsql_read_idle_sessions,
+};

@@ -1,0 +1,75 @@
+/*
+ * pgsql_conn: what the PostgreSQL backend (pgsql.h) does with libpq, in one place: connecting
+ * (and connecting again after the server went away), parameters built from turns' JSON, one
+ * statement run and its result turned back into JSON.
+ *
+ * Every statement goes out with PQexecParams (the extended protocol's unnamed statement):
+ * nothing outlives a transaction on the server (no SQL PREPARE, no session settings, no
+ * session advisory locks), so memproxy runs behind PgBouncer in transaction pooling.
+ *
+ * Ownership: pgsql_conn_open() returns a connection closed with pgsql_conn_close(); a
+ * struct pgsql_params owns the text it was given through pgsql_param_json() until
+ * pgsql_params_clear(); results are the caller's (PQclear).
+ */
+#ifndef MEMPROXY_PGSQL_CONN_H
+#define MEMPROXY_PGSQL_CONN_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PGSQL_MAX_PARAMS 24
+
+/* A statement's parameters $1..$n: text, except pgsql_param_blob's (binary bytea). */
+struct pgsql_params {
+    int n;
+    const char *v[PGSQL_MAX_PARAMS];
+    int len[PGSQL_MAX_PARAMS], fmt[PGSQL_MAX_PARAMS];
+    char num[PGSQL_MAX_PARAMS][32];
+    char *owned[PGSQL_MAX_PARAMS];
+};
+
+struct pgsql_conn;
+
+/* Connect to url (a libpq connection string or URI) with statement_timeout_ms on every
+ * statement (0: the server's). NULL with *err set when the server cannot be reached. */
+struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, char **err);
+void pgsql_conn_close(struct pgsql_conn *c);
+PGconn *pgsql_conn_pg(struct pgsql_conn *c);
+
+/*
+ * Run sql with p (NULL: no parameters). The result when the server answered with rows or a
+ * command's completion; NULL (logged, with the server's message in *why when why is given)
+ * on failure. A connection found broken is connected again before the next statement (not
+ * inside a transaction: the transaction failed with it).
+ */
+PGresult *pgsql_conn_exec(struct pgsql_conn *c, const char *sql, struct pgsql_params *p);
+/* Run sql and throw the result away: 0, or -1 on failure. */
+int pgsql_conn_run(struct pgsql_conn *c, const char *sql, struct pgsql_params *p);
+/* The last failure's message (the server's, or libpq's), valid until the next statement. */
+const char *pgsql_conn_error(struct pgsql_conn *c);
+/* Statements that failed because the server could not be reached, since open. */
+int pgsql_conn_broken(struct pgsql_conn *c);
+
+/* The rows a command changed (PQcmdTuples). */
+int64_t pgsql_changes(PGresult *r);
+
+void pgsql_params_init(struct pgsql_params *p);
+void pgsql_params_clear(struct pgsql_params *p);
+/* $i = ... (1-based, as in the SQL). NULL (or a JSON value of another type) binds NULL. */
+void pgsql_param_text(struct pgsql_params *p, int i, const char *s);
+void pgsql_param_int(struct pgsql_params *p, int i, int64_t v);
+void pgsql_param_double(struct pgsql_params *p, int i, double v);
+void pgsql_param_bool(struct pgsql_params *p, int i, int v);
+void pgsql_param_blob(struct pgsql_params *p, int i, const void *data, size_t len);
+void pgsql_param_jtext(struct pgsql_params *p, int i, json_t *v); /* a JSON string */
+void pgsql_param_jint(struct pgsql_params *p, int i, json_t *v);  /* a JSON integer */
+void pgsql_param_json(struct pgsql_params *p, int i, json_t *v);  /* an object or array as text */
+
+/* Column col of row as JSON by its type: bigint/integer → integer, double → real, boolean,
+ * NULL → null, text → string, or the JSON it holds when as_json (null when it holds none). */
+json_t *pgsql_value(PGresult *r, int row, int col, int as_json);
+int64_t pgsql_int(PGresult *r, int row, int col); /* 0 when NULL */
+
+#endif

@@ -1,0 +1,20 @@
+/*
+ * pgsql_exec: a batch's operations (store_batch.h) on the PostgreSQL backend's write
+ * connection, inside the transaction pgsql.c opened; the same operations as sqlite_exec.h,
+ * in PostgreSQL's SQL. A failed operation fails its batch (b->ok 0); pgsql.c then rolls the
+ * transaction back.
+ *
+ * No session cache: with several replicas writing one database, what this writer saw of a
+ * session (its row id, whether it is running) may have changed since, so every batch finds
+ * its session's row (one INSERT .. ON CONFLICT .. RETURNING, which also touches updated_ms).
+ */
+#ifndef MEMPROXY_PGSQL_EXEC_H
+#define MEMPROXY_PGSQL_EXEC_H
+
+#include "memory/pgsql_schema.h"
+#include "memory/store_batch.h"
+
+/* Apply b inside the open transaction, setting b->ok. */
+void pgsql_exec_apply(struct pgsql_db *st, struct store_batch *b);
+
+#endif
