@@ -97,7 +97,7 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "storage.lease", T_DURATION, TOP(lease_ms), "2m", 1 * SEC, 3600 * SEC,
      "PostgreSQL: a webhook delivery, summary or embedding a replica takes is its own this "
      "long; when the replica dies, another takes the item over after it. Longer than "
-     "webhook.timeout and than an upstream's answer to a summary may take."},
+     "webhooks[].timeout and than an upstream's answer to a summary may take."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
     {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,

@@ -6,6 +6,7 @@
 #include "memory/cache.h"
 #include "memory/callsum.h"
 #include "memory/history.h"
+#include "memory/inject.h"
 #include "memory/reconcile.h"
 #include "memory/snapshot.h"
 #include "memory/store.h"
@@ -66,6 +67,7 @@ struct memory_rec {
 struct memory_report {
     struct memory *m;
     struct workset_entry *e;
+    struct store_batch *b; /* its batch, until the writer reports it (its version) */
     char *key;
     char *tenant; /* every session of this tenant is read again (a user's data changed) */
     struct event_base *base;
@@ -105,60 +107,6 @@ static const char *memory_str(json_t *o, const char *key)
     return v ? v : "";
 }
 
-static void memory_inject_add(json_t *out, const char *text)
-{
-    json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system", "content", text));
-}
-
-/* The facts, "- category key: value" per line. */
-static char *memory_facts_text(json_t *facts)
-{
-    size_t i;
-    json_t *f;
-    char *text = xstrdup("");
-    json_array_foreach(facts, i, f) {
-        char *n = xasprintf("%s%s- %s %s: %s", text, i ? "\n" : "", memory_str(f, "category"),
-                            memory_str(f, "key"), memory_str(f, "value"));
-        free(text);
-        text = n;
-    }
-    return text;
-}
-
-/* What inject_memory adds for this session: its runtime system messages (strings or
- * {content} objects), then the user's summary, then the user's facts. NULL when none. */
-static json_t *memory_build_inject(struct memory_rec *rec, json_t *runtime, const char *user)
-{
-    json_t *out = json_array(), *x;
-    size_t i;
-    json_array_foreach(runtime, i, x) {
-        const char *text = json_is_string(x) ? json_string_value(x) : memory_str(x, "content");
-        if (*text)
-            memory_inject_add(out, text);
-    }
-    if (user != NULL) {
-        json_t *um = store_user_memory(rec->rd->sr, rec->tenant, user, MEMORY_MAX_FACTS);
-        const char *summary =
-            json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
-        if (summary != NULL && *summary) /* the caller's words: quoted, never instructions */
-            json_array_append_new(
-                out,
-                msg_memory_message("Summary of earlier conversations with this caller.", summary));
-        if (json_array_size(json_object_get(um, "facts")) > 0) {
-            char *text = memory_facts_text(json_object_get(um, "facts"));
-            json_array_append_new(out,
-                                  msg_memory_message("What this caller has told us before.", text));
-            free(text);
-        }
-        json_decref(um);
-    }
-    if (json_array_size(out) == 0) {
-        json_decref(out);
-        return NULL;
-    }
-    return out;
-}
-
 /* A client's system messages [{role, content}] (NULL: none), hashed so that an unchanged
  * list is not written again: their roles and texts in order. */
 static uint64_t memory_system_hash(json_t *system)
@@ -196,6 +144,10 @@ static void memory_system(struct workset_entry *e, struct store_batch *b, json_t
 static void memory_load(struct memory_rec *rec, struct workset_entry *e)
 {
     struct memory *m = rec->rd->m;
+    if (store_shared(m->st)) { /* first: a write after it shows as a newer version */
+        int64_t v = store_session_version(rec->rd->sr, rec->tenant, rec->sid);
+        workset_set_version(m->ws, e, v > 0 ? v : 0);
+    }
     json_t *sess = store_session_get(rec->rd->sr, rec->tenant, rec->sid);
     json_t *turns = store_turns(rec->rd->sr, rec->tenant, rec->sid, INT64_MIN, m->session_turns);
     size_t n = json_array_size(turns);
@@ -215,8 +167,8 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
     memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
     memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
     json_decref(e->inject);
-    e->inject = memory_build_inject(rec, json_object_get(sess, "runtime_system"),
-                                    rec->user ? rec->user : e->user);
+    e->inject = inject_build(rec->rd->sr, rec->tenant, json_object_get(sess, "runtime_system"),
+                             rec->user ? rec->user : e->user, MEMORY_MAX_FACTS);
     json_t *call = json_object_get(sess, "call_summary");
     free(e->call_summary);
     e->call_summary =
@@ -285,7 +237,7 @@ static void memory_report_done(void *arg, int ok)
 static void memory_settled(void *arg, int ok)
 {
     struct memory_report *r = arg;
-    workset_settled(r->m->ws, r->e, ok, r->key, r->tenant);
+    workset_settled(r->m->ws, r->e, ok, r->key, r->tenant, r->b->version);
     if (r->cb == NULL)
         memory_report_free(r);
 }
@@ -294,6 +246,7 @@ static void memory_settled(void *arg, int ok)
  * writer frees b and memory_settled frees r). Takes both. */
 static void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r)
 {
+    r->b = b;
     store_batch_on_writer(b, memory_settled, r);
     store_submit(m->st, b, r->base, r->cb ? memory_report_done : NULL, r);
 }
@@ -409,6 +362,21 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
     reconcile_result_clear(&res);
 }
 
+/* Replicas (a shared store): whether another one wrote the session since e was read (its
+ * version in the database is not the one e holds). One read per recorded request; a failed
+ * read goes by what e holds. */
+static int memory_written_behind(struct memory_rec *rec, struct workset_entry *e)
+{
+    struct memory *m = rec->rd->m;
+    if (!store_shared(m->st))
+        return 0;
+    int64_t have = workset_check_version(m->ws, e);
+    if (have < 0)
+        return 0;
+    int64_t now = store_session_version(rec->rd->sr, rec->tenant, rec->sid);
+    return now >= 0 && now != have;
+}
+
 /* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
 static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
 {
@@ -418,6 +386,8 @@ static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
         free(key);
     }
     pthread_mutex_lock(&rec->e->mu);
+    if (rec->e->loaded && !rec->reload && memory_written_behind(rec, rec->e))
+        rec->reload = 1;
     if (!rec->e->loaded || rec->reload)
         memory_load(rec, rec->e);
     rec->reload = 0;
@@ -958,6 +928,11 @@ struct memory_reader *memory_reader_open(struct memory *m, char **err)
     r->m = m;
     r->sr = sr;
     return r;
+}
+
+int memory_shared(const struct memory *m)
+{
+    return store_shared(m->st);
 }
 
 int memory_reader_failed(const struct memory_reader *r)

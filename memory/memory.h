@@ -87,6 +87,10 @@ void memory_close(struct memory *m);
 int memory_attach(struct memory *m, struct event_base *base);
 void memory_detach(struct memory *m, struct event_base *base);
 
+/* Whether other replicas share the database (PostgreSQL): reading a queue then takes what it
+ * returns (a lease, memory/pgsql_read.h), and other replicas' work shows only when polled. */
+int memory_shared(const struct memory *m);
+
 struct memory_reader *memory_reader_open(struct memory *m, char **err);
 void memory_reader_close(struct memory_reader *r);
 /* Whether a read since memory_reader_clear() went unanswered (PostgreSQL unreachable): what

@@ -189,6 +189,7 @@ static void pgsql_reader_close(struct store_reader *r)
 
 const struct store_backend pgsql_backend = {
     .name = "postgresql",
+    .shared = 1,
     .open = pgsql_open,
     .close = pgsql_close,
     .transaction = pgsql_transaction,
@@ -197,6 +198,7 @@ const struct store_backend pgsql_backend = {
     .checkpoints = pgsql_upkeep,
     .reader_open = pgsql_reader_open,
     .reader_close = pgsql_reader_close,
+    .session_version = pgsql_read_version,
     .session_get = pgsql_read_session_get,
     .turns = pgsql_read_turns,
     .turns_of = pgsql_read_turns_of,

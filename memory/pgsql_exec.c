@@ -73,8 +73,10 @@ static void pgsql_exec_bind_pair(struct pgsql_params *p, const char *tenant, con
 
 /* ---- the session's row ---- */
 
-/* The session's row id (creating it unless the batch says it must exist, and touching
- * updated_ms), or -1; b->running says whether it is running. */
+/* The session's row id (creating it unless the batch says it must exist, touching
+ * updated_ms and counting its version up), or -1; b->running says whether it is running,
+ * b->version what the version is now. The row stays locked until the COMMIT: batches of one
+ * session from several replicas are applied one after the other. */
 static int64_t pgsql_exec_sid(struct pgsql_db *st, struct store_batch *b)
 {
     struct pgsql_params p;
@@ -86,6 +88,7 @@ static int64_t pgsql_exec_sid(struct pgsql_db *st, struct store_batch *b)
     if (r != NULL && PQntuples(r) == 1) {
         sid = pgsql_int(r, 0, 0);
         b->running = strcmp(PQgetvalue(r, 0, 1), "RUNNING") == 0;
+        b->version = pgsql_int(r, 0, 2);
     }
     PQclear(r);
     return sid;
@@ -237,7 +240,8 @@ static int pgsql_exec_user_memory(struct pgsql_db *st, const char *tenant, const
     int64_t now = util_wall_ms();
     json_t *sum = json_object_get(m, "summary");
     if (pgsql_exec_user(st, PG_USER_SUMMARY_DEL, tenant, user) != 0 ||
-        pgsql_exec_user(st, PG_USER_FACTS_DEL, tenant, user) != 0)
+        pgsql_exec_user(st, PG_USER_FACTS_DEL, tenant, user) != 0 ||
+        pgsql_exec_user(st, PG_USER_BUMP, tenant, user) != 0) /* what they inject changed */
         return -1;
     if (json_is_object(sum) &&
         pgsql_exec_put_summary(st, PG_SUMMARY_SET, tenant, user, json_object_get(sum, "text"),
@@ -328,7 +332,8 @@ static int pgsql_exec_fold(struct pgsql_db *st, const char *tenant, const char *
     struct pgsql_params p;
     pgsql_exec_bind_pair(&p, tenant, user);
     pgsql_param_int(&p, 3, now);
-    if (pgsql_exec_run(st->c, PG_FACT_DECAY, &p) != 0)
+    if (pgsql_exec_run(st->c, PG_FACT_DECAY, &p) != 0 ||
+        pgsql_exec_user(st, PG_USER_BUMP, tenant, user) != 0) /* what they inject changed */
         return -1;
     return pgsql_exec_user(st, PG_FACT_FORGET, tenant, user);
 }
@@ -395,13 +400,13 @@ static void pgsql_exec_bind_key(struct pgsql_params *p, int64_t sid, int64_t seq
 /* A user turn that reads exactly as the batch's known embedding's text takes it (1); 0 when
  * that does not apply, -1 on failure. */
 static int pgsql_exec_embed_known(struct pgsql_db *st, struct store_batch *b, int64_t sid,
-                                  json_t *turn)
+                                  json_t *turn, int64_t seq)
 {
     const char *role = json_string_value(json_object_get(turn, "role"));
     if (b->known_vec == NULL || role == NULL || strcmp(role, "user") != 0)
         return 0;
     struct pgsql_params p;
-    pgsql_exec_bind_key(&p, sid, json_integer_value(json_object_get(turn, "seq")));
+    pgsql_exec_bind_key(&p, sid, seq);
     pgsql_param_text(&p, 3, b->known_model);
     pgsql_param_blob(&p, 4, b->known_vec, b->known_len);
     pgsql_param_int(&p, 6, util_wall_ms());
@@ -413,9 +418,8 @@ static int pgsql_exec_embed_known(struct pgsql_db *st, struct store_batch *b, in
 /* A turn was written: an embedding of its earlier text is stale, and a batch that wants
  * embeddings queues it. */
 static int pgsql_exec_embed_turn(struct pgsql_db *st, struct store_batch *b, int64_t sid,
-                                 json_t *turn, int changed)
+                                 json_t *turn, int64_t seq, int changed)
 {
-    int64_t seq = json_integer_value(json_object_get(turn, "seq"));
     struct pgsql_params p;
     if (changed) {
         pgsql_exec_bind_key(&p, sid, seq);
@@ -424,7 +428,7 @@ static int pgsql_exec_embed_turn(struct pgsql_db *st, struct store_batch *b, int
     }
     if (!b->embed)
         return 0;
-    int known = pgsql_exec_embed_known(st, b, sid, turn);
+    int known = pgsql_exec_embed_known(st, b, sid, turn, seq);
     if (known != 0)
         return known > 0 ? 0 : -1;
     pgsql_exec_bind_key(&p, sid, seq);
@@ -494,21 +498,29 @@ static int pgsql_exec_reopen(struct pgsql_db *st, struct store_batch *b, int64_t
     return pgsql_exec_run(st->c, PG_REOPEN, &p);
 }
 
-/* A turn's statement (insert, update, replace): the rows it wrote, or -1. */
-static int64_t pgsql_exec_turn(struct pgsql_db *st, int64_t sid, struct store_op *op)
+/* A turn's statement (insert, update, replace): the rows it wrote, or -1; *seq the turn's.
+ * An insert takes the seq its replica numbered it with, or, when another replica's turn
+ * holds that number already (both numbered from what they had read), the next free one: the
+ * session's row lock (pgsql_exec_sid) makes that safe, and the version the batch reports
+ * makes the replica read the session again before it numbers another. */
+static int64_t pgsql_exec_turn(struct pgsql_db *st, int64_t sid, struct store_op *op, int64_t *seq)
 {
     struct pgsql_params p;
     pgsql_params_init(&p);
-    if (op->kind == STORE_OP_INSERT)
-        pgsql_exec_bind_turn(&p, op->data);
-    else
+    *seq = json_integer_value(json_object_get(op->data, "seq"));
+    if (op->kind != STORE_OP_INSERT) {
         pgsql_exec_bind_change(&p, op->data, op->kind == STORE_OP_REPLACE);
+        pgsql_param_int(&p, 1, sid);
+        return pgsql_exec_changes(st->c, op->kind == STORE_OP_UPDATE ? PG_UPDATE : PG_REPLACE, &p);
+    }
+    pgsql_exec_bind_turn(&p, op->data);
     pgsql_param_int(&p, 1, sid);
-    return pgsql_exec_changes(st->c,
-                              op->kind == STORE_OP_INSERT   ? PG_INSERT
-                              : op->kind == STORE_OP_UPDATE ? PG_UPDATE
-                                                            : PG_REPLACE,
-                              &p);
+    PGresult *r = pgsql_exec_stmt(st->c, PG_INSERT, &p);
+    int64_t n = r ? PQntuples(r) : -1;
+    if (n > 0)
+        *seq = pgsql_int(r, 0, 0);
+    PQclear(r);
+    return n;
 }
 
 /* The session row's own fields: user and profile, the window, how far it spans. */
@@ -562,17 +574,18 @@ static int pgsql_exec_op(struct pgsql_db *st, struct store_batch *b, int64_t sid
         log_error("store: an operation of no session was queued with session '%s'", b->session_id);
         return -1;
     }
-    int64_t written = pgsql_exec_turn(st, sid, op);
+    int64_t seq, written = pgsql_exec_turn(st, sid, op, &seq);
     if (written <= 0) /* an insert repeated is skipped */
         return written < 0 ? -1 : 0;
     if (pgsql_exec_reopen(st, b, sid) != 0)
         return -1;
-    return pgsql_exec_embed_turn(st, b, sid, op->data, op->kind != STORE_OP_INSERT);
+    return pgsql_exec_embed_turn(st, b, sid, op->data, seq, op->kind != STORE_OP_INSERT);
 }
 
 void pgsql_exec_apply(struct pgsql_db *st, struct store_batch *b)
 {
     b->reopened = b->running = 0; /* a batch run again starts afresh */
+    b->version = 0;
     int64_t sid = b->session_id ? pgsql_exec_sid(st, b) : 0;
     b->ok = sid >= 0;
     for (size_t i = 0; b->ok && i < b->n; i++)

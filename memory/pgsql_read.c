@@ -349,6 +349,16 @@ int64_t pgsql_read_embed_next(struct store_reader *base)
     return pgsql_read_next(base, PG_R_EMBED_NEXT);
 }
 
+int64_t pgsql_read_version(struct store_reader *base, const char *tenant, const char *session_id)
+{
+    struct pgsql_params p;
+    pgsql_read_pair(&p, tenant, session_id);
+    PGresult *res = pgsql_read_exec(base, PG_R_VERSION, &p);
+    int64_t v = !res ? -1 : PQntuples(res) == 1 ? pgsql_int(res, 0, 0) : 0;
+    PQclear(res);
+    return v;
+}
+
 /* The scope of a lookup: $1 tenant, $2 the user (or, without one, the session); the
  * statement to run (by_user or its session twin). *user is the caller's to free. */
 static enum pgsql_stmt pgsql_read_scope(struct store_reader *base, enum pgsql_stmt by_user,

@@ -36,6 +36,7 @@ json_t *pgsql_read_turns(struct store_reader *base, const char *tenant, const ch
                          int64_t min_turn, size_t limit);
 json_t *pgsql_read_turns_of(struct store_reader *base, const char *tenant, const char *session_id,
                             const int64_t *turn_ids, size_t n, size_t limit);
+int64_t pgsql_read_version(struct store_reader *base, const char *tenant, const char *session_id);
 json_t *pgsql_read_session_get(struct store_reader *base, const char *tenant,
                                const char *session_id);
 json_t *pgsql_read_user_memory(struct store_reader *base, const char *tenant, const char *user_id,

@@ -22,6 +22,7 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "  summarized_ms bigint, summarized_seq bigint NOT NULL DEFAULT 0,"
     "  summary_tries integer NOT NULL DEFAULT 0, summary_next_ms bigint NOT NULL DEFAULT 0,"
     "  call_summary text, window_turns bigint NOT NULL DEFAULT 0, summary_owner text,"
+    "  version bigint NOT NULL DEFAULT 1,"
     "  UNIQUE (tenant, id));"
     "CREATE INDEX sessions_user ON sessions(tenant, user_id, created_ms);"
     "CREATE INDEX sessions_updated ON sessions(updated_ms);"
@@ -98,8 +99,11 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
 static const char *const pgsql_sql[PG__COUNT] = {
     [PG_SESSION_ENSURE] = "INSERT INTO sessions(tenant, id, created_ms, updated_ms) "
                           "VALUES ($1, $2, $3, $3) ON CONFLICT (tenant, id) DO UPDATE SET "
-                          "updated_ms = excluded.updated_ms RETURNING sid, status",
-    [PG_SESSION_SID] = "SELECT sid, status FROM sessions WHERE tenant = $1 AND id = $2",
+                          "updated_ms = excluded.updated_ms, version = sessions.version + 1 "
+                          "RETURNING sid, status, version",
+    [PG_SESSION_SID] = "UPDATE sessions SET version = version + 1 WHERE tenant = $1 AND id = $2 "
+                       "RETURNING sid, status, version",
+    [PG_USER_BUMP] = "UPDATE sessions SET version = version + 1 WHERE tenant = $1 AND user_id = $2",
     [PG_SESSION_SET] = "UPDATE sessions SET user_id = COALESCE($2, user_id), "
                        "profile = COALESCE($3, profile) WHERE sid = $1",
     [PG_SESSION_SYSTEM] = "UPDATE sessions SET system_messages = $2 WHERE sid = $1",
@@ -110,8 +114,9 @@ static const char *const pgsql_sql[PG__COUNT] = {
                   "interrupted, interrupt_ms, original, metadata, tool_calls, tool_call_id, "
                   "name, timestamp_ms, importance, model, usage, finish_reason, ttft_us, "
                   "latency_us, seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                  "$13, $14, $15, $16, $17, $18, $19, $20, $21) "
-                  "ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING",
+                  "$13, $14, $15, $16, $17, $18, $19, $20, COALESCE((SELECT MAX(seq) + 1 FROM "
+                  "messages WHERE sid = $1 HAVING MAX(seq) >= $21), $21)) "
+                  "ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING RETURNING seq",
     [PG_UPDATE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
                   "interrupt_ms = $6 WHERE sid = $1 AND seq = $2",
     [PG_REPLACE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
@@ -186,7 +191,7 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_SUMMARIZED] = "UPDATE sessions SET summarized_ms = $3, summary_owner = NULL "
                       "WHERE tenant = $1 AND id = $2",
     [PG_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = GREATEST(summarized_seq, $3), "
-                          "call_summary = COALESCE($4, call_summary) "
+                          "call_summary = COALESCE($4, call_summary), version = version + 1 "
                           "WHERE tenant = $1 AND id = $2",
     [PG_SUMMARY_RETRY] = "UPDATE sessions SET summary_tries = summary_tries + 1, "
                          "summary_next_ms = $3, summary_owner = NULL WHERE tenant = $1 AND id = $2",
@@ -275,6 +280,7 @@ static const char *const pgsql_sql[PG__COUNT] = {
                               "JOIN messages m ON m.sid = q.sid AND m.seq = q.seq "
                               "JOIN sessions s ON s.sid = q.sid",
     [PG_R_EMBED_NEXT] = "SELECT MIN(next_ms) FROM embed_queue",
+    [PG_R_VERSION] = "SELECT version FROM sessions WHERE tenant = $1 AND id = $2",
     [PG_R_SESSION_USER] = "SELECT user_id FROM sessions WHERE tenant = $1 AND id = $2",
 /* A caller's latest turns, newest first: sessions by creation, turns by seq. */
 #define PGSQL_RECALL_SQL(where)                                                                    \

@@ -44,6 +44,7 @@ enum pgsql_stmt {
     PG_OUTBOX_RETRY,
     PG_IMPORT,
     PG_USER_SESSIONS,
+    PG_USER_BUMP,
     PG_USER_SUMMARY_DEL,
     PG_USER_FACTS_DEL,
     PG_USER_OUTBOX_DEL,
@@ -85,6 +86,7 @@ enum pgsql_stmt {
     PG_R_CACHE_GET,
     PG_R_TO_EMBED,
     PG_R_EMBED_NEXT,
+    PG_R_VERSION,
     PG_R_SESSION_USER,
     PG_R_RECALL_USER, /* each *_USER statement is followed by its *_SESSION twin */
     PG_R_RECALL_SESSION,

@@ -471,6 +471,16 @@ int store_reader_failed(const struct store_reader *r)
     return r->failed;
 }
 
+int store_shared(const struct store *st)
+{
+    return st->be->shared;
+}
+
+int64_t store_session_version(struct store_reader *r, const char *tenant, const char *session_id)
+{
+    return r->be->session_version ? r->be->session_version(r, tenant, session_id) : 0;
+}
+
 void store_reader_clear(struct store_reader *r)
 {
     r->failed = 0;

@@ -87,6 +87,11 @@ void store_reader_close(struct store_reader *r);
  * SQLite. */
 int store_reader_failed(const struct store_reader *r);
 void store_reader_clear(struct store_reader *r);
+/* Whether other processes (replicas) may write the database too (PostgreSQL). */
+int store_shared(const struct store *st);
+/* A shared backend's version of the session (store_backend.h): 0 when there is none (or the
+ * backend is not shared), -1 when the read failed. */
+int64_t store_session_version(struct store_reader *r, const char *tenant, const char *session_id);
 /* "sqlite" or "postgresql". */
 const char *store_backend_name(const struct store *st);
 

@@ -52,6 +52,9 @@ struct store_delivery_query {
 
 struct store_backend {
     const char *name;
+    /* Several processes (replicas) may write the database: a working set must check a
+     * session's version before it trusts what it holds of it (session_version). */
+    int shared;
     /* The writer's connection to where (a SQLite file, a PostgreSQL URL): created and migrated
      * as needed. NULL with *err set on failure. */
     void *(*open)(const char *where, const struct store_opts *opts, char **err);
@@ -69,6 +72,9 @@ struct store_backend {
     struct store_reader *(*reader_open)(void *db, char **err);
     void (*reader_close)(struct store_reader *r);
     /* The reads, as store.h describes them. */
+    /* Shared backends: the session's version (counted up by every batch of it and by changes
+     * of what it injects), 0 when there is no such session, -1 when the read failed. */
+    int64_t (*session_version)(struct store_reader *r, const char *tenant, const char *session_id);
     json_t *(*session_get)(struct store_reader *r, const char *tenant, const char *session_id);
     json_t *(*turns)(struct store_reader *r, const char *tenant, const char *session_id,
                      int64_t min_turn, size_t limit);

@@ -75,11 +75,12 @@ struct store_batch {
     store_done_cb on_writer; /* store_batch_on_writer() */
     void *on_writer_arg;
     int ok;
-    int existing;              /* the session must exist already: never created by this batch */
-    int embed;                 /* its user and assistant turns wait for their embedding */
-    int reopened;              /* its session is running again (see store_reopen) */
-    int running;               /* the writer knows its session is running (the sids cache) */
-    int deferred;              /* may wait for the next batch (store_batch_defer) */
+    int existing;    /* the session must exist already: never created by this batch */
+    int embed;       /* its user and assistant turns wait for their embedding */
+    int reopened;    /* its session is running again (see store_reopen) */
+    int running;     /* the writer knows its session is running (the sids cache) */
+    int deferred;    /* may wait for the next batch (store_batch_defer) */
+    int64_t version; /* a shared backend's: the session's version after this batch (0: none) */
     struct store_inbox *inbox; /* its base's, when attached (store_attach) */
     /* an embedding made already for a user turn's text (store_batch_known_embedding) */
     char *known_model, *known_text;

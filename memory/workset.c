@@ -188,7 +188,7 @@ void workset_pending(struct workset *m, struct workset_entry *e)
 }
 
 void workset_settled(struct workset *m, struct workset_entry *e, int ok, const char *key,
-                     const char *tenant)
+                     const char *tenant, int64_t version)
 {
     struct workset_entry *forget = NULL;
     pthread_mutex_lock(&m->mu);
@@ -196,6 +196,10 @@ void workset_settled(struct workset *m, struct workset_entry *e, int ok, const c
         e->pending--;
         if (!ok)
             e->stale = 1;
+        if (ok && version > 0 && version == e->version + 1)
+            e->version = version;
+        else if (ok && version > 0 && version != e->version)
+            e->stale = 1; /* another replica wrote the session meanwhile */
     }
     if (key != NULL && (forget = workset_find(m, key, workset_hash(key))) != NULL)
         forget->stale = 1; /* read again before its next request */
@@ -205,6 +209,21 @@ void workset_settled(struct workset *m, struct workset_entry *e, int ok, const c
             x->stale = 1;
     }
     pthread_mutex_unlock(&m->mu);
+}
+
+void workset_set_version(struct workset *m, struct workset_entry *e, int64_t version)
+{
+    pthread_mutex_lock(&m->mu);
+    e->version = version;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int64_t workset_check_version(struct workset *m, struct workset_entry *e)
+{
+    pthread_mutex_lock(&m->mu);
+    int64_t v = e->pending == 0 && !e->stale ? e->version : -1;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
 void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes)

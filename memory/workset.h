@@ -62,6 +62,7 @@ struct workset_entry {
     int refs;             /* recs using it */
     int pending;          /* submitted batches not yet committed */
     int stale;            /* a commit failed: reload once nothing is pending */
+    int64_t version;      /* a shared store's version of the session that the entry holds */
     size_t counted;       /* its share of the working set's turns */
     size_t counted_bytes; /* and of its bytes */
     int64_t used_ms;
@@ -90,8 +91,16 @@ void workset_account(struct workset *m, struct workset_entry *e);
  * (a failure makes e stale), the session under key (if any) and every session of tenant (if
  * any) must be read again. e may be NULL. */
 void workset_pending(struct workset *m, struct workset_entry *e);
+/* version: with a shared store (store_shared()), the session's version after e's batch (0:
+ * not known). One more than the entry's: the entry holds it; any other: another replica
+ * wrote the session in between, so e must be read again. */
 void workset_settled(struct workset *m, struct workset_entry *e, int ok, const char *key,
-                     const char *tenant);
+                     const char *tenant, int64_t version);
+/* A shared store's version of what e holds: set when e is read; and, to be checked against
+ * the database's before e is used, e's version when nothing is in flight for it and it is
+ * not to be read again anyway, else -1 (nothing to check). */
+void workset_set_version(struct workset *m, struct workset_entry *e, int64_t version);
+int64_t workset_check_version(struct workset *m, struct workset_entry *e);
 
 /* Sessions, turns and their bytes held now. */
 void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes);

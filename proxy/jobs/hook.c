@@ -16,6 +16,9 @@
 
 #define HOOK_MAX_INFLIGHT 32    /* transfers at once */
 #define HOOK_IDLE_POLL_MS 60000 /* look at the outbox at least this often */
+/* ... and with replicas, whose deliveries (a dead one's, once its lease ran out) show here
+ * only when looked for: a claim that finds nothing is one indexed UPDATE a second */
+#define HOOK_SHARED_POLL_MS 1000
 
 struct hook_xfer {
     struct hook *h;
@@ -221,7 +224,14 @@ static void hook_poll(void *arg)
     if (h->w->draining)
         return;
     int64_t now = util_wall_ms();
-    json_t *due = memory_outbox_due(h->w->reader, now, 2 * HOOK_MAX_INFLIGHT), *row;
+    int shared = memory_shared(h->w->mem);
+    /* shared: what is read is taken (leased), so only as much as can start now; else rows
+     * in flight come back too and are skipped */
+    size_t room = HOOK_MAX_INFLIGHT - h->ninflight;
+    json_t *due = room == 0
+                      ? json_array()
+                      : memory_outbox_due(h->w->reader, now, shared ? room : 2 * HOOK_MAX_INFLIGHT),
+           *row;
     size_t i;
     json_array_foreach(due, i, row) {
         if (h->ninflight == HOOK_MAX_INFLIGHT)
@@ -232,7 +242,8 @@ static void hook_poll(void *arg)
     json_decref(due);
     upstream_kick(h->w->up);
     int64_t next = memory_outbox_next(h->w->reader), wait = next - util_wall_ms();
-    task_after(h->task, next < 0 || wait > HOOK_IDLE_POLL_MS ? HOOK_IDLE_POLL_MS : wait);
+    int64_t idle = shared ? HOOK_SHARED_POLL_MS : HOOK_IDLE_POLL_MS;
+    task_after(h->task, next < 0 || wait > idle ? idle : wait);
 }
 
 struct hook *hook_create(struct worker *w)

@@ -15,12 +15,13 @@
 #include <event2/event.h>
 #include <string.h>
 
-#define SUMMARIZER_MAX_INFLIGHT 4
-#define SUMMARIZER_POLL_MS      30000
-#define SUMMARIZER_MAX_RESPONSE (1024 * 1024)
-#define SUMMARIZER_SCAN_MS      1000 /* running sessions are looked at most this often */
-#define SUMMARIZER_MAX_TRIES    5    /* a stopped session's summary failing upstream */
-#define SUMMARIZER_MAX_FACTS    50   /* the user's facts folded into a summary, most confident */
+#define SUMMARIZER_MAX_INFLIGHT   4
+#define SUMMARIZER_POLL_MS        30000
+#define SUMMARIZER_SHARED_POLL_MS 2000 /* replicas: a dead one's summaries show when polled */
+#define SUMMARIZER_MAX_RESPONSE   (1024 * 1024)
+#define SUMMARIZER_SCAN_MS        1000 /* running sessions are looked at most this often */
+#define SUMMARIZER_MAX_TRIES      5    /* a stopped session's summary failing upstream */
+#define SUMMARIZER_MAX_FACTS      50   /* the user's facts folded into a summary, most confident */
 /* The model when neither the profile nor the session names one. */
 #define SUMMARIZER_MODEL "gpt-4o-mini"
 
@@ -284,12 +285,16 @@ static void summarizer_poll(void *arg)
 {
     struct summarizer *s = arg;
     int64_t now = util_wall_ms(), retry = memory_summary_next(s->w->reader);
-    task_within(s->task, SUMMARIZER_POLL_MS);
+    task_within(s->task, memory_shared(s->w->mem) ? SUMMARIZER_SHARED_POLL_MS : SUMMARIZER_POLL_MS);
     if (retry > now) /* a failed summary's next try (those due now are read below) */
         task_within(s->task, retry - now);
     if (s->w->draining || s->ninflight == SUMMARIZER_MAX_INFLIGHT)
         return;
-    summarizer_start_rows(s, memory_to_summarize(s->w->reader, 4 * SUMMARIZER_MAX_INFLIGHT));
+    /* shared: what is read is taken (leased), so only as much as can start now */
+    size_t room = SUMMARIZER_MAX_INFLIGHT - s->ninflight;
+    summarizer_start_rows(s, memory_to_summarize(s->w->reader, memory_shared(s->w->mem)
+                                                                   ? room
+                                                                   : 4 * SUMMARIZER_MAX_INFLIGHT));
     summarizer_running(s);
     upstream_kick(s->w->up);
 }

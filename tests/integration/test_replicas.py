@@ -1,0 +1,246 @@
+"""Replicas (docs/deploy.md): three memproxy processes on one PostgreSQL database, a voice
+call whose requests go round-robin across them, a stop, and one of them killed with SIGKILL
+mid-stream. Runs in the integration-pg suite only (tests/meson.build): replicas need a
+database that several processes share."""
+import json
+import os
+import signal
+import threading
+import time
+import unittest
+
+from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, pg_database_for,
+                     raw_connect, raw_request, scratch_dir, sse_data, wait_for)
+from test_lifecycle import Receiver
+
+ADMIN = {"Authorization": "Bearer admin-0123456789abcdef"}
+CALL = "room-7-agent"
+TURNS = 40
+CUT = 10  # the reply the caller interrupts
+
+CONFIG = """
+auth:
+  admin_keys: [admin-0123456789abcdef]
+storage:
+  lease: 2s
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - name: default
+    upstream: mock
+    summarize: true
+    summary_wait: 10s
+  - name: stored
+    upstream: mock
+    history: stored
+webhooks:
+  - {url: "%s", secret: s3cret-0123456789abcdef, backoff: 200ms, timeout: 30s}
+"""
+
+
+class SlowReceiver(Receiver):
+    """A webhook receiver that can hold its answers (a delivery stays in flight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hold = threading.Event()
+        self.hold.set()
+        handler = self.server.RequestHandlerClass
+        outer = self
+        post = handler.do_POST
+
+        def do_post(h):
+            outer.hold.wait(60)
+            post(h)
+
+        handler.do_POST = do_post
+
+
+def user(k):
+    return {"role": "user", "content": "Question %d, please." % k, "turn_id": k,
+            "timestamp": 1763800000000 + 1000 * k,
+            "metadata": {"source": "asr", "user": "1002"}}
+
+
+def answer(k):
+    return "Answer %d: of course." % k
+
+
+@unittest.skipIf(BACKEND != "postgresql", "replicas share a PostgreSQL database")
+class Replicas(unittest.TestCase):
+    def setUp(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.recv = SlowReceiver()
+        self.addCleanup(self.recv.stop)
+        self.url = pg_database_for(os.path.join(scratch_dir("replicas-"), "shared.db"))
+        self.mock.config(summaries=True)
+        self.reps = [self.start() for _ in range(3)]
+        self.window = [{"role": "system", "content": "You are a friendly voice assistant."}]
+
+    def start(self):
+        mp = Memproxy(CONFIG % self.recv.url, upstream=self.mock.url,
+                      env={"MEMPROXY_DATABASE_URL": self.url})
+        self.addCleanup(lambda: mp.proc.poll() is None and mp.stop())
+        return mp
+
+    def body(self, k):
+        return {"model": "gpt-4o-mini", "stream": True, "session_id": CALL, "user_uid": "1002",
+                "turn_id": k, "messages": self.window[:1] + self.window[-16:]}
+
+    def turn(self, k, mp):
+        """Turn k on replica mp: the caller's question, the streamed answer, kept in the
+        client's window as heard."""
+        self.window.append(user(k))
+        self.mock.config(reply=answer(k), token_delay_ms=0)
+        status, hdrs, out = mp.request("POST", "/v1/chat/completions", self.body(k))
+        self.assertEqual(status, 200, out)
+        self.assertEqual(chat_text(sse_data(out.decode())), answer(k))
+        heard = {"role": "assistant", "content": answer(k), "turn_id": k,
+                 "timestamp": 1763800000500 + 1000 * k, "metadata": {"source": "llm"}}
+        if k == CUT:  # the caller barged in: the reply comes back as far as it was heard
+            heard["content"] = "Answer %d:" % k
+            heard["metadata"].update(interrupted=True, interrupt_timestamp=heard["timestamp"],
+                                     original=answer(k))
+        self.window.append(heard)
+
+    def history(self, mp, sid=CALL):
+        status, h = mp.json("GET", "/v1/sessions/%s/history" % sid, headers=ADMIN)
+        self.assertEqual(status, 200, h)
+        return h["contents"]
+
+    def assert_whole_call(self, mp, upto):
+        contents = self.history(mp)
+        got = [(c["turn_id"], c["role"], c["content"]) for c in contents]
+        want = []
+        for k in range(1, upto + 1):
+            want += [(k, "user", "Question %d, please." % k),
+                     (k, "assistant", "Answer %d:" % k if k == CUT else answer(k))]
+        self.assertEqual(got, want)  # each turn once, in order, on this replica
+        cut = contents[2 * CUT - 1]
+        self.assertEqual(cut["metadata"]["interrupted"], True)
+        self.assertEqual(cut["metadata"]["original"], answer(CUT))
+
+    def test_a_call_round_robin_a_stop_and_a_replica_killed(self):
+        # 1. the first 24 turns, each on the next replica
+        for k in range(1, 25):
+            self.turn(k, self.reps[k % 3])
+        for mp in self.reps:
+            self.assert_whole_call(mp, 24)
+        self.sdk_call()
+        self.stored_call()
+
+        # 2. another call stops; its dump's delivery hangs at the receiver: in flight on one
+        #    replica, which is then killed mid-stream of turn 25
+        self.recv.hold.clear()
+        status, _, out = self.reps[0].request(
+            "POST", "/v1/chat/completions",
+            {"model": "m", "session_id": "side", "messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual(status, 200, out)
+        status, _ = self.reps[0].json("POST", "/v1/sessions/side/stop", headers=ADMIN)
+        self.assertEqual(status, 200)
+        con = self.db()
+        owner = wait_for(lambda: self.owner(con, "side"), timeout=30, what="the dump's owner")
+        victim = next(mp for mp in self.reps if mp.proc.pid == owner)
+        survivors = [mp for mp in self.reps if mp is not victim]
+
+        self.window.append(user(25))
+        self.mock.config(reply=answer(25), token_delay_ms=200)
+        s = raw_connect(victim.port)
+        raw_request(s, "/v1/chat/completions", self.body(25))
+        first = s.recv(4096)
+        self.assertIn(b"200", first.split(b"\r\n", 1)[0])
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(10)
+        s.close()
+        self.window.pop()
+
+        # 3. no acknowledged turn is lost, and the killed replica's delivery goes out from
+        #    another once its lease ran out, with the same notice id
+        self.recv.hold.set()
+        wait_for(lambda: len(self.side_dumps()) >= 2, timeout=60,
+                 what="the side dump delivered again by another replica")
+        self.assertEqual(len({d["noticeId"] for d in self.side_dumps()}), 1)
+        for mp in survivors:
+            contents = self.history(mp)
+            self.assertGreaterEqual(len(contents), 48)
+            self.assertEqual(contents[:48], self.history(survivors[0])[:48])
+
+        # 4. the call goes on on the others (the platform retries turn 25 elsewhere)
+        for k in range(25, TURNS + 1):
+            self.turn(k, survivors[k % 2])
+        for mp in survivors:
+            self.assert_whole_call(mp, TURNS)
+
+        # 5. a stop sent to one replica: one dump (one notice id, delivered at least once)
+        #    holding all 80 turns, and one summary
+        before = self.mock.stats()["chat_requests"]
+        status, _ = survivors[0].json("POST", "/v1/sessions/%s/stop" % CALL, headers=ADMIN)
+        self.assertEqual(status, 200)
+        wait_for(lambda: self.call_dumps(), timeout=30, what="the call's dump")
+        time.sleep(3)  # longer than a lease: a second dump or summary would show by now
+        dumps = self.call_dumps()
+        self.assertEqual(len({d["noticeId"] for d in dumps}), 1)
+        self.assertEqual(len(dumps[0]["payload"]["contents"]), 2 * TURNS)
+        self.assertIn("summary", dumps[0]["payload"])
+        self.assertEqual(self.mock.stats()["chat_requests"] - before, 1)  # the summary
+        status, mem = survivors[1].json("GET", "/v1/users/1002/memory", headers=ADMIN)
+        self.assertEqual(status, 200)
+        self.assertIn("Question 40", mem["summary"]["text"])
+
+    def sdk_call(self):
+        """An OpenAI SDK's call: no turn ids, the whole conversation every time, each request
+        on the next replica. Matched by content alone, so a replica must see what the others
+        wrote since it last held the session (its version), or it stores them again."""
+        msgs = [{"role": "system", "content": "Be brief."}]
+        for k in range(1, 13):
+            msgs.append({"role": "user", "content": "sdk question %d" % k})
+            self.mock.config(reply="sdk answer %d" % k, token_delay_ms=0)
+            status, _, out = self.reps[k % 3].request(
+                "POST", "/v1/chat/completions?session_id=sdk-call",
+                {"model": "m", "messages": msgs})
+            self.assertEqual(status, 200, out)
+            msgs.append(json.loads(out)["choices"][0]["message"])
+        for mp in self.reps:
+            got = [(c["role"], c["content"]) for c in self.history(mp, "sdk-call")]
+            self.assertEqual(got, [(m["role"], m["content"]) for m in msgs[1:]])
+
+    def stored_call(self):
+        """A client that keeps no state (history: stored): each request brings only its new
+        message and memproxy sends the upstream the call so far. Round-robin, a replica's
+        working set must not stand in for turns another replica wrote since."""
+        want = []
+        for k in range(1, 10):
+            self.mock.config(reply="stored answer %d" % k, token_delay_ms=0)
+            status, _, out = self.reps[k % 3].request(
+                "POST", "/p/stored/v1/chat/completions?session_id=stored-call",
+                {"model": "m", "messages": [{"role": "user", "content": "stored q %d" % k}]})
+            self.assertEqual(status, 200, out)
+            sent = json.loads(self.mock.stats()["last_body"])["messages"]
+            want.append(("user", "stored q %d" % k))
+            self.assertEqual([(m["role"], m["content"]) for m in sent], want, k)
+            want.append(("assistant", "stored answer %d" % k))
+
+    # ---- helpers over the receiver and the database ----
+
+    def db(self):
+        return PgConnection(self.url)
+
+    def owner(self, con, sid):
+        row = con.execute("SELECT lease_owner FROM webhook_outbox WHERE session_id = ?",
+                          (sid,)).fetchone()
+        return int(row[0].rsplit("-", 1)[1]) if row and row[0] else None
+
+    def dumps_of(self, sid):
+        return [json.loads(b) for _, b in self.recv.dumps()
+                if json.loads(b)["payload"]["agent_id"] == sid]
+
+    def side_dumps(self):
+        return self.dumps_of("side")
+
+    def call_dumps(self):
+        return self.dumps_of(CALL)
+
+
+if __name__ == "__main__":
+    unittest.main()
