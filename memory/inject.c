@@ -31,8 +31,7 @@ static char *inject_facts_text(json_t *facts)
     return text;
 }
 
-json_t *inject_build(struct store_reader *sr, const char *tenant, json_t *runtime, const char *user,
-                     size_t max_facts)
+json_t *inject_from(json_t *runtime, json_t *um)
 {
     json_t *out = json_array(), *x;
     size_t i;
@@ -41,21 +40,16 @@ json_t *inject_build(struct store_reader *sr, const char *tenant, json_t *runtim
         if (*text)
             inject_add(out, text);
     }
-    if (user != NULL) {
-        json_t *um = store_user_memory(sr, tenant, user, max_facts);
-        const char *summary =
-            json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
-        if (summary != NULL && *summary) /* the caller's words: quoted, never instructions */
-            json_array_append_new(
-                out,
-                msg_memory_message("Summary of earlier conversations with this caller.", summary));
-        if (json_array_size(json_object_get(um, "facts")) > 0) {
-            char *text = inject_facts_text(json_object_get(um, "facts"));
-            json_array_append_new(out,
-                                  msg_memory_message("What this caller has told us before.", text));
-            free(text);
-        }
-        json_decref(um);
+    const char *summary =
+        json_string_value(json_object_get(json_object_get(um, "summary"), "text"));
+    if (summary != NULL && *summary) /* the caller's words: quoted, never instructions */
+        json_array_append_new(
+            out, msg_memory_message("Summary of earlier conversations with this caller.", summary));
+    if (json_array_size(json_object_get(um, "facts")) > 0) {
+        char *text = inject_facts_text(json_object_get(um, "facts"));
+        json_array_append_new(out,
+                              msg_memory_message("What this caller has told us before.", text));
+        free(text);
     }
     if (json_array_size(out) == 0) {
         json_decref(out);

@@ -7,15 +7,12 @@
 #ifndef MEMPROXY_INJECT_H
 #define MEMPROXY_INJECT_H
 
-#include "memory/store.h"
-
 #include <jansson.h>
 #include <stddef.h>
 
 /* runtime: the session's runtime system messages (strings or {content} objects; NULL:
- * none); user: whose memory (NULL: none), at most max_facts facts, the most confident first.
- * A new array, or NULL when there is nothing to inject. */
-json_t *inject_build(struct store_reader *sr, const char *tenant, json_t *runtime, const char *user,
-                     size_t max_facts);
+ * none); um: the user's memory as store_user_memory() gives it ({summary, facts}; NULL:
+ * none). A new array, or NULL when there is nothing to inject. */
+json_t *inject_from(json_t *runtime, json_t *um);
 
 #endif

@@ -1,10 +1,12 @@
 #include "memory/memory.h"
+#include "memory/memory_types.h"
 
 #include "base/log.h"
 #include "base/msg.h"
 #include "base/util.h"
 #include "memory/cache.h"
 #include "memory/callsum.h"
+#include "memory/entry.h"
 #include "memory/history.h"
 #include "memory/inject.h"
 #include "memory/reconcile.h"
@@ -23,44 +25,8 @@
  * agent restarted under the same session id) had every request read its whole session on
  * the worker's loop, ~22 ms for 2,000 turns. */
 #define MEMORY_MAX_READ 100000
-/* Facts about a user considered for injection (the most confident first). */
-#define MEMORY_MAX_FACTS 50
 /* Facts the REST API shows for a user. */
 #define MEMORY_MAX_USER_FACTS 1000
-
-struct memory {
-    struct store *st;
-    struct workset *ws;
-    size_t session_turns; /* read when a session is loaded (the working set keeps as many) */
-    atomic_uint_fast64_t reach_back; /* turns read by memory_stored_for (memory_stats) */
-};
-
-struct memory_reader {
-    struct memory *m;
-    struct store_reader *sr;
-};
-
-struct memory_rec {
-    struct memory_reader *rd;
-    char *tenant, *sid, *user, *profile;
-    json_t *messages;
-    struct jmemo *memo; /* the worker's, or NULL */
-    int64_t turn_id;
-    struct workset_entry *e; /* referenced once the request is recorded */
-    int requested, replied;
-    int retry;            /* the window brought nothing new after a recorded reply: a retry, whose
-                             reply replaces that one */
-    int append;           /* stored history mode: the messages are new, not a window */
-    int embed;            /* retrieval: its turns wait for their embedding */
-    int track_window;     /* summary_threshold: the window's span is written (callsum.h) */
-    int64_t window_turns; /* stored mode: the span memory_rec_window() was told, or -1 */
-    int reload;           /* the entry must be read again before use */
-    /* the question's embedding, made for its recall (memory_rec_question), until a batch
-     * takes it */
-    char *q_model, *q_text;
-    float *q_vec;
-    size_t q_dim;
-};
 
 /* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
  * or the key of a session to read again (a REST change), and who waits for it. */
@@ -107,29 +73,12 @@ static const char *memory_str(json_t *o, const char *key)
     return v ? v : "";
 }
 
-/* A client's system messages [{role, content}] (NULL: none), hashed so that an unchanged
- * list is not written again: their roles and texts in order. */
-static uint64_t memory_system_hash(json_t *system)
-{
-    size_t i;
-    json_t *x;
-    uint64_t h = system != NULL;
-    json_array_foreach(system, i, x) {
-        const char *role = memory_str(x, "role");
-        json_t *content = json_object_get(x, "content");
-        h = util_hash64(h, role, strlen(role) + 1);
-        if (json_is_string(content))
-            h = util_hash64(h, json_string_value(content), json_string_length(content));
-    }
-    return h;
-}
-
 /* Queue the client's system messages (NULL: none came) when they changed; in alignment
  * mode (aligned) also the window's fingerprint whenever it changed (struct workset_entry). */
 static void memory_system(struct workset_entry *e, struct store_batch *b, json_t *system,
                           uint64_t window_hash, int aligned)
 {
-    uint64_t h = system != NULL ? memory_system_hash(system) : e->system_hash;
+    uint64_t h = system != NULL ? entry_system_hash(system) : e->system_hash;
     int changed = h != e->system_hash; /* unchanged, they are not copied and written again */
     if (changed || (aligned && window_hash != e->window_hash))
         store_batch_window(b, changed ? system : NULL, window_hash);
@@ -141,45 +90,12 @@ static void memory_system(struct workset_entry *e, struct store_batch *b, json_t
     e->window_hash = window_hash;
 }
 
+/* The sync path (SQLite, or no async channel): the entry read in place. */
 static void memory_load(struct memory_rec *rec, struct workset_entry *e)
 {
     struct memory *m = rec->rd->m;
-    if (store_shared(m->st)) { /* first: a write after it shows as a newer version */
-        int64_t v = store_session_version(rec->rd->sr, rec->tenant, rec->sid);
-        workset_set_version(m->ws, e, v > 0 ? v : 0);
-    }
-    json_t *sess = store_session_get(rec->rd->sr, rec->tenant, rec->sid);
-    json_t *turns = store_turns(rec->rd->sr, rec->tenant, rec->sid, INT64_MIN, m->session_turns);
-    size_t n = json_array_size(turns);
-    int64_t last = n ? memory_int(json_array_get(turns, n - 1), "seq") : 0;
-    turnlist_set(e->turns, turns);
-    json_decref(turns);
-    e->complete = n < m->session_turns;
-    if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
-        e->last_seq = last;
-    e->window_hash = (uint64_t)json_integer_value(json_object_get(sess, "window_hash"));
-    e->system_hash = memory_system_hash(json_object_get(sess, "system_messages"));
-    json_decref(e->system);
-    e->system = json_is_array(json_object_get(sess, "system_messages"))
-                    ? json_incref(json_object_get(sess, "system_messages"))
-                    : NULL;
-    e->exists = sess != NULL;
-    memory_set_owned(&e->user, json_string_value(json_object_get(sess, "user_id")));
-    memory_set_owned(&e->profile, json_string_value(json_object_get(sess, "profile")));
-    json_decref(e->inject);
-    e->inject = inject_build(rec->rd->sr, rec->tenant, json_object_get(sess, "runtime_system"),
-                             rec->user ? rec->user : e->user, MEMORY_MAX_FACTS);
-    json_t *call = json_object_get(sess, "call_summary");
-    free(e->call_summary);
-    e->call_summary =
-        json_is_object(call) ? xstrdup(json_string_value(json_object_get(call, "text"))) : NULL;
-    e->call_through = e->call_summary ? memory_int(call, "through_seq") : 0;
-    e->window_turns = memory_int(sess, "window_turns");
-    json_t *params = json_object_get(sess, "runtime_params");
-    json_decref(e->params);
-    e->params = json_object_size(params) > 0 ? json_incref(params) : NULL;
-    e->loaded = 1;
-    json_decref(sess);
+    entry_read(e, m->st, m->ws, rec->rd->sr, rec->tenant, rec->sid, rec->user, m->session_turns,
+               MEMORY_MAX_FACTS);
 }
 
 /* What the window is matched against (reconcile_run_views' stored), *n views: the working
@@ -266,6 +182,7 @@ static void memory_add_turn(struct workset_entry *e, struct store_batch *b, json
 {
     json_object_set_new(t, "seq", json_integer(++e->last_seq));
     turnlist_append(e->turns, t);
+    e->gen++;
     store_batch_insert(b, t);
 }
 
@@ -280,6 +197,7 @@ static void memory_apply_update(struct workset_entry *e, json_t *u)
     json_object_set(nt, "original", json_object_get(u, "original"));
     json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
     turnlist_replace(e->turns, (size_t)i, nt);
+    e->gen++;
     json_decref(nt);
 }
 
@@ -362,32 +280,25 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
     reconcile_result_clear(&res);
 }
 
-/* Replicas (a shared store): whether another one wrote the session since e was read (its
- * version in the database is not the one e holds). One read per recorded request; a failed
- * read goes by what e holds. */
-static int memory_written_behind(struct memory_rec *rec, struct workset_entry *e)
-{
-    struct memory *m = rec->rd->m;
-    if (!store_shared(m->st))
-        return 0;
-    int64_t have = workset_check_version(m->ws, e);
-    if (have < 0)
-        return 0;
-    int64_t now = store_session_version(rec->rd->sr, rec->tenant, rec->sid);
-    return now >= 0 && now != have;
-}
-
-/* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
-static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
+struct workset_entry *memory_rec_entry(struct memory_rec *rec)
 {
     if (rec->e == NULL) {
         char *key = memory_key(rec->tenant, rec->sid);
         rec->e = workset_acquire(rec->rd->m->ws, key, &rec->reload);
         free(key);
     }
+    return rec->e;
+}
+
+/* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
+static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
+{
+    memory_rec_entry(rec);
     pthread_mutex_lock(&rec->e->mu);
-    if (rec->e->loaded && !rec->reload && memory_written_behind(rec, rec->e))
-        rec->reload = 1;
+    if (rec->prepared && !rec->e->loaded) { /* the read failed: an empty entry, read later */
+        rec->e->loaded = 1;
+        workset_mark_stale(rec->rd->m->ws, rec->e);
+    }
     if (!rec->e->loaded || rec->reload)
         memory_load(rec, rec->e);
     rec->reload = 0;
@@ -570,6 +481,7 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
         json_object_set(t, "seq", json_object_get(last, "seq"));
         store_batch_replace(b, t);
         turnlist_replace(e->turns, n - 1, t);
+        e->gen++;
         json_decref(t);
     } else {
         json_t *t =
@@ -945,10 +857,17 @@ void memory_reader_clear(struct memory_reader *r)
     store_reader_clear(r->sr);
 }
 
+void memory_reader_async(struct memory_reader *r, struct event_base *base)
+{
+    if (r->as == NULL)
+        r->as = store_async_open(r->m->st, base);
+}
+
 void memory_reader_close(struct memory_reader *r)
 {
     if (r == NULL)
         return;
+    store_async_close(r->as);
     store_reader_close(r->sr);
     free(r);
 }

@@ -93,6 +93,10 @@ int memory_shared(const struct memory *m);
 
 struct memory_reader *memory_reader_open(struct memory *m, char **err);
 void memory_reader_close(struct memory_reader *r);
+/* With a shared store (PostgreSQL), r's recorded requests are prepared (memory_rec_prepare)
+ * by reads on base's loop that never wait: call on base's thread, before its loop runs; r is
+ * then closed on that thread too, or after its loop has stopped. Nothing with SQLite. */
+void memory_reader_async(struct memory_reader *r, struct event_base *base);
 /* Whether a read since memory_reader_clear() went unanswered (PostgreSQL unreachable): what
  * it returned looks like "nothing there", so REST says 503 instead. */
 int memory_reader_failed(const struct memory_reader *r);
@@ -117,6 +121,15 @@ struct memory_rec_params {
 };
 
 struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_rec_params *p);
+
+/* Before memory_rec_context() and memory_rec_request(): make the session's entry current
+ * without the loop waiting for the database. With replicas (a shared store whose reader
+ * has an async channel, memory_reader_async) the entry's version is checked, and the session
+ * read again when another replica wrote it since (or read for the first time); cb(arg) runs
+ * on the loop when that is done, or at once (inside this call) when there is nothing to read
+ * (SQLite, or this process's own writes of the session still in flight). The rec must live
+ * until cb. */
+void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg);
 
 /* Retrieval: the request's question (its last user message's text, as reconcile stores it)
  * was embedded with model for its recall. Before memory_rec_request(): that turn takes this

@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "memory/pgsql_async.h"
 #include "memory/pgsql_exec.h"
 #include "memory/pgsql_read.h"
 
@@ -187,6 +188,101 @@ static void pgsql_reader_close(struct store_reader *r)
     pgsql_read_close((struct pgsql_reader *)r);
 }
 
+/* ---- reads on a worker's loop (pgsql_async.h) ---- */
+
+/* Who waits for an async read. */
+struct pgsql_waiter {
+    store_version_cb version_cb;
+    store_loaded_cb loaded_cb;
+    void *arg;
+};
+
+static struct pgsql_waiter *pgsql_waiter(store_version_cb v, store_loaded_cb l, void *arg)
+{
+    struct pgsql_waiter *w = xmalloc(sizeof(*w));
+    *w = (struct pgsql_waiter){.version_cb = v, .loaded_cb = l, .arg = arg};
+    return w;
+}
+
+/* A PG_R_VERSION result: the version, 0 without a row, -1 when it failed. */
+static int64_t pgsql_version_of(const PGresult *r)
+{
+    return r == NULL ? -1 : PQntuples(r) == 1 ? pgsql_int((PGresult *)r, 0, 0) : 0;
+}
+
+static void *pgsql_async_open_cb(void *arg, struct event_base *base)
+{
+    return pgsql_async_open(arg, base);
+}
+
+static void pgsql_async_close_cb(void *a)
+{
+    pgsql_async_close(a);
+}
+
+static void pgsql_versioned(void *arg, PGresult *const *res, int n)
+{
+    struct pgsql_waiter *w = arg;
+    (void)n;
+    w->version_cb(w->arg, pgsql_version_of(res[0]));
+    free(w);
+}
+
+static void pgsql_async_version_cb(void *a, const char *tenant, const char *session_id,
+                                   store_version_cb cb, void *arg)
+{
+    enum pgsql_stmt which = PG_R_VERSION;
+    struct pgsql_params p;
+    pgsql_params_init(&p);
+    pgsql_param_text(&p, 1, tenant);
+    pgsql_param_text(&p, 2, session_id);
+    pgsql_async_run(a, &which, &p, 1, pgsql_versioned, pgsql_waiter(cb, NULL, arg));
+}
+
+static void pgsql_loaded(void *arg, PGresult *const *res, int n)
+{
+    struct pgsql_waiter *w = arg;
+    int ok = n == 5;
+    for (int i = 0; ok && i < n; i++)
+        ok = res[i] != NULL;
+    if (!ok) {
+        w->loaded_cb(w->arg, NULL);
+        free(w);
+        return;
+    }
+    struct store_loaded l = {.version = pgsql_version_of(res[0]),
+                             .session = pgsql_read_session_of_result(res[1]),
+                             .turns = pgsql_read_turns_of_result(res[2]),
+                             .memory = pgsql_read_memory_of_results(res[3], res[4])};
+    w->loaded_cb(w->arg, &l);
+    json_decref(l.session);
+    json_decref(l.turns);
+    json_decref(l.memory);
+    free(w);
+}
+
+/* The version first: a write after it shows as a newer version (memory.c). One job: the five
+ * statements go out together and their answers come back in one round trip. */
+static void pgsql_async_load_cb(void *a, const char *tenant, const char *session_id,
+                                const char *user_id, size_t turns, size_t max_facts,
+                                store_loaded_cb cb, void *arg)
+{
+    enum pgsql_stmt which[] = {PG_R_VERSION, PG_R_SESSION, PG_R_TURNS, PG_R_SUMMARY_OF,
+                               PG_R_FACTS_OF};
+    struct pgsql_params p[5];
+    for (int i = 0; i < 5; i++) {
+        pgsql_params_init(&p[i]);
+        pgsql_param_text(&p[i], 1, tenant);
+        pgsql_param_text(&p[i], 2, session_id);
+    }
+    pgsql_param_int(&p[2], 3, INT64_MIN);
+    pgsql_param_int(&p[2], 4, (int64_t)turns);
+    pgsql_param_text(&p[3], 3, user_id);
+    pgsql_param_text(&p[4], 3, user_id);
+    pgsql_param_int(&p[4], 4, (int64_t)max_facts);
+    pgsql_async_run(a, which, p, 5, pgsql_loaded, pgsql_waiter(NULL, cb, arg));
+}
+
 const struct store_backend pgsql_backend = {
     .name = "postgresql",
     .shared = 1,
@@ -216,4 +312,8 @@ const struct store_backend pgsql_backend = {
     .recall_embedded = pgsql_read_recall_embedded,
     .recall = pgsql_read_recall,
     .idle_sessions = pgsql_read_idle_sessions,
+    .async_open = pgsql_async_open_cb,
+    .async_close = pgsql_async_close_cb,
+    .async_version = pgsql_async_version_cb,
+    .async_load = pgsql_async_load_cb,
 };

@@ -33,17 +33,28 @@ static void pgsql_conn_set_error(struct pgsql_conn *c, const char *msg)
         c->last_error[--n] = '\0';
 }
 
+void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long statement_timeout_ms)
+{
+    snprintf(cp->options, sizeof(cp->options), "-c statement_timeout=%ld", statement_timeout_ms);
+    /* before dbname: what url says itself wins over these; after it, client_encoding:
+     * jansson's strings are UTF-8, whatever url says */
+    static const char *const keys[] = {"connect_timeout", "application_name", "options",
+                                       "dbname",          "client_encoding",  NULL};
+    memcpy(cp->keys, keys, sizeof(keys));
+    cp->vals[0] = "5";
+    cp->vals[1] = "memproxy";
+    cp->vals[2] = statement_timeout_ms > 0 ? cp->options : "";
+    cp->vals[3] = url;
+    cp->vals[4] = "UTF8";
+    cp->vals[5] = NULL;
+}
+
 struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, char **err)
 {
-    char options[64];
-    snprintf(options, sizeof(options), "-c statement_timeout=%ld", statement_timeout_ms);
-    /* before dbname: what url says itself wins over these */
-    const char *keys[] = {"connect_timeout", "application_name", "options",
-                          "dbname",          "client_encoding",  NULL};
-    const char *vals[] = {"5",    "memproxy", statement_timeout_ms > 0 ? options : "", url,
-                          "UTF8", NULL}; /* jansson's strings are UTF-8, whatever url says */
+    struct pgsql_conn_params cp;
+    pgsql_conn_params(&cp, url, statement_timeout_ms);
     struct pgsql_conn *c = xcalloc(1, sizeof(*c));
-    c->pg = PQconnectdbParams(keys, vals, 1);
+    c->pg = PQconnectdbParams(cp.keys, cp.vals, 1);
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
         pgsql_conn_set_error(c, c->pg ? PQerrorMessage(c->pg) : "out of memory");
         *err = xasprintf("postgresql: cannot connect: %s", c->last_error);
@@ -153,6 +164,22 @@ static void pgsql_param_set(struct pgsql_params *p, int i, const char *v)
     p->fmt[i - 1] = 0;
     if (i > p->n)
         p->n = i;
+}
+
+void pgsql_params_copy(struct pgsql_params *dst, const struct pgsql_params *src)
+{
+    pgsql_params_init(dst);
+    dst->n = src->n;
+    for (int i = 0; i < src->n; i++) {
+        dst->len[i] = src->len[i];
+        dst->fmt[i] = src->fmt[i];
+        if (src->v[i] == NULL)
+            continue;
+        size_t n = src->fmt[i] ? (size_t)src->len[i] : strlen(src->v[i]) + 1;
+        dst->owned[i] = xmalloc(n ? n : 1);
+        memcpy(dst->owned[i], src->v[i], n);
+        dst->v[i] = dst->owned[i];
+    }
 }
 
 void pgsql_param_text(struct pgsql_params *p, int i, const char *s)

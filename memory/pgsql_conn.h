@@ -32,6 +32,14 @@ struct pgsql_params {
 
 struct pgsql_conn;
 
+/* How memproxy connects (PQconnectdbParams' keys and values, expand_dbname 1): url, with
+ * statement_timeout_ms (0: the server's) unless url sets options itself, and UTF-8. */
+struct pgsql_conn_params {
+    const char *keys[6], *vals[6];
+    char options[64];
+};
+void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long statement_timeout_ms);
+
 /* Connect to url (a libpq connection string or URI) with statement_timeout_ms on every
  * statement (0: the server's). NULL with *err set when the server cannot be reached. */
 struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, char **err);
@@ -57,6 +65,8 @@ int64_t pgsql_changes(PGresult *r);
 
 void pgsql_params_init(struct pgsql_params *p);
 void pgsql_params_clear(struct pgsql_params *p);
+/* dst (uninitialised) becomes a copy of src that owns all its values. */
+void pgsql_params_copy(struct pgsql_params *dst, const struct pgsql_params *src);
 /* $i = ... (1-based, as in the SQL). NULL (or a JSON value of another type) binds NULL. */
 void pgsql_param_text(struct pgsql_params *p, int i, const char *s);
 void pgsql_param_int(struct pgsql_params *p, int i, int64_t v);

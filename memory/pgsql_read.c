@@ -84,11 +84,17 @@ static json_t *pgsql_read_turn_row(PGresult *res, int row)
     return t;
 }
 
-static json_t *pgsql_read_turn_rows(PGresult *res)
+json_t *pgsql_read_turns_of_result(const PGresult *res)
 {
     json_t *out = json_array();
     for (int i = 0; res && i < PQntuples(res); i++)
-        json_array_append_new(out, pgsql_read_turn_row(res, i));
+        json_array_append_new(out, pgsql_read_turn_row((PGresult *)res, i));
+    return out;
+}
+
+static json_t *pgsql_read_turn_rows(PGresult *res)
+{
+    json_t *out = pgsql_read_turns_of_result(res);
     PQclear(res);
     return out;
 }
@@ -153,8 +159,7 @@ json_t *pgsql_read_turns_of(struct store_reader *base, const char *tenant, const
     return out;
 }
 
-json_t *pgsql_read_session_get(struct store_reader *base, const char *tenant,
-                               const char *session_id)
+json_t *pgsql_read_session_of_result(const PGresult *res)
 {
     static const char *const names[] = {"id",           "tenant",      "user_id",
                                         "profile",      "status",      "system_messages",
@@ -162,15 +167,10 @@ json_t *pgsql_read_session_get(struct store_reader *base, const char *tenant,
                                         "stopped_ms",   "turns",       "runtime_system",
                                         "labels",       "metadata",    "runtime_params",
                                         "call_summary", "through_seq", "window_turns"};
-    struct pgsql_params p;
-    pgsql_read_pair(&p, tenant, session_id);
-    PGresult *res = pgsql_read_exec(base, PG_R_SESSION, &p);
-    json_t *out = NULL;
-    if (res && PQntuples(res) == 1)
-        out = pgsql_read_row(res, 0, names, (int)UTIL_ARRAY_LEN(names), 1u << 5 | 0xfu << 11);
-    PQclear(res);
-    if (out == NULL)
+    if (res == NULL || PQntuples(res) != 1)
         return NULL;
+    json_t *out =
+        pgsql_read_row((PGresult *)res, 0, names, (int)UTIL_ARRAY_LEN(names), 1u << 5 | 0xfu << 11);
     json_t *text = json_object_get(out, "call_summary"); /* {text, through_seq} or null */
     json_object_set_new(out, "call_summary",
                         json_is_string(text) ? json_pack("{s:O, s:O}", "text", text, "through_seq",
@@ -180,23 +180,43 @@ json_t *pgsql_read_session_get(struct store_reader *base, const char *tenant,
     return out;
 }
 
-json_t *pgsql_read_user_memory(struct store_reader *base, const char *tenant, const char *user_id,
-                               size_t max_facts)
+json_t *pgsql_read_session_get(struct store_reader *base, const char *tenant,
+                               const char *session_id)
+{
+    struct pgsql_params p;
+    pgsql_read_pair(&p, tenant, session_id);
+    PGresult *res = pgsql_read_exec(base, PG_R_SESSION, &p);
+    json_t *out = pgsql_read_session_of_result(res);
+    PQclear(res);
+    return out;
+}
+
+json_t *pgsql_read_memory_of_results(const PGresult *summary, const PGresult *facts)
 {
     static const char *const sum[] = {"text", "from_ms", "to_ms", "updated_ms"};
     static const char *const fact[] = {"category",   "key",  "value",
                                        "confidence", "seen", "updated_ms"};
-    json_t *out = json_pack("{s:n}", "summary");
+    json_t *out = json_pack("{s:n, s:[]}", "summary", "facts");
+    if (summary && PQntuples(summary) == 1)
+        json_object_set_new(out, "summary", pgsql_read_row((PGresult *)summary, 0, sum, 4, 0));
+    for (int i = 0; facts && i < PQntuples(facts); i++)
+        json_array_append_new(json_object_get(out, "facts"),
+                              pgsql_read_row((PGresult *)facts, i, fact, 6, 0));
+    return out;
+}
+
+json_t *pgsql_read_user_memory(struct store_reader *base, const char *tenant, const char *user_id,
+                               size_t max_facts)
+{
     struct pgsql_params p;
     pgsql_read_pair(&p, tenant, user_id);
-    PGresult *res = pgsql_read_exec(base, PG_R_SUMMARY, &p);
-    if (res && PQntuples(res) == 1)
-        json_object_set_new(out, "summary", pgsql_read_row(res, 0, sum, 4, 0));
-    PQclear(res);
+    PGresult *summary = pgsql_read_exec(base, PG_R_SUMMARY, &p);
     pgsql_read_pair(&p, tenant, user_id);
     pgsql_param_int(&p, 3, (int64_t)max_facts);
-    json_object_set_new(out, "facts",
-                        pgsql_read_rows(pgsql_read_exec(base, PG_R_FACTS, &p), fact, 6, 0));
+    PGresult *facts = pgsql_read_exec(base, PG_R_FACTS, &p);
+    json_t *out = pgsql_read_memory_of_results(summary, facts);
+    PQclear(summary);
+    PQclear(facts);
     return out;
 }
 

@@ -32,6 +32,13 @@ struct pgsql_reader *pgsql_read_open(const struct pgsql_db *st, int own, char **
 void pgsql_read_close(struct pgsql_reader *r);
 struct store_reader *pgsql_read_base(struct pgsql_reader *r);
 
+/* What the reads below make of their statements' rows, for the same statements run
+ * elsewhere (pgsql_async.h): PG_R_SESSION's (NULL when none), PG_R_TURNS' (an array), and
+ * PG_R_SUMMARY's with PG_R_FACTS' ({summary, facts}); results may be NULL (failed). */
+json_t *pgsql_read_session_of_result(const PGresult *res);
+json_t *pgsql_read_turns_of_result(const PGresult *res);
+json_t *pgsql_read_memory_of_results(const PGresult *summary, const PGresult *facts);
+
 json_t *pgsql_read_turns(struct store_reader *base, const char *tenant, const char *session_id,
                          int64_t min_turn, size_t limit);
 json_t *pgsql_read_turns_of(struct store_reader *base, const char *tenant, const char *session_id,

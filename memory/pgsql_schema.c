@@ -281,6 +281,13 @@ static const char *const pgsql_sql[PG__COUNT] = {
                               "JOIN sessions s ON s.sid = q.sid",
     [PG_R_EMBED_NEXT] = "SELECT MIN(next_ms) FROM embed_queue",
     [PG_R_VERSION] = "SELECT version FROM sessions WHERE tenant = $1 AND id = $2",
+#define PGSQL_USER_OF                                                                              \
+    "COALESCE($3::text, (SELECT user_id FROM sessions WHERE tenant = $1 AND id = $2))"
+    [PG_R_SUMMARY_OF] = "SELECT summary, from_ms, to_ms, updated_ms FROM user_summaries "
+                        "WHERE tenant = $1 AND user_id = " PGSQL_USER_OF,
+    [PG_R_FACTS_OF] = "SELECT category, key, value, confidence, seen, updated_ms FROM user_facts "
+                      "WHERE tenant = $1 AND user_id = " PGSQL_USER_OF
+                      " ORDER BY confidence DESC, updated_ms DESC LIMIT $4",
     [PG_R_SESSION_USER] = "SELECT user_id FROM sessions WHERE tenant = $1 AND id = $2",
 /* A caller's latest turns, newest first: sessions by creation, turns by seq. */
 #define PGSQL_RECALL_SQL(where)                                                                    \

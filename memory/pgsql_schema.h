@@ -87,6 +87,8 @@ enum pgsql_stmt {
     PG_R_TO_EMBED,
     PG_R_EMBED_NEXT,
     PG_R_VERSION,
+    PG_R_SUMMARY_OF, /* a user's memory: $3, or else the session ($1, $2)'s user */
+    PG_R_FACTS_OF,
     PG_R_SESSION_USER,
     PG_R_RECALL_USER, /* each *_USER statement is followed by its *_SESSION twin */
     PG_R_RECALL_SESSION,

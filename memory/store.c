@@ -471,6 +471,42 @@ int store_reader_failed(const struct store_reader *r)
     return r->failed;
 }
 
+struct store_async {
+    const struct store_backend *be;
+    void *a;
+};
+
+struct store_async *store_async_open(struct store *st, struct event_base *base)
+{
+    if (st->be->async_open == NULL)
+        return NULL;
+    struct store_async *a = xcalloc(1, sizeof(*a));
+    a->be = st->be;
+    a->a = st->be->async_open(st->db, base);
+    return a;
+}
+
+void store_async_close(struct store_async *a)
+{
+    if (a == NULL)
+        return;
+    a->be->async_close(a->a);
+    free(a);
+}
+
+void store_async_version(struct store_async *a, const char *tenant, const char *session_id,
+                         store_version_cb cb, void *arg)
+{
+    a->be->async_version(a->a, tenant, session_id, cb, arg);
+}
+
+void store_async_load(struct store_async *a, const char *tenant, const char *session_id,
+                      const char *user_id, size_t turns, size_t max_facts, store_loaded_cb cb,
+                      void *arg)
+{
+    a->be->async_load(a->a, tenant, session_id, user_id, turns, max_facts, cb, arg);
+}
+
 int store_shared(const struct store *st)
 {
     return st->be->shared;

@@ -92,6 +92,23 @@ int store_shared(const struct store *st);
 /* A shared backend's version of the session (store_backend.h): 0 when there is none (or the
  * backend is not shared), -1 when the read failed. */
 int64_t store_session_version(struct store_reader *r, const char *tenant, const char *session_id);
+/* ---- reads that never wait on a loop (shared backends) ---- */
+
+struct store_async;
+/* A channel for base's thread (on it), or NULL when the backend reads in place (SQLite):
+ * then use the reader. Closed on base's thread; callbacks of reads still on their way run
+ * then, as failures. */
+struct store_async *store_async_open(struct store *st, struct event_base *base);
+void store_async_close(struct store_async *a);
+/* The session's version (store_session_version) to cb on base's thread. */
+void store_async_version(struct store_async *a, const char *tenant, const char *session_id,
+                         store_version_cb cb, void *arg);
+/* The session's version, row, last `turns` turns and user_id's memory (its max_facts most
+ * confident facts; user_id NULL: the session's user), to cb on base's thread. */
+void store_async_load(struct store_async *a, const char *tenant, const char *session_id,
+                      const char *user_id, size_t turns, size_t max_facts, store_loaded_cb cb,
+                      void *arg);
+
 /* "sqlite" or "postgresql". */
 const char *store_backend_name(const struct store *st);
 

@@ -14,6 +14,7 @@
 
 #include "memory/store_batch.h"
 
+#include <event2/event.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,16 @@ struct store_delivery_query {
     int64_t before; /* a previous page's next, or 0 */
     size_t limit;
 };
+
+/* What a session's cache is made of, read in one go (store_async_load): the session's version
+ * (0: none), its row as session_get gives it (NULL: none), its latest turns, and its user's
+ * memory as user_memory gives it. Borrowed for the callback's duration. */
+struct store_loaded {
+    int64_t version;
+    json_t *session, *turns, *memory;
+};
+typedef void (*store_version_cb)(void *arg, int64_t version);             /* -1: the read failed */
+typedef void (*store_loaded_cb)(void *arg, const struct store_loaded *l); /* NULL: failed */
 
 struct store_backend {
     const char *name;
@@ -99,6 +110,16 @@ struct store_backend {
     void (*recall)(struct store_reader *r, const char *tenant, const char *user_id,
                    const char *session_id, size_t limit, struct recall_pick *p);
     json_t *(*idle_sessions)(struct store_reader *r, int64_t before_ms, size_t limit);
+
+    /* Reads that never wait on the calling loop (store_async_*), or NULL: the backend's reads
+     * are quick enough to make in place (SQLite's, from the page cache). async_open runs on
+     * base's thread, and so do the callbacks. */
+    void *(*async_open)(void *db, struct event_base *base);
+    void (*async_close)(void *a);
+    void (*async_version)(void *a, const char *tenant, const char *session_id, store_version_cb cb,
+                          void *arg);
+    void (*async_load)(void *a, const char *tenant, const char *session_id, const char *user_id,
+                       size_t turns, size_t max_facts, store_loaded_cb cb, void *arg);
 };
 
 #endif

@@ -218,6 +218,13 @@ void workset_set_version(struct workset *m, struct workset_entry *e, int64_t ver
     pthread_mutex_unlock(&m->mu);
 }
 
+void workset_mark_stale(struct workset *m, struct workset_entry *e)
+{
+    pthread_mutex_lock(&m->mu);
+    e->stale = 1;
+    pthread_mutex_unlock(&m->mu);
+}
+
 int64_t workset_check_version(struct workset *m, struct workset_entry *e)
 {
     pthread_mutex_lock(&m->mu);

@@ -37,6 +37,7 @@ struct workset_entry {
     pthread_mutex_t mu;
     /* under mu */
     int loaded;
+    uint64_t gen;           /* counts changes to turns: a read begun before one is not applied */
     int complete;           /* turns hold the session from its first turn */
     int warned_back;        /* memory_turn_ids_back() has logged for this session */
     struct turnlist *turns; /* the recent tail; elements never change once added */
@@ -101,6 +102,8 @@ void workset_settled(struct workset *m, struct workset_entry *e, int ok, const c
  * not to be read again anyway, else -1 (nothing to check). */
 void workset_set_version(struct workset *m, struct workset_entry *e, int64_t version);
 int64_t workset_check_version(struct workset *m, struct workset_entry *e);
+/* e is read again before its next use (once nothing is in flight for it). */
+void workset_mark_stale(struct workset *m, struct workset_entry *e);
 
 /* Sessions, turns and their bytes held now. */
 void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes);

@@ -48,7 +48,9 @@ struct chat {
     uint64_t t_start;
     char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
     struct lookup *lookup;          /* the question's embedding on its way */
-    struct evhttp_request *waiting; /* the request, while the lookup runs */
+    struct evhttp_request *waiting; /* the request, while the lookup (or the session's
+                                       read, memory_rec_prepare) runs */
+    char *prep_sid;                 /* the session id, while its read runs */
     char *question;                 /* the question's text, while its lookup runs */
     float *query;                   /* the question's embedding, or NULL */
     size_t qdim;
@@ -91,6 +93,7 @@ static void chat_unref(struct chat *c)
     memory_rec_free(c->rec);
     lookup_cancel(c->lookup);
     free(c->recall_sid);
+    free(c->prep_sid);
     free(c->question);
     free(c->query);
     free(c->user);
@@ -662,6 +665,42 @@ static int chat_recall(struct chat *c, struct evhttp_request *req, const char *s
     return 1;
 }
 
+/* The session's entry is current (memory_rec_prepare): retrieval, then the request goes on. */
+static void chat_go_on(struct chat *c, struct evhttp_request *req, const char *session_id)
+{
+    if (chat_recall(c, req, session_id))
+        upstream_kick(c->w->up); /* the lookup's request on the wire now (it may end inside) */
+    else
+        chat_forward(c, req);
+}
+
+static void chat_prepared(void *arg)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    struct evhttp_request *req = c->waiting;
+    char *sid = c->prep_sid;
+    c->waiting = NULL;
+    c->prep_sid = NULL;
+    chat_go_on(c, req, sid);
+    free(sid);
+    worker_release(w); /* after: the relay now keeps a drain waiting */
+}
+
+/* With replicas the session's entry is made current by a read that the loop does not wait
+ * for (memory_rec_prepare); the request goes on when it is done, or at once. */
+static void chat_prepare(struct chat *c, struct evhttp_request *req, const char *session_id)
+{
+    if (c->rec == NULL) {
+        chat_go_on(c, req, session_id);
+        return;
+    }
+    c->waiting = req;
+    c->prep_sid = xstrdup(session_id);
+    worker_hold(c->w); /* a draining worker waits for the request to go on */
+    memory_rec_prepare(c->rec, chat_prepared, c);
+}
+
 /* Whose messages the memo keeps: one tenant's are never another's. */
 static uint64_t chat_memo_seed(const char *tenant)
 {
@@ -710,13 +749,8 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct requ
     c->tenant = rc->tenant;
     c->no_memory = rc->key != NULL && !rc->key->inject_memory;
     c->user = ids.user_id ? xstrdup(ids.user_id) : NULL;
-    if (chat_recall(c, req, ids.session_id)) {
-        session_ids_clear(&ids);
-        upstream_kick(w->up); /* the lookup's request on the wire now (it may end inside) */
-        return;
-    }
+    chat_prepare(c, req, ids.session_id);
     session_ids_clear(&ids);
-    chat_forward(c, req);
     return;
 fail:
     session_ids_clear(&ids);

@@ -209,7 +209,10 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
         return -1;
     }
     w->reader = memory_reader_open(srv->mem, err);
-    return w->reader != NULL ? 0 : -1;
+    if (w->reader == NULL)
+        return -1;
+    memory_reader_async(w->reader, w->base); /* replicas: a session's reads never wait */
+    return 0;
 }
 
 /* Every worker reaches the jobs and the metrics of all through its own fields (worker.h). */

@@ -1,0 +1,105 @@
+/* memory_rec_prepare() (memory.h): a recorded request's session entry made current before
+ * it is used; on a replica, without the loop waiting for the database. */
+#include "base/util.h"
+#include "memory/entry.h"
+#include "memory/memory.h"
+#include "memory/memory_types.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+/* Replicas (a shared store): whether another one wrote the session since e was read (its
+ * version in the database is not the one e holds). One read per recorded request; a failed
+ * read goes by what e holds. */
+static int memory_written_behind(struct memory_rec *rec, struct workset_entry *e)
+{
+    struct memory *m = rec->rd->m;
+    if (!store_shared(m->st))
+        return 0;
+    int64_t have = workset_check_version(m->ws, e);
+    if (have < 0)
+        return 0;
+    int64_t now = store_session_version(rec->rd->sr, rec->tenant, rec->sid);
+    return now >= 0 && now != have;
+}
+
+/* No async channel: the check made in place (a shared store only). */
+static void memory_prep_in_place(struct memory_rec *rec)
+{
+    struct workset_entry *e = memory_rec_entry(rec);
+    pthread_mutex_lock(&e->mu);
+    if (e->loaded && !rec->reload && memory_written_behind(rec, e))
+        rec->reload = 1;
+    pthread_mutex_unlock(&e->mu);
+}
+
+struct memory_prep {
+    struct memory_rec *rec;
+    void (*cb)(void *arg);
+    void *arg;
+    int64_t have; /* the version the entry holds */
+    uint64_t gen; /* its turns' generation when the read went out */
+};
+
+static void memory_prep_done(struct memory_prep *p)
+{
+    p->rec->prepared = 1;
+    p->cb(p->arg);
+    free(p);
+}
+
+/* The session as read: into the entry, unless the entry changed meanwhile (a request of this
+ * process wrote it: then it is newer than what was read). A failed read leaves it as it is. */
+static void memory_prep_loaded(void *arg, const struct store_loaded *l)
+{
+    struct memory_prep *p = arg;
+    struct memory_rec *rec = p->rec;
+    struct workset_entry *e = rec->e;
+    pthread_mutex_lock(&e->mu);
+    if (l != NULL && e->gen == p->gen)
+        entry_fill(e, rec->rd->m->ws, l, rec->rd->m->session_turns);
+    pthread_mutex_unlock(&e->mu);
+    memory_prep_done(p);
+}
+
+static void memory_prep_load(struct memory_prep *p)
+{
+    struct memory_rec *rec = p->rec;
+    store_async_load(rec->rd->as, rec->tenant, rec->sid, rec->user, rec->rd->m->session_turns,
+                     MEMORY_MAX_FACTS, memory_prep_loaded, p);
+}
+
+static void memory_prep_versioned(void *arg, int64_t version)
+{
+    struct memory_prep *p = arg;
+    if (version < 0 || version == p->have) /* current (or unknown: go by what it holds) */
+        memory_prep_done(p);
+    else
+        memory_prep_load(p); /* another replica wrote the session since */
+}
+
+void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg)
+{
+    struct memory *m = rec->rd->m;
+    if (rec->rd->as == NULL) { /* reads in place (SQLite; a shared store's: checked here) */
+        memory_prep_in_place(rec);
+        cb(arg);
+        return;
+    }
+    struct workset_entry *e = memory_rec_entry(rec);
+    struct memory_prep *p = xcalloc(1, sizeof(*p));
+    *p = (struct memory_prep){.rec = rec, .cb = cb, .arg = arg, .have = -1};
+    pthread_mutex_lock(&e->mu);
+    int loaded = e->loaded && !rec->reload;
+    p->gen = e->gen;
+    pthread_mutex_unlock(&e->mu);
+    if (loaded && (p->have = workset_check_version(m->ws, e)) < 0) {
+        memory_prep_done(p); /* its own writes in flight: it knows better than the database */
+        return;
+    }
+    rec->reload = 0;
+    if (loaded)
+        store_async_version(rec->rd->as, rec->tenant, rec->sid, memory_prep_versioned, p);
+    else
+        memory_prep_load(p);
+}
