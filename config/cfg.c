@@ -98,6 +98,10 @@ static const struct cfg_option cfg_options[] = {
      "PostgreSQL: a webhook delivery, summary or embedding a replica takes is its own this "
      "long; when the replica dies, another takes the item over after it. Longer than "
      "webhooks[].timeout and than an upstream's answer to a summary may take."},
+    {CFG_SEC_TOP, "storage.prepared_statements", T_BOOL, TOP(prepared_statements), "true", 0, 0,
+     "PostgreSQL: each connection prepares the statements it runs (protocol-level, never SQL "
+     "PREPARE) so the server parses and plans them once; behind PgBouncer older than 1.21, or "
+     "without max_prepared_statements, set false."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
     {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,

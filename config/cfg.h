@@ -124,6 +124,7 @@ struct cfg {
     char *db_url; /* PostgreSQL instead of db_path when not empty */
     long statement_timeout_ms;
     long lease_ms;
+    int prepared_statements;
     long busy_timeout_ms;
     long commit_delay_us;
     int sessions_require;

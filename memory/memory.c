@@ -774,6 +774,7 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
     struct store_opts so = {.url = o->url,
                             .statement_timeout_ms = o->statement_timeout_ms,
                             .lease_ms = o->lease_ms,
+                            .prepared_statements = o->prepared_statements,
                             .busy_timeout_ms = o->busy_timeout_ms,
                             .retention_ms = (int64_t)o->retention_days * 86400000LL,
                             .touch_ms = o->touch_ms,

@@ -4,6 +4,7 @@
 #include "base/util.h"
 #include "memory/pgsql_async.h"
 #include "memory/pgsql_exec.h"
+#include "memory/pgsql_pipe.h"
 #include "memory/pgsql_read.h"
 
 #include <openssl/rand.h>
@@ -89,6 +90,8 @@ static int pgsql_begin(struct pgsql_db *st)
 static int pgsql_transaction(void *arg, struct store_batch *list)
 {
     struct pgsql_db *st = arg;
+    if (pgsql_pipe_fits(list) && PQstatus(pgsql_conn_pg(st->c)) == CONNECTION_OK)
+        return pgsql_pipe_transaction(st, list); /* one round trip (pgsql_pipe.h) */
     int ok = pgsql_begin(st) == 0;
     for (struct store_batch *b = list; ok && b != NULL; b = b->next) {
         pgsql_exec_apply(st, b);
@@ -134,6 +137,8 @@ static void *pgsql_open(const char *url, const struct store_opts *opts, char **e
     st->lease_ms = opts->lease_ms > 0 ? opts->lease_ms : PGSQL_LEASE_MS;
     pgsql_owner(st->owner, sizeof(st->owner));
     st->c = pgsql_connect(url, st->statement_timeout_ms);
+    st->prepare = opts->prepared_statements;
+    pgsql_conn_set_prepare(st->c, st->prepare);
     if (pgsql_schema_migrate(st->c, err) != 0)
         goto fail;
     st->wr = pgsql_read_open(st, 0, err);

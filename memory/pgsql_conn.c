@@ -20,6 +20,8 @@
 
 struct pgsql_conn {
     PGconn *pg;
+    int prepare;                               /* named statements (pgsql_conn_set_prepare) */
+    unsigned char ready[PGSQL_MAX_STATEMENTS]; /* which are prepared on this connection */
     int broken; /* statements that failed on a connection that went away */
     char *last_error;
 };
@@ -95,6 +97,7 @@ static int pgsql_conn_ensure(struct pgsql_conn *c)
     if (PQstatus(c->pg) == CONNECTION_OK)
         return 0;
     PQreset(c->pg);
+    memset(c->ready, 0, sizeof(c->ready)); /* a new server session has none */
     if (PQstatus(c->pg) == CONNECTION_OK) {
         log_info("postgresql: connected again");
         return 0;
@@ -103,14 +106,59 @@ static int pgsql_conn_ensure(struct pgsql_conn *c)
     return -1;
 }
 
+void pgsql_conn_reset(struct pgsql_conn *c)
+{
+    PQreset(c->pg);
+    memset(c->ready, 0, sizeof(c->ready));
+}
+
+void pgsql_conn_set_prepare(struct pgsql_conn *c, int on)
+{
+    c->prepare = on;
+}
+
+int pgsql_conn_prepare(struct pgsql_conn *c, int id, const char *sql, char name[16])
+{
+    if (!c->prepare || id < 0 || id >= PGSQL_MAX_STATEMENTS)
+        return 0;
+    snprintf(name, 16, "mp%d", id);
+    if (c->ready[id])
+        return 1;
+    PGresult *r = PQprepare(c->pg, name, sql, 0, NULL);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        log_error("postgresql: cannot prepare a statement: %s", PQresultErrorMessage(r));
+    PQclear(r);
+    c->ready[id] = (unsigned char)ok;
+    return ok;
+}
+
+static PGresult *pgsql_conn_send(struct pgsql_conn *c, int id, const char *sql,
+                                 struct pgsql_params *p)
+{
+    static const char *const none[1] = {NULL};
+    static const int zero[1] = {0};
+    char name[16];
+    int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : none;
+    const int *len = p ? p->len : zero, *fmt = p ? p->fmt : zero;
+    if (pgsql_conn_prepare(c, id, sql, name))
+        return PQexecPrepared(c->pg, name, n, v, len, fmt, 0);
+    return PQexecParams(c->pg, sql, n, NULL, v, len, fmt, 0);
+}
+
 PGresult *pgsql_conn_exec(struct pgsql_conn *c, const char *sql, struct pgsql_params *p)
+{
+    return pgsql_conn_exec_id(c, -1, sql, p);
+}
+
+PGresult *pgsql_conn_exec_id(struct pgsql_conn *c, int id, const char *sql, struct pgsql_params *p)
 {
     if (pgsql_conn_ensure(c) != 0) {
         c->broken++;
         return NULL;
     }
-    PGresult *r = p ? PQexecParams(c->pg, sql, p->n, NULL, p->v, p->len, p->fmt, 0)
-                    : PQexecParams(c->pg, sql, 0, NULL, NULL, NULL, NULL, 0);
+    PGresult *r = pgsql_conn_send(c, id, sql, p);
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;

@@ -16,51 +16,52 @@ static int pgsql_exec_run(struct pgsql_conn *c, enum pgsql_stmt which, struct pg
 
 /* ---- binding turns to columns ---- */
 
-static void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t)
+void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first)
 {
+    int f = first - 2; /* the columns from turn_id on */
     json_t *meta = json_object_get(t, "metadata");
-    pgsql_param_jint(p, 2, json_object_get(t, "turn_id"));
-    pgsql_param_jint(p, 3, json_object_get(t, "turn_idx"));
-    pgsql_param_jtext(p, 4, json_object_get(t, "role"));
-    pgsql_param_jtext(p, 5, json_object_get(t, "content"));
-    pgsql_param_jtext(p, 6, json_object_get(t, "source"));
-    pgsql_param_int(p, 7, json_is_true(json_object_get(t, "interrupted")));
-    pgsql_param_jint(p, 8, json_object_get(t, "interrupt_timestamp"));
-    pgsql_param_jtext(p, 9, json_object_get(t, "original"));
+    pgsql_param_jint(p, f + 2, json_object_get(t, "turn_id"));
+    pgsql_param_jint(p, f + 3, json_object_get(t, "turn_idx"));
+    pgsql_param_jtext(p, f + 4, json_object_get(t, "role"));
+    pgsql_param_jtext(p, f + 5, json_object_get(t, "content"));
+    pgsql_param_jtext(p, f + 6, json_object_get(t, "source"));
+    pgsql_param_int(p, f + 7, json_is_true(json_object_get(t, "interrupted")));
+    pgsql_param_jint(p, f + 8, json_object_get(t, "interrupt_timestamp"));
+    pgsql_param_jtext(p, f + 9, json_object_get(t, "original"));
     if (json_is_object(meta))
-        pgsql_param_json(p, 10, meta);
+        pgsql_param_json(p, f + 10, meta);
     else
-        pgsql_param_text(p, 10, "{}");
-    pgsql_param_json(p, 11, json_object_get(t, "tool_calls"));
-    pgsql_param_jtext(p, 12, json_object_get(t, "tool_call_id"));
-    pgsql_param_jtext(p, 13, json_object_get(t, "name"));
-    pgsql_param_jint(p, 14, json_object_get(t, "timestamp"));
-    pgsql_param_double(p, 15, json_number_value(json_object_get(t, "importance")));
-    pgsql_param_jtext(p, 16, json_object_get(t, "model"));
-    pgsql_param_json(p, 17, json_object_get(t, "usage"));
-    pgsql_param_jtext(p, 18, json_object_get(t, "finish_reason"));
-    pgsql_param_jint(p, 19, json_object_get(t, "ttft_us"));
-    pgsql_param_jint(p, 20, json_object_get(t, "latency_us"));
-    pgsql_param_jint(p, 21, json_object_get(t, "seq"));
+        pgsql_param_text(p, f + 10, "{}");
+    pgsql_param_json(p, f + 11, json_object_get(t, "tool_calls"));
+    pgsql_param_jtext(p, f + 12, json_object_get(t, "tool_call_id"));
+    pgsql_param_jtext(p, f + 13, json_object_get(t, "name"));
+    pgsql_param_jint(p, f + 14, json_object_get(t, "timestamp"));
+    pgsql_param_double(p, f + 15, json_number_value(json_object_get(t, "importance")));
+    pgsql_param_jtext(p, f + 16, json_object_get(t, "model"));
+    pgsql_param_json(p, f + 17, json_object_get(t, "usage"));
+    pgsql_param_jtext(p, f + 18, json_object_get(t, "finish_reason"));
+    pgsql_param_jint(p, f + 19, json_object_get(t, "ttft_us"));
+    pgsql_param_jint(p, f + 20, json_object_get(t, "latency_us"));
+    pgsql_param_jint(p, f + 21, json_object_get(t, "seq"));
 }
 
-/* A changed turn's columns (PG_UPDATE's $2..$6; PG_REPLACE's reply columns to $13). */
-static void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply)
+void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first)
 {
-    pgsql_param_jint(p, 2, json_object_get(d, "seq"));
-    pgsql_param_jtext(p, 3, json_object_get(d, "content"));
-    pgsql_param_jtext(p, 4, json_object_get(d, "original"));
-    pgsql_param_int(p, 5, json_is_true(json_object_get(d, "interrupted")));
-    pgsql_param_jint(p, 6, json_object_get(d, "interrupt_timestamp"));
+    int f = first - 2; /* the columns from seq on */
+    pgsql_param_jint(p, f + 2, json_object_get(d, "seq"));
+    pgsql_param_jtext(p, f + 3, json_object_get(d, "content"));
+    pgsql_param_jtext(p, f + 4, json_object_get(d, "original"));
+    pgsql_param_int(p, f + 5, json_is_true(json_object_get(d, "interrupted")));
+    pgsql_param_jint(p, f + 6, json_object_get(d, "interrupt_timestamp"));
     if (!reply)
         return;
-    pgsql_param_jtext(p, 7, json_object_get(d, "model"));
-    pgsql_param_json(p, 8, json_object_get(d, "usage"));
-    pgsql_param_jtext(p, 9, json_object_get(d, "finish_reason"));
-    pgsql_param_jint(p, 10, json_object_get(d, "ttft_us"));
-    pgsql_param_jint(p, 11, json_object_get(d, "latency_us"));
-    pgsql_param_jint(p, 12, json_object_get(d, "timestamp"));
-    pgsql_param_json(p, 13, json_object_get(d, "tool_calls"));
+    pgsql_param_jtext(p, f + 7, json_object_get(d, "model"));
+    pgsql_param_json(p, f + 8, json_object_get(d, "usage"));
+    pgsql_param_jtext(p, f + 9, json_object_get(d, "finish_reason"));
+    pgsql_param_jint(p, f + 10, json_object_get(d, "ttft_us"));
+    pgsql_param_jint(p, f + 11, json_object_get(d, "latency_us"));
+    pgsql_param_jint(p, f + 12, json_object_get(d, "timestamp"));
+    pgsql_param_json(p, f + 13, json_object_get(d, "tool_calls"));
 }
 
 /* $1 tenant, $2 a second text (a session or user id). */
@@ -291,7 +292,7 @@ static int pgsql_exec_import(struct pgsql_db *st, const char *tenant, json_t *sn
         return -1;
     json_array_foreach(json_object_get(snap, "turns"), i, t) {
         pgsql_params_init(&p);
-        pgsql_exec_bind_turn(&p, t);
+        pgsql_exec_bind_turn(&p, t, 2);
         pgsql_param_int(&p, 1, sid);
         if (pgsql_exec_run(st->c, PG_INSERT, &p) != 0)
             return -1;
@@ -509,11 +510,11 @@ static int64_t pgsql_exec_turn(struct pgsql_db *st, int64_t sid, struct store_op
     pgsql_params_init(&p);
     *seq = json_integer_value(json_object_get(op->data, "seq"));
     if (op->kind != STORE_OP_INSERT) {
-        pgsql_exec_bind_change(&p, op->data, op->kind == STORE_OP_REPLACE);
+        pgsql_exec_bind_change(&p, op->data, op->kind == STORE_OP_REPLACE, 2);
         pgsql_param_int(&p, 1, sid);
         return pgsql_exec_changes(st->c, op->kind == STORE_OP_UPDATE ? PG_UPDATE : PG_REPLACE, &p);
     }
-    pgsql_exec_bind_turn(&p, op->data);
+    pgsql_exec_bind_turn(&p, op->data, 2);
     pgsql_param_int(&p, 1, sid);
     PGresult *r = pgsql_exec_stmt(st->c, PG_INSERT, &p);
     int64_t n = r ? PQntuples(r) : -1;

@@ -14,6 +14,11 @@
 #include "memory/pgsql_schema.h"
 #include "memory/store_batch.h"
 
+/* A turn's columns from turn_id (at $first) to seq (at $first + 19), as PG_INSERT (first 2)
+ * and PG_P_INSERT (4) take them; a changed turn's from seq (at $first) on, as PG_UPDATE and
+ * PG_REPLACE (2) and their pipelined forms (4) take them. */
+void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first);
+void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first);
 /* Apply b inside the open transaction, setting b->ok. */
 void pgsql_exec_apply(struct pgsql_db *st, struct store_batch *b);
 

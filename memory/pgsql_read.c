@@ -23,6 +23,7 @@ struct pgsql_reader *pgsql_read_open(const struct pgsql_db *st, int own, char **
         free(r);
         return NULL;
     }
+    pgsql_conn_set_prepare(r->c, st->prepare);
     return r;
 }
 

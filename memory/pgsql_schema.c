@@ -213,6 +213,39 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_EMBED_DONE] = "DELETE FROM embed_queue WHERE sid = $1 AND seq = $2",
     [PG_EMBED_RETRY] = "UPDATE embed_queue SET attempts = attempts + 1, next_ms = $3, "
                        "lease_owner = NULL WHERE sid = $1 AND seq = $2",
+    /* pipelined (pgsql_pipe.h): $1 tenant, $2 session id, $3 now; a turn written to a
+     * stopped session makes it running again, in the same statement */
+    [PG_P_SESSION_SET] = "UPDATE sessions SET user_id = COALESCE($3, user_id), "
+                         "profile = COALESCE($4, profile) WHERE tenant = $1 AND id = $2",
+    [PG_P_SYSTEM] = "UPDATE sessions SET system_messages = $3 WHERE tenant = $1 AND id = $2",
+    [PG_P_WINDOW] = "INSERT INTO session_windows(sid, hash) SELECT sid, $3::bigint FROM sessions "
+                    "WHERE tenant = $1 AND id = $2 ON CONFLICT (sid) DO UPDATE SET "
+                    "hash = excluded.hash",
+    [PG_P_WINDOW_TURNS] = "UPDATE sessions SET window_turns = $3 WHERE tenant = $1 AND id = $2",
+#define PGSQL_REOPEN_IF(w)                                                                         \
+    " UPDATE sessions SET status = 'RUNNING', stopped_ms = NULL, updated_ms = $3 "                 \
+    "WHERE tenant = $1 AND id = $2 AND status = 'STOPPED' AND EXISTS (SELECT 1 FROM " w ")"
+    [PG_P_INSERT] =
+        "WITH s AS (SELECT sid FROM sessions WHERE tenant = $1 AND id = $2), "
+        "w AS (INSERT INTO messages(sid, turn_id, turn_idx, role, content, source, interrupted, "
+        "interrupt_ms, original, metadata, tool_calls, tool_call_id, name, timestamp_ms, "
+        "importance, model, usage, finish_reason, ttft_us, latency_us, seq) SELECT s.sid, "
+        "$4::bigint, $5::bigint, $6::text, $7::text, $8::text, $9::smallint, $10::bigint, "
+        "$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, "
+        "$17::double precision, $18::text, $19::text, $20::text, $21::bigint, $22::bigint, "
+        "COALESCE((SELECT MAX(seq) + 1 FROM messages m WHERE m.sid = s.sid "
+        "HAVING MAX(seq) >= $23::bigint), $23::bigint) FROM s "
+        "ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING RETURNING 1)" PGSQL_REOPEN_IF("w"),
+#define PGSQL_CHANGED(set)                                                                         \
+    "WITH w AS (UPDATE messages SET " set " WHERE sid = (SELECT sid FROM sessions WHERE "          \
+    "tenant = $1 AND id = $2) AND seq = $4 RETURNING sid, seq), f AS (DELETE FROM embeddings e "   \
+    "USING w WHERE e.sid = w.sid AND e.seq = w.seq)" PGSQL_REOPEN_IF("w")
+    [PG_P_UPDATE] = PGSQL_CHANGED("content = $5, original = $6, interrupted = $7, "
+                                  "interrupt_ms = $8"),
+    [PG_P_REPLACE] = PGSQL_CHANGED("content = $5, original = $6, interrupted = $7, "
+                                   "interrupt_ms = $8, model = $9, usage = $10, "
+                                   "finish_reason = $11, ttft_us = $12, latency_us = $13, "
+                                   "timestamp_ms = $14, tool_calls = $15"),
     /* a replica that stops hands back what it took and did not finish: due at once */
     [PG_RELEASE_OUTBOX] = "UPDATE webhook_outbox SET next_ms = $2, lease_owner = NULL "
                           "WHERE lease_owner = $1 AND status = 'pending'",
@@ -311,7 +344,7 @@ const char *pgsql_schema_sql(enum pgsql_stmt which)
 
 PGresult *pgsql_exec_stmt(struct pgsql_conn *c, enum pgsql_stmt which, struct pgsql_params *p)
 {
-    PGresult *r = pgsql_conn_exec(c, pgsql_schema_sql(which), p);
+    PGresult *r = pgsql_conn_exec_id(c, (int)which, pgsql_schema_sql(which), p);
     if (p != NULL)
         pgsql_params_clear(p);
     return r;

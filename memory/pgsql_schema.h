@@ -66,6 +66,14 @@ enum pgsql_stmt {
     PG_EMBED_PUT,
     PG_EMBED_DONE,
     PG_EMBED_RETRY,
+    /* a batch in a pipelined group (pgsql_pipe.h): the session by $1 tenant, $2 id */
+    PG_P_SESSION_SET,
+    PG_P_SYSTEM,
+    PG_P_WINDOW,
+    PG_P_WINDOW_TURNS,
+    PG_P_INSERT,
+    PG_P_UPDATE,
+    PG_P_REPLACE,
     PG_RELEASE_OUTBOX, /* the three in a row */
     PG_RELEASE_SUMMARIES,
     PG_RELEASE_EMBEDS,
@@ -96,6 +104,7 @@ enum pgsql_stmt {
     PG_R_EMBEDDED_SESSION,
     PG__COUNT
 };
+_Static_assert(PG__COUNT <= PGSQL_MAX_STATEMENTS, "raise PGSQL_MAX_STATEMENTS");
 
 struct pgsql_reader;
 
@@ -105,6 +114,7 @@ struct pgsql_db {
     struct store_opts opts;
     long statement_timeout_ms;
     int64_t lease_ms; /* a queue item taken is this replica's this long (pgsql_read.h) */
+    int prepare;      /* named statements on every connection (pgsql_conn_set_prepare) */
     char owner[40];   /* this replica's name on what it takes: random, per process */
     struct pgsql_conn *c;
     struct pgsql_reader *wr; /* reads inside the writer's transaction (a stop's dump) */

@@ -26,6 +26,7 @@ struct store_opts {
     const char *url;           /* PostgreSQL (pgsql.h) when set; else where is a SQLite file */
     long statement_timeout_ms; /* PostgreSQL: a statement running longer fails (0: none) */
     int64_t lease_ms;          /* PostgreSQL: how long a queue item taken is a replica's */
+    int prepared_statements;   /* PostgreSQL: named statements (pgsql_conn_set_prepare) */
     long busy_timeout_ms;      /* every connection waits this long for a lock */
     int64_t retention_ms;      /* > 0: sessions idle longer are deleted, at start and hourly */
     int64_t touch_ms;          /* a session's updated_ms lags its last write by at most this

@@ -183,7 +183,8 @@ void store_batch_free(struct store_batch *b);
  * into an empty queue wakes the writer only to set that timeout). For a request's own turns:
  * under load each request otherwise cost a transaction of its own before its reply's,
  * writing its session's pages twice. One request at a time they are committed at once,
- * while the upstream answers. */
+ * while the upstream answers — on SQLite; on a shared backend (PostgreSQL, where a commit
+ * is a round trip and a sync) they wait for the reply even then (store_expect above 0). */
 void store_batch_defer(struct store_batch *b);
 
 /* cb(arg, ok) runs on the writer thread as soon as b's transaction is over, before b's report
