@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "base/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ enum pgsql_async_state { PGA_DOWN, PGA_CONNECTING, PGA_READY };
 /* A job: sent (results arriving) or, while connecting, waiting with copies of its params. */
 struct pgsql_job {
     int n, got;
+    int prepare;   /* PQsendPrepare its statements (named "a<id>") instead of running them */
     int current; /* a result of statement got has arrived: the NULL after it ends it */
     int copied;  /* params below are copies to send once connected */
     PGresult *res[PGSQL_ASYNC_MAX_QUERIES];
@@ -32,6 +34,7 @@ struct pgsql_async {
     struct pgsql_job *head, *tail;           /* sent, oldest first */
     struct pgsql_job *wait_head, *wait_tail; /* waiting for the connection */
     int logged_down;
+    unsigned char named[PG__COUNT]; /* prepared on this connection (st->prepare) */
 };
 
 static void pgsql_async_push(struct pgsql_job **head, struct pgsql_job **tail, struct pgsql_job *j)
@@ -108,16 +111,55 @@ static void pgsql_async_flush(struct pgsql_async *a)
         event_add(a->ev_write, NULL);
 }
 
-/* Hand j's statements and a sync point to libpq. -1 when the connection failed. */
+/* Hand j's statements and a sync point to libpq (by name once prepared). -1 when the
+ * connection failed. */
 static int pgsql_async_send(struct pgsql_async *a, struct pgsql_job *j, struct pgsql_params *params)
 {
     for (int i = 0; i < j->n; i++) {
         struct pgsql_params *p = &params[i];
-        if (!PQsendQueryParams(a->pg, pgsql_schema_sql(j->which[i]), p->n, NULL, p->v, p->len,
-                               p->fmt, 0))
+        const char *sql = pgsql_schema_sql(j->which[i]);
+        char name[16];
+        snprintf(name, sizeof(name), "a%d", (int)j->which[i]);
+        int ok = j->prepare ? PQsendPrepare(a->pg, name, sql, 0, NULL)
+                 : a->named[j->which[i]]
+                     ? PQsendQueryPrepared(a->pg, name, p->n, p->v, p->len, p->fmt, 0)
+                     : PQsendQueryParams(a->pg, sql, p->n, NULL, p->v, p->len, p->fmt, 0);
+        if (!ok)
             return -1;
     }
     return PQpipelineSync(a->pg) ? 0 : -1;
+}
+
+/* A statement that could not be prepared runs by its text from then on. */
+static void pgsql_async_prepared(void *arg, PGresult *const *res, int n)
+{
+    struct pgsql_async *a = arg;
+    for (int i = 0; i < n; i++)
+        if (res[i] == NULL)
+            memset(a->named, 0, sizeof(a->named));
+}
+
+/* Right after connecting (named statements on): the statements the channel runs are prepared
+ * by the first job, ahead of every other on the connection, so those can use the names. */
+static void pgsql_async_prepare(struct pgsql_async *a)
+{
+    static const enum pgsql_stmt used[] = {PG_R_VERSION, PG_R_SESSION, PG_R_TURNS,
+                                           PG_R_SUMMARY_OF, PG_R_FACTS_OF};
+    struct pgsql_job *j = xcalloc(1, sizeof(*j));
+    j->n = (int)UTIL_ARRAY_LEN(used);
+    j->prepare = 1;
+    j->cb = pgsql_async_prepared;
+    j->arg = a;
+    memcpy(j->which, used, sizeof(used));
+    struct pgsql_params none[UTIL_ARRAY_LEN(used)];
+    memset(none, 0, sizeof(none));
+    if (pgsql_async_send(a, j, none) != 0) {
+        free(j);
+        return;
+    }
+    pgsql_async_push(&a->head, &a->tail, j);
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(used); i++)
+        a->named[used[i]] = 1;
 }
 
 /* One result arrived for the oldest job (NULL: the end of one statement's results). */
@@ -193,6 +235,9 @@ static void pgsql_async_ready(struct pgsql_async *a)
     a->ev_write = event_new(a->base, fd, EV_WRITE, pgsql_async_on_write, a);
     event_add(a->ev_read, NULL);
     a->state = PGA_READY;
+    memset(a->named, 0, sizeof(a->named));
+    if (a->st->prepare)
+        pgsql_async_prepare(a);
     if (a->logged_down)
         log_info("postgresql: a worker's read connection is back");
     a->logged_down = 0;
