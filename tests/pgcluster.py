@@ -41,14 +41,14 @@ def _as_owner(cmd):
 
 
 class Cluster:
-    def __init__(self, where=None):
+    def __init__(self, where=None, port=None):
         self.dir = where or tempfile.mkdtemp(prefix="memproxy-pg-")
         os.makedirs(self.dir, exist_ok=True)
         if os.geteuid() == 0:
             pw = pwd.getpwnam("postgres")
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.data = os.path.join(self.dir, "data")
-        self.port = free_port()
+        self.port = port or free_port()
         b = bindir()
         log = os.path.join(self.dir, "initdb.log")
         with open(log, "w") as f:
@@ -57,16 +57,19 @@ class Cluster:
                            stdout=f, stderr=subprocess.STDOUT, check=True)
         # fsync stays on: the durability tests kill memproxy, not the server, but the figures
         # bench/ takes must be a real server's
-        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200 "
-                "-c shared_buffers=64MB" % (self.port, self.dir))
-        subprocess.run(_as_owner([os.path.join(b, "pg_ctl"), "-D", self.data, "-o", opts,
-                                  "-l", os.path.join(self.dir, "server.log"), "-w", "-t", "120",
-                                  "start"]),
-                       stdout=subprocess.DEVNULL, check=True)
+        self.start()
         self.url = "postgresql://memproxy@127.0.0.1:%d" % self.port
         with open(os.path.join(self.dir, "url"), "w") as f:
             f.write(self.url)
-        self.n = 0
+
+    def start(self):
+        """Start the server (again, after stop(remove=False)) on its port."""
+        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200 "
+                "-c shared_buffers=64MB" % (self.port, self.dir))
+        subprocess.run(_as_owner([os.path.join(bindir(), "pg_ctl"), "-D", self.data, "-o", opts,
+                                  "-l", os.path.join(self.dir, "server.log"), "-w", "-t", "120",
+                                  "start"]),
+                       stdout=subprocess.DEVNULL, check=True)
 
     def create_db(self, name):
         """A new, empty database; its URL."""

@@ -1,0 +1,116 @@
+"""PostgreSQL as the store (docs/deploy.md), what only it has: a server that is not there at
+start or goes away while memproxy runs, migrations applied once by replicas that start
+together, a schema newer than the binary. Each test that stops its server starts a cluster
+of its own (tests/pgcluster.py). Runs in the integration-pg suite only."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from harness import (BACKEND, MEMPROXY_BIN, Memproxy, Mock, PgConnection, pg_database_for,
+                     scratch_dir, wait_for)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pgcluster  # noqa: E402
+
+ADMIN = "admin-key-0123456789"
+CONFIG = "auth:\n  admin_keys: [%s]\n" % ADMIN
+
+
+def chat(mp, sid, text):
+    body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+    status, _, out = mp.request("POST", "/v1/chat/completions", body, {"X-Session-Id": sid})
+    return status, json.loads(out)
+
+
+def api(mp, method, path):
+    return mp.json(method, path, None, {"Authorization": "Bearer " + ADMIN})
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class DatabaseAway(unittest.TestCase):
+    """The server stops while memproxy runs: requests are still answered, recorded ones say
+    storage_failed (503), REST says 503 and not 404; the server back, all works again and
+    what was acknowledged before is there."""
+
+    def setUp(self):
+        self.pg = pgcluster.Cluster()
+        self.addCleanup(self.pg.stop)
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        url = self.pg.create_db("away")
+        self.mp = Memproxy(CONFIG, upstream=self.mock.url, env={"MEMPROXY_DATABASE_URL": url})
+        self.addCleanup(self.mp.stop)
+
+    def test_requests_are_answered_and_say_so_and_all_comes_back(self):
+        for i in range(3):
+            self.assertEqual(chat(self.mp, "kept-%d" % i, "hello %d" % i)[0], 200)
+        pgcluster.stop(self.pg.dir, remove=False)
+        status, out = chat(self.mp, "kept-0", "while it is away")
+        self.assertEqual((status, out["error"]["code"]), (503, "storage_failed"), out)
+        status, out = chat(self.mp, "new-call", "nobody remembers this")
+        self.assertEqual((status, out["error"]["code"]), (503, "storage_failed"), out)
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": [{"role": "user",
+                                                                      "content": "no session"}]})
+        self.assertEqual(status, 200, out)  # forwarded, nothing to record
+        for path in ("/v1/sessions/kept-1", "/v1/sessions/kept-1/history", "/v1/sessions"):
+            status, out = api(self.mp, "GET", path)
+            self.assertEqual((status, out["error"]["code"]), (503, "storage_failed"), (path, out))
+        self.pg.start()
+        wait_for(lambda: chat(self.mp, "kept-0", "it is back")[0] == 200, timeout=30,
+                 step=0.2, what="recording to work again")
+        status, h = api(self.mp, "GET", "/v1/sessions/kept-0/history")
+        self.assertEqual(status, 200, h)
+        self.assertEqual([c["content"] for c in h["contents"] if c["role"] == "user"],
+                         ["hello 0", "it is back"])
+        self.assertEqual(api(self.mp, "GET", "/v1/sessions/new-call")[0], 404)
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class Start(unittest.TestCase):
+    def test_an_unreachable_server_is_waited_for_not_exited_on(self):
+        port = pgcluster.free_port()
+        d = scratch_dir("unreachable-")
+        log = open(os.path.join(d, "log"), "w")
+        env = dict(os.environ, MEMPROXY_DATABASE_URL="postgresql://memproxy@127.0.0.1:%d/postgres"
+                   % port)
+        proc = subprocess.Popen([MEMPROXY_BIN, "--listen", "127.0.0.1:0", "--upstream",
+                                 "http://127.0.0.1:9/v1"], stdout=log, stderr=log, env=env)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        out = lambda: open(os.path.join(d, "log")).read()
+        wait_for(lambda: "trying again" in out(), timeout=30, what="the retry line")
+        self.assertIsNone(proc.poll(), out())
+        pg = pgcluster.Cluster(port=port)  # the server comes up on that port
+        self.addCleanup(pg.stop)
+        wait_for(lambda: "listening on" in out(), timeout=60, step=0.2, what="memproxy to listen")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(30), 0, out())
+
+    def test_replicas_starting_together_migrate_once(self):
+        url = pg_database_for(os.path.join(scratch_dir("migrate-"), "m.db"))
+        mps = [Memproxy(CONFIG, upstream="http://127.0.0.1:9/v1",
+                        env={"MEMPROXY_DATABASE_URL": url}) for _ in range(3)]
+        for mp in mps:
+            self.addCleanup(mp.stop)
+        rows = PgConnection(url).execute("SELECT version FROM memproxy_schema").fetchall()
+        self.assertEqual([r[0] for r in rows], [1])
+        self.assertEqual(sum("migrated to schema version" in mp.output() for mp in mps), 1)
+
+    def test_a_newer_schema_is_refused(self):
+        url = pg_database_for(os.path.join(scratch_dir("newer-"), "n.db"))
+        mp = Memproxy(CONFIG, upstream="http://127.0.0.1:9/v1", env={"MEMPROXY_DATABASE_URL": url})
+        mp.stop()
+        PgConnection(url).execute("UPDATE memproxy_schema SET version = 99")
+        r = subprocess.run([MEMPROXY_BIN, "--listen", "127.0.0.1:0", "--upstream",
+                            "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, MEMPROXY_DATABASE_URL=url))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("schema version 99; this memproxy knows up to 1", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
