@@ -154,7 +154,7 @@ fail:
 static void pgsql_release(struct pgsql_db *st)
 {
     static const enum pgsql_stmt steps[] = {PG_RELEASE_OUTBOX, PG_RELEASE_SUMMARIES,
-                                            PG_RELEASE_EMBEDS};
+                                            PG_RELEASE_CALLSUMS, PG_RELEASE_EMBEDS};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(steps); i++) {
         struct pgsql_params p;
         pgsql_params_init(&p);

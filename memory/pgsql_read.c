@@ -337,11 +337,15 @@ json_t *pgsql_read_running_to_summarize(struct store_reader *base, const char *p
     static const char *const names[] = {"tenant",  "id",         "user_id",
                                         "profile", "created_ms", "updated_ms",
                                         "seq",     "after_seq",  "call_summary"};
+    const struct pgsql_db *st = ((struct pgsql_reader *)base)->st;
     struct pgsql_params p;
     pgsql_params_init(&p);
     pgsql_param_text(&p, 1, profile);
     pgsql_param_int(&p, 2, threshold);
     pgsql_param_int(&p, 3, (int64_t)limit);
+    pgsql_param_int(&p, 4, util_wall_ms()); /* taken for the lease, as the queues are */
+    pgsql_param_int(&p, 5, st->lease_ms);
+    pgsql_param_text(&p, 6, st->owner);
     return pgsql_read_rows(pgsql_read_exec(base, PG_R_RUNNING_TO_SUMMARIZE, &p), names,
                            (int)UTIL_ARRAY_LEN(names), 0);
 }

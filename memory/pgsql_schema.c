@@ -23,6 +23,7 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "  summary_tries integer NOT NULL DEFAULT 0, summary_next_ms bigint NOT NULL DEFAULT 0,"
     "  call_summary text, window_turns bigint NOT NULL DEFAULT 0, summary_owner text,"
     "  version bigint NOT NULL DEFAULT 1,"
+    "  callsum_until bigint NOT NULL DEFAULT 0, callsum_owner text,"
     "  UNIQUE (tenant, id));"
     "CREATE INDEX sessions_user ON sessions(tenant, user_id, created_ms);"
     "CREATE INDEX sessions_updated ON sessions(updated_ms);"
@@ -191,7 +192,8 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_SUMMARIZED] = "UPDATE sessions SET summarized_ms = $3, summary_owner = NULL "
                       "WHERE tenant = $1 AND id = $2",
     [PG_SUMMARIZED_SEQ] = "UPDATE sessions SET summarized_seq = GREATEST(summarized_seq, $3), "
-                          "call_summary = COALESCE($4, call_summary), version = version + 1 "
+                          "call_summary = COALESCE($4, call_summary), version = version + 1, "
+                          "callsum_until = 0, callsum_owner = NULL "
                           "WHERE tenant = $1 AND id = $2",
     [PG_SUMMARY_RETRY] = "UPDATE sessions SET summary_tries = summary_tries + 1, "
                          "summary_next_ms = $3, summary_owner = NULL WHERE tenant = $1 AND id = $2",
@@ -251,6 +253,8 @@ static const char *const pgsql_sql[PG__COUNT] = {
                           "WHERE lease_owner = $1 AND status = 'pending'",
     [PG_RELEASE_SUMMARIES] = "UPDATE sessions SET summary_next_ms = $2, summary_owner = NULL "
                              "WHERE summary_owner = $1 AND summarized_ms IS NULL",
+    [PG_RELEASE_CALLSUMS] = "UPDATE sessions SET callsum_until = 0, callsum_owner = NULL "
+                            "WHERE callsum_owner = $1 AND $2::bigint > 0",
     [PG_RELEASE_EMBEDS] = "UPDATE embed_queue SET next_ms = $2, lease_owner = NULL "
                           "WHERE lease_owner = $1",
 
@@ -297,11 +301,16 @@ static const char *const pgsql_sql[PG__COUNT] = {
                                       "summary_tries"),
     [PG_R_SUMMARY_NEXT] = "SELECT MIN(summary_next_ms) FROM sessions WHERE summarized_ms IS "
                           "NULL AND status = 'STOPPED'",
+    /* taken like the queues: $4 now, $5 the lease, $6 the owner; upto: the newest turn the
+     * client's next window will not hold */
+#define PGSQL_UPTO(s) "(SELECT MAX(seq) FROM messages m WHERE m.sid = " s ".sid) + 1 - " s ".window_turns"
     [PG_R_RUNNING_TO_SUMMARIZE] =
-        "SELECT tenant, id, user_id, profile, created_ms, updated_ms, upto, summarized_seq, "
-        "call_summary FROM (SELECT s.*, (SELECT MAX(seq) FROM messages m WHERE m.sid = s.sid) "
-        "+ 1 - window_turns AS upto FROM sessions s WHERE status = 'RUNNING' AND "
-        "window_turns > 0 AND profile = $1) x WHERE upto - summarized_seq >= $2 LIMIT $3",
+        "UPDATE sessions SET callsum_until = $4::bigint + $5::bigint, callsum_owner = $6 "
+        "WHERE sid IN (SELECT s.sid FROM sessions s WHERE s.status = 'RUNNING' AND "
+        "s.window_turns > 0 AND s.profile = $1 AND s.callsum_until <= $4 AND "
+        PGSQL_UPTO("s") " - s.summarized_seq >= $2 LIMIT $3 FOR UPDATE SKIP LOCKED) "
+        "RETURNING tenant, id, user_id, profile, created_ms, updated_ms, "
+        PGSQL_UPTO("sessions") ", summarized_seq, call_summary",
     [PG_R_CACHE_GET] = "SELECT content, model FROM answer_cache WHERE key = $1 AND "
                        "expires_ms > $2",
     [PG_R_TO_EMBED] = "WITH q AS (" PGSQL_CLAIM(

@@ -76,6 +76,7 @@ enum pgsql_stmt {
     PG_P_REPLACE,
     PG_RELEASE_OUTBOX, /* the three in a row */
     PG_RELEASE_SUMMARIES,
+    PG_RELEASE_CALLSUMS,
     PG_RELEASE_EMBEDS,
     /* reads */
     PG_R_TURNS,

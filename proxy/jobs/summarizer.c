@@ -274,10 +274,10 @@ static void summarizer_running(struct summarizer *s)
     s->scanned_ms += since;
     for (size_t i = 0; i < cfg->nprofiles; i++) {
         const struct cfg_profile *p = &cfg->profiles[i];
-        if (p->summarize && p->summary_threshold > 0)
+        size_t room = SUMMARIZER_MAX_INFLIGHT - s->ninflight; /* what is read is taken */
+        if (p->summarize && p->summary_threshold > 0 && room > 0)
             summarizer_start_rows(s, memory_running_to_summarize(s->w->reader, p->name,
-                                                                 p->summary_threshold,
-                                                                 SUMMARIZER_MAX_INFLIGHT));
+                                                                 p->summary_threshold, room));
     }
 }
 
