@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PGSQL_PURGE_CHUNK  200 /* sessions per transaction: the writer never stalls long */
 #define PGSQL_RETRY_MAX_MS 5000
 #define PGSQL_LEASE_MS     120000 /* storage.lease's default */
 
@@ -34,42 +33,52 @@ int pgsql_is_url(const char *where)
                              strncmp(where, "postgres://", 11) == 0 || strchr(where, '=') != NULL);
 }
 
-/* A chunked DELETE ($1 = before, $2 = chunk) until it deletes less than a chunk, a
- * transaction per chunk. The rows deleted, or -1 on failure. */
-static long pgsql_purge_chunks(struct pgsql_db *st, enum pgsql_stmt which, int64_t before)
-{
-    long total = 0;
-    for (;;) {
-        struct pgsql_params p;
-        pgsql_params_init(&p);
-        pgsql_param_int(&p, 1, before);
-        pgsql_param_int(&p, 2, PGSQL_PURGE_CHUNK);
-        int64_t n = pgsql_exec_changes(st->c, which, &p); /* autocommit: its own transaction */
-        if (n < 0)
-            return -1;
-        total += n;
-        if (n < PGSQL_PURGE_CHUNK)
-            return total;
-    }
-}
-
-static void pgsql_purge(void *arg)
+/* One chunk of retention's pass (purge.h): an autocommitted DELETE whose rows are taken with
+ * SKIP LOCKED, so replicas purging together split the work. */
+static int pgsql_purge(void *arg)
 {
     struct pgsql_db *st = arg;
-    int64_t before = util_wall_ms() - st->opts.retention_ms;
-    long sessions = pgsql_purge_chunks(st, PG_PURGE, before);
-    long dumps = pgsql_purge_chunks(st, PG_PURGE_OUTBOX, before);
+    struct purge_pass *pp = &st->purge;
+    enum pgsql_stmt which = purge_next(pp, st->opts.retention_ms) == 1 ? PG_PURGE : PG_PURGE_OUTBOX;
+    struct pgsql_params p;
+    pgsql_params_init(&p);
+    pgsql_param_int(&p, 1, pp->before_ms);
+    pgsql_param_int(&p, 2, pp->chunk);
+    uint64_t t0 = util_now_us();
+    int64_t n = pgsql_exec_changes(st->c, which, &p);
+    if (purge_done(pp, (long)n, util_now_us() - t0))
+        return 1;
     atomic_fetch_add_explicit(&st->n_upkeep, 1, memory_order_relaxed);
-    if (sessions > 0 || dumps > 0)
+    if (pp->done[0] > 0 || pp->done[1] > 0)
         log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
                  "deliveries older than %lld day(s)",
-                 sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
-                 (long long)(st->opts.retention_ms / 86400000LL));
+                 pp->done[0], pp->done[1], (long long)(st->opts.retention_ms / 86400000LL));
+    return 0;
 }
 
-static void pgsql_settle(void *arg)
+/* Erased users' sessions (PG_USER_SESSIONS moved them out of sight) are deleted with their
+ * turns here, a chunk a call, sized as retention's are (purge.h): the erasure's own
+ * transaction stays short whatever the user held. Autovacuum is the server's. */
+static int pgsql_settle(void *arg)
 {
-    (void)arg; /* autovacuum is the server's */
+    struct pgsql_db *st = arg;
+    if (!st->erased)
+        return 0;
+    if (st->erase_chunk <= 0)
+        st->erase_chunk = 10;
+    struct pgsql_params p;
+    pgsql_params_init(&p);
+    pgsql_param_int(&p, 1, st->erase_chunk);
+    uint64_t t0 = util_now_us();
+    int64_t n = pgsql_exec_changes(st->c, PG_PURGE_ERASED, &p);
+    uint64_t took = util_now_us() - t0;
+    if (n >= 0 && took > PURGE_SLOW_US && st->erase_chunk > 1)
+        st->erase_chunk /= 2;
+    else if (n == st->erase_chunk && took < PURGE_SLOW_US / 4)
+        st->erase_chunk =
+            st->erase_chunk * 2 < PURGE_MAX_CHUNK ? st->erase_chunk * 2 : PURGE_MAX_CHUNK;
+    st->erased = n != 0; /* a failure is tried again after the next group */
+    return n > 0;
 }
 
 /* BEGIN with the statement timeout scoped to the transaction (SET LOCAL: nothing outlives
@@ -141,6 +150,7 @@ static void *pgsql_open(const char *url, const struct store_opts *opts, char **e
     pgsql_conn_set_prepare(st->c, st->prepare);
     if (pgsql_schema_migrate(st->c, err) != 0)
         goto fail;
+    st->erased = 1; /* what an erasure left when the last process stopped */
     st->wr = pgsql_read_open(st, 0, err);
     pgsql_read_base(st->wr)->be = &pgsql_backend;
     return st;

@@ -14,7 +14,7 @@ enum pgsql_async_state { PGA_DOWN, PGA_CONNECTING, PGA_READY };
 /* A job: sent (results arriving) or, while connecting, waiting with copies of its params. */
 struct pgsql_job {
     int n, got;
-    int prepare;   /* PQsendPrepare its statements (named "a<id>") instead of running them */
+    int prepare; /* PQsendPrepare its statements (named "a<id>") instead of running them */
     int current; /* a result of statement got has arrived: the NULL after it ends it */
     int copied;  /* params below are copies to send once connected */
     PGresult *res[PGSQL_ASYNC_MAX_QUERIES];
@@ -143,8 +143,8 @@ static void pgsql_async_prepared(void *arg, PGresult *const *res, int n)
  * by the first job, ahead of every other on the connection, so those can use the names. */
 static void pgsql_async_prepare(struct pgsql_async *a)
 {
-    static const enum pgsql_stmt used[] = {PG_R_VERSION, PG_R_SESSION, PG_R_TURNS,
-                                           PG_R_SUMMARY_OF, PG_R_FACTS_OF};
+    static const enum pgsql_stmt used[] = {PG_R_VERSION, PG_R_SESSION, PG_R_TURNS, PG_R_SUMMARY_OF,
+                                           PG_R_FACTS_OF};
     struct pgsql_job *j = xcalloc(1, sizeof(*j));
     j->n = (int)UTIL_ARRAY_LEN(used);
     j->prepare = 1;

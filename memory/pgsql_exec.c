@@ -254,6 +254,7 @@ static int pgsql_exec_user_memory(struct pgsql_db *st, const char *tenant, const
 
 static int pgsql_exec_user_erase(struct pgsql_db *st, const char *tenant, const char *user)
 {
+    st->erased = 1; /* their sessions are deleted after the commit (pgsql_settle) */
     static const enum pgsql_stmt steps[] = {PG_USER_SESSIONS, PG_USER_SUMMARY_DEL,
                                             PG_USER_FACTS_DEL, PG_USER_OUTBOX_DEL,
                                             PG_USER_CACHE_DEL};

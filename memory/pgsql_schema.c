@@ -79,6 +79,10 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "  FOREIGN KEY (sid, seq) REFERENCES messages(sid, seq) ON DELETE CASCADE);",
 };
 
+/* the tenant of an erased user's sessions until they are deleted: no tenant's name (names
+ * are text without control characters) */
+#define PGSQL_ERASED "E'\\x1f'"
+
 #define PGSQL_FACT_BOOST "0.1"
 #define PGSQL_FACT_DECAY "0.9"
 #define PGSQL_FACT_FLOOR "0.1"
@@ -154,7 +158,13 @@ static const char *const pgsql_sql[PG__COUNT] = {
                   "runtime_system, runtime_params) VALUES ($1, $2, $3, $4, $5, "
                   "COALESCE($6, '{}'), COALESCE($7, '{}'), $8, $9, $10, $11, $12, $13, $14) "
                   "ON CONFLICT (tenant, id) DO NOTHING RETURNING sid",
-    [PG_USER_SESSIONS] = "DELETE FROM sessions WHERE tenant = $1 AND user_id = $2",
+    /* erased: out of every tenant's and user's sight at once, deleted with their turns a
+     * chunk at a time after the commit (PG_PURGE_ERASED, pgsql.c) */
+    [PG_USER_SESSIONS] = "UPDATE sessions SET tenant = " PGSQL_ERASED ", id = 'erased:' || sid, "
+                         "user_id = NULL, status = 'ERASED', version = version + 1 "
+                         "WHERE tenant = $1 AND user_id = $2",
+    [PG_PURGE_ERASED] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions WHERE "
+                        "tenant = " PGSQL_ERASED " LIMIT $1 FOR UPDATE SKIP LOCKED)",
     [PG_USER_SUMMARY_DEL] = "DELETE FROM user_summaries WHERE tenant = $1 AND user_id = $2",
     [PG_USER_FACTS_DEL] = "DELETE FROM user_facts WHERE tenant = $1 AND user_id = $2",
     [PG_USER_OUTBOX_DEL] = "DELETE FROM webhook_outbox WHERE tenant = $1 AND user_id = $2",
@@ -301,16 +311,17 @@ static const char *const pgsql_sql[PG__COUNT] = {
                                       "summary_tries"),
     [PG_R_SUMMARY_NEXT] = "SELECT MIN(summary_next_ms) FROM sessions WHERE summarized_ms IS "
                           "NULL AND status = 'STOPPED'",
-    /* taken like the queues: $4 now, $5 the lease, $6 the owner; upto: the newest turn the
-     * client's next window will not hold */
-#define PGSQL_UPTO(s) "(SELECT MAX(seq) FROM messages m WHERE m.sid = " s ".sid) + 1 - " s ".window_turns"
+/* taken like the queues: $4 now, $5 the lease, $6 the owner; upto: the newest turn the
+ * client's next window will not hold */
+#define PGSQL_UPTO(s)                                                                              \
+    "(SELECT MAX(seq) FROM messages m WHERE m.sid = " s ".sid) + 1 - " s ".window_turns"
     [PG_R_RUNNING_TO_SUMMARIZE] =
         "UPDATE sessions SET callsum_until = $4::bigint + $5::bigint, callsum_owner = $6 "
         "WHERE sid IN (SELECT s.sid FROM sessions s WHERE s.status = 'RUNNING' AND "
-        "s.window_turns > 0 AND s.profile = $1 AND s.callsum_until <= $4 AND "
-        PGSQL_UPTO("s") " - s.summarized_seq >= $2 LIMIT $3 FOR UPDATE SKIP LOCKED) "
-        "RETURNING tenant, id, user_id, profile, created_ms, updated_ms, "
-        PGSQL_UPTO("sessions") ", summarized_seq, call_summary",
+        "s.window_turns > 0 AND s.profile = $1 AND s.callsum_until <= $4 AND " PGSQL_UPTO(
+            "s") " - s.summarized_seq >= $2 LIMIT $3 FOR UPDATE SKIP LOCKED) "
+                 "RETURNING tenant, id, user_id, profile, created_ms, updated_ms, " PGSQL_UPTO(
+                     "sessions") ", summarized_seq, call_summary",
     [PG_R_CACHE_GET] = "SELECT content, model FROM answer_cache WHERE key = $1 AND "
                        "expires_ms > $2",
     [PG_R_TO_EMBED] = "WITH q AS (" PGSQL_CLAIM(

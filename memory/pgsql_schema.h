@@ -16,6 +16,7 @@
 #define MEMPROXY_PGSQL_SCHEMA_H
 
 #include "memory/pgsql_conn.h"
+#include "memory/purge.h"
 #include "memory/store_backend.h"
 
 #include <stdatomic.h>
@@ -45,6 +46,7 @@ enum pgsql_stmt {
     PG_IMPORT,
     PG_USER_SESSIONS,
     PG_USER_BUMP,
+    PG_PURGE_ERASED,
     PG_USER_SUMMARY_DEL,
     PG_USER_FACTS_DEL,
     PG_USER_OUTBOX_DEL,
@@ -114,9 +116,12 @@ struct pgsql_db {
     char *url;
     struct store_opts opts;
     long statement_timeout_ms;
-    int64_t lease_ms; /* a queue item taken is this replica's this long (pgsql_read.h) */
-    int prepare;      /* named statements on every connection (pgsql_conn_set_prepare) */
-    char owner[40];   /* this replica's name on what it takes: random, per process */
+    int64_t lease_ms;        /* a queue item taken is this replica's this long (pgsql_read.h) */
+    int prepare;             /* named statements on every connection (pgsql_conn_set_prepare) */
+    struct purge_pass purge; /* retention's pass under way (purge.h) */
+    int erased;              /* erased users' sessions may be left to delete */
+    long erase_chunk;        /* how many of them the next transaction deletes */
+    char owner[40];          /* this replica's name on what it takes: random, per process */
     struct pgsql_conn *c;
     struct pgsql_reader *wr; /* reads inside the writer's transaction (a stop's dump) */
     atomic_uint_fast64_t n_upkeep;

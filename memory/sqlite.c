@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "memory/purge.h"
 #include "memory/sqlite_exec.h"
 #include "memory/sqlite_read.h"
 #include "memory/sqlite_schema.h"
@@ -25,44 +26,31 @@
  * once a checkpoint has copied every frame. */
 #define STORE_CKPT_FRAMES 1000
 
-#define STORE_PURGE_CHUNK 200 /* sessions per transaction: the writer never stalls long */
-
-/* Run a chunked DELETE (?1 = before, ?2 = chunk) until it deletes less than a chunk, a
- * transaction per chunk so that commits queued meanwhile wait at most one chunk. The rows
- * deleted, or -1 on failure. */
-static long sqlite_purge_chunks(struct sqlite_db *st, enum sqlite_stmt which, int64_t before)
-{
-    sqlite3_stmt *s = st->stmt[which];
-    long total = 0;
-    for (;;) {
-        if (sqlite_exec_run(st, ST_BEGIN) != 0)
-            return -1;
-        sqlite3_bind_int64(s, 1, before);
-        sqlite3_bind_int(s, 2, STORE_PURGE_CHUNK);
-        int ok = sqlite_exec_step(st->db, s) == 0;
-        int n = ok ? sqlite3_changes(st->db) : 0;
-        if (sqlite_exec_run(st, ok ? ST_COMMIT : ST_ROLLBACK) != 0 || !ok)
-            return -1;
-        total += n;
-        if (n < STORE_PURGE_CHUNK)
-            return total;
-    }
-}
-
-/* Delete sessions idle past the retention period (their turns go by cascade) and webhook
- * deliveries finished (delivered or failed) as long ago. */
-static void sqlite_purge(void *arg)
+/* One chunk of retention's pass (purge.h) in a transaction of its own. */
+static int sqlite_purge(void *arg)
 {
     struct sqlite_db *st = arg;
-    int64_t before = util_wall_ms() - st->opts.retention_ms;
+    struct purge_pass *pp = &st->purge;
+    sqlite3_stmt *s =
+        st->stmt[purge_next(pp, st->opts.retention_ms) == 1 ? ST_PURGE : ST_PURGE_OUTBOX];
     json_object_clear(st->sids); /* a purged session's id must not be reused */
-    long sessions = sqlite_purge_chunks(st, ST_PURGE, before);
-    long dumps = sqlite_purge_chunks(st, ST_PURGE_OUTBOX, before);
-    if (sessions > 0 || dumps > 0)
+    uint64_t t0 = util_now_us();
+    long n = -1;
+    if (sqlite_exec_run(st, ST_BEGIN) == 0) {
+        sqlite3_bind_int64(s, 1, pp->before_ms);
+        sqlite3_bind_int64(s, 2, pp->chunk);
+        int ok = sqlite_exec_step(st->db, s) == 0;
+        n = ok ? sqlite3_changes(st->db) : -1;
+        if (sqlite_exec_run(st, ok ? ST_COMMIT : ST_ROLLBACK) != 0)
+            n = -1;
+    }
+    if (purge_done(pp, n, util_now_us() - t0))
+        return 1;
+    if (pp->done[0] > 0 || pp->done[1] > 0)
         log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
                  "deliveries older than %lld day(s)",
-                 sessions > 0 ? sessions : 0, dumps > 0 ? dumps : 0,
-                 (long long)(st->opts.retention_ms / 86400000LL));
+                 pp->done[0], pp->done[1], (long long)(st->opts.retention_ms / 86400000LL));
+    return 0;
 }
 
 /* After each commit on the write connection (SQLite calls it with the frames now in the WAL):
@@ -79,11 +67,11 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 /* On the writer, with everything committed so far reported (STORE_CKPT_FRAMES). PASSIVE, as
  * SQLite's own: it copies what no reader still needs and never waits; a WAL a reader holds
  * back, or a checkpoint that failed (a full disk), is tried again after the next commit. */
-static void sqlite_settle(void *arg)
+static int sqlite_settle(void *arg)
 {
     struct sqlite_db *st = arg;
     if (st->wal_frames < STORE_CKPT_FRAMES)
-        return;
+        return 0;
     st->wal_frames = 0;
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     if (rc == SQLITE_OK) {
@@ -96,6 +84,7 @@ static void sqlite_settle(void *arg)
                  sqlite3_errmsg(st->db));
         st->ckpt_failing = 1;
     }
+    return 0;
 }
 
 /* Run the batches of list in one transaction: 0 when it committed; -1 when a batch or the

@@ -11,6 +11,7 @@
 #ifndef MEMPROXY_SQLITE_SCHEMA_H
 #define MEMPROXY_SQLITE_SCHEMA_H
 
+#include "memory/purge.h"
 #include "memory/store_backend.h"
 
 #include <jansson.h>
@@ -106,6 +107,7 @@ struct sqlite_db {
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;
     atomic_uint_fast64_t n_ckpt; /* read by /metrics */
+    struct purge_pass purge;     /* retention's pass under way (purge.h) */
 };
 
 /* A reader's connection; the writer's own reader borrows the write connection. */

@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "memory/pgsql.h"
+#include "memory/purge.h"
 #include "memory/sqlite.h"
 
 #include <errno.h>
@@ -62,6 +63,7 @@ struct store {
     atomic_int_fast64_t expected; /* store_expect */
     int stopping;
     int64_t next_purge_ms;
+    int upkeep; /* the backend's settle has more to do (the writer thread's alone) */
 };
 
 /* ---- completions ---- */
@@ -235,7 +237,7 @@ static void store_commit_group(struct store *st, struct store_batch *list)
         store_complete(list);
         list = next;
     }
-    st->be->settle(st->db);
+    st->upkeep = st->be->settle(st->db);
 }
 
 /* Sleep until work is queued or due, a stop is asked for, or the next purge is due (st->mu
@@ -268,6 +270,8 @@ static int store_writer_due(struct store *st)
         return 1;
     if (st->head != NULL)
         return st->due_ns == 0 || util_now_ns() >= st->due_ns;
+    if (st->upkeep)
+        return 1;
     return st->opts.retention_ms > 0 && util_wall_ms() >= st->next_purge_ms;
 }
 
@@ -338,10 +342,12 @@ static void *store_writer(void *arg)
             store_commit_group(st, list);
         } else if (stop) {
             return NULL;
-        } else { /* a purge is due */
-            st->be->purge(st->db);
-            st->be->settle(st->db);
-            st->next_purge_ms = util_wall_ms() + STORE_PURGE_EVERY_MS;
+        } else if (st->upkeep) { /* a settle left more: the next step of it */
+            st->upkeep = st->be->settle(st->db);
+        } else { /* a purge is due: one chunk, then what was queued meanwhile */
+            int more = st->be->purge(st->db);
+            st->upkeep = st->be->settle(st->db);
+            st->next_purge_ms = util_wall_ms() + (more ? PURGE_PAUSE_MS : STORE_PURGE_EVERY_MS);
         }
     }
 }

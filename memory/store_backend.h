@@ -75,10 +75,14 @@ struct store_backend {
      * 0 when it committed; -1 when a batch or the commit failed and it was rolled back. */
     int (*transaction)(void *db, struct store_batch *list);
     /* After a group's completions were handed over, and after a purge: upkeep that must not
-     * delay a commit (SQLite's WAL checkpoint). */
-    void (*settle)(void *db);
-    /* Retention: delete sessions idle past opts.retention_ms, in short transactions. */
-    void (*purge)(void *db);
+     * delay a commit (SQLite's WAL checkpoint; PostgreSQL's deletion of an erased user's
+     * sessions, a chunk at a time). 1 when more is left: called again once the groups queued
+     * meanwhile are committed, without waiting for the next group. */
+    int (*settle)(void *db);
+    /* Retention: one short transaction of the pass that deletes sessions idle past
+     * opts.retention_ms (memory/purge.h); 1 when the pass goes on (called again once the
+     * groups queued meanwhile are committed), 0 when it is over. */
+    int (*purge)(void *db);
     uint64_t (*checkpoints)(void *db); /* upkeep runs so far, for /metrics */
 
     struct store_reader *(*reader_open)(void *db, char **err);
