@@ -158,7 +158,14 @@ PGresult *pgsql_conn_exec_id(struct pgsql_conn *c, int id, const char *sql, stru
         c->broken++;
         return NULL;
     }
+    int alone = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
     PGresult *r = pgsql_conn_send(c, id, sql, p);
+    /* A connection the server dropped (a restart) shows only when a statement fails on it:
+     * a statement of its own (no transaction open) is sent once more on a new one. */
+    if (alone && PQstatus(c->pg) == CONNECTION_BAD) {
+        PQclear(r);
+        r = pgsql_conn_ensure(c) == 0 ? pgsql_conn_send(c, id, sql, p) : NULL;
+    }
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;

@@ -424,7 +424,8 @@ static void test_writer_hook_then_report(void **state)
     free(path);
 }
 
-/* retention: a session idle past it is deleted with its turns at start; a fresh one stays. */
+/* retention: a session idle past it is deleted with its turns at start, then a finished
+ * delivery as old; a fresh session and a pending delivery stay. */
 static void test_retention(void **state)
 {
     char *path = tmp_db(), *err = NULL;
@@ -461,6 +462,18 @@ static void test_retention(void **state)
         usleep(10000);
     }
     assert_null(sess);
+    /* then, a step later of the same pass (memory/purge.h), the finished old delivery */
+    struct store_delivery_query q = {.tenant = "t", .limit = 10};
+    json_t *dl = NULL;
+    for (int tries = 0; tries < 1000; tries++) {
+        json_decref(dl);
+        dl = store_deliveries(r, &q);
+        if (json_array_size(json_object_get(dl, "deliveries")) == 1)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(json_array_size(json_object_get(dl, "deliveries")), 1);
+    json_decref(dl);
     json_t *fresh = store_session_get(r, "t", "fresh");
     assert_non_null(fresh);
     json_decref(fresh);
