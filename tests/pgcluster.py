@@ -88,6 +88,47 @@ class Cluster:
         stop(self.dir, remove)
 
 
+class Bouncer:
+    """PgBouncer (Debian's) in transaction pooling in front of a cluster: pool_size server
+    connections for all its clients, on a free loopback port."""
+
+    def __init__(self, cluster, pool_size=2):
+        self.dir = tempfile.mkdtemp(prefix="memproxy-pgbouncer-")
+        self.port = free_port()
+        conf = os.path.join(self.dir, "pgbouncer.ini")
+        with open(conf, "w") as f:
+            f.write("[databases]\n* = host=127.0.0.1 port=%d\n[pgbouncer]\n"
+                    "listen_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n"
+                    "auth_type = trust\nauth_file = %s\npool_mode = transaction\n"
+                    "default_pool_size = %d\nmax_client_conn = 200\n"
+                    "ignore_startup_parameters = options\nlogfile = %s\n"
+                    % (cluster.port, self.port, os.path.join(self.dir, "users.txt"), pool_size,
+                       os.path.join(self.dir, "log")))
+        with open(os.path.join(self.dir, "users.txt"), "w") as f:
+            f.write('"memproxy" ""\n')
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            for name in (self.dir, conf, os.path.join(self.dir, "users.txt")):
+                os.chown(name, pw.pw_uid, pw.pw_gid)
+        self.proc = subprocess.Popen(_as_owner([shutil.which("pgbouncer") or
+                                                "/usr/sbin/pgbouncer", conf]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.url = "postgresql://memproxy@127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, True)
+
+
 def stop(where, remove=True):
     data = os.path.join(where, "data")
     if os.path.exists(os.path.join(data, "postmaster.pid")):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -110,6 +111,86 @@ class Start(unittest.TestCase):
                            env=dict(os.environ, MEMPROXY_DATABASE_URL=url))
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("schema version 99; this memproxy knows up to 1", r.stderr)
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class BehindPgBouncer(unittest.TestCase):
+    """Two replicas through PgBouncer 1.18 in transaction pooling, two server connections for
+    all their ten: nothing memproxy does may rely on a server session (docs/deploy.md; named
+    statements off, as that PgBouncer needs)."""
+
+    CONFIG = CONFIG + """storage:
+  prepared_statements: false
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - {name: default, upstream: mock}
+  - {name: stored, upstream: mock, history: stored}
+"""
+
+    def setUp(self):
+        self.pg = pgcluster.Cluster()
+        self.addCleanup(self.pg.stop)
+        self.pg.create_db("pooled")
+        self.bouncer = pgcluster.Bouncer(self.pg, pool_size=2)
+        self.addCleanup(self.bouncer.stop)
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        env = {"MEMPROXY_DATABASE_URL": self.bouncer.url + "/pooled"}
+        self.reps = [Memproxy(self.CONFIG, upstream=self.mock.url, env=env) for _ in range(2)]
+        for mp in self.reps:
+            self.addCleanup(mp.stop)
+
+    def test_a_call_round_robin_through_transaction_pooling(self):
+        want = []
+        for k in range(1, 9):
+            self.mock.config(reply="pooled answer %d" % k)
+            mp = self.reps[k % 2]
+            status, _, out = mp.request(
+                "POST", "/p/stored/v1/chat/completions?session_id=pooled-call",
+                {"model": "m", "stream": k % 2 == 0,
+                 "messages": [{"role": "user", "content": "pooled q %d" % k}]})
+            self.assertEqual(status, 200, out)
+            sent = json.loads(self.mock.stats()["last_body"])["messages"]
+            want.append(("user", "pooled q %d" % k))
+            self.assertEqual([(m["role"], m["content"]) for m in sent], want, k)
+            want.append(("assistant", "pooled answer %d" % k))
+        for mp in self.reps:
+            status, h = api(mp, "GET", "/v1/sessions/pooled-call/history")
+            self.assertEqual(status, 200, h)
+            self.assertEqual([(c["role"], c["content"]) for c in h["contents"]], want)
+        self.assertEqual(api(self.reps[0], "POST", "/v1/sessions/pooled-call/stop")[0], 200)
+        self.assertEqual(api(self.reps[1], "GET", "/v1/sessions/pooled-call")[1]["status"],
+                         "STOPPED")
+
+    def test_calls_at_once_share_two_server_connections(self):
+        """Eight calls at once on ten client connections and two server ones: every turn
+        recorded once, on either replica."""
+        errors = []
+
+        def call(n):
+            try:
+                for k in range(1, 6):
+                    status, _, out = self.reps[(n + k) % 2].request(
+                        "POST", "/v1/chat/completions?session_id=busy-%d" % n,
+                        {"model": "m", "messages": [{"role": "user",
+                                                     "content": "call %d turn %d" % (n, k)}]})
+                    if status != 200:
+                        errors.append(out[:200])
+            except Exception as e:  # noqa: BLE001 -- reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [])
+        for n in range(8):
+            status, h = api(self.reps[n % 2], "GET", "/v1/sessions/busy-%d/history" % n)
+            self.assertEqual(status, 200, h)
+            self.assertEqual([c["content"] for c in h["contents"] if c["role"] == "user"],
+                             ["call %d turn %d" % (n, k) for k in range(1, 6)])
 
 
 if __name__ == "__main__":
