@@ -131,6 +131,11 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
  * (SQLite, or this process's own writes of the session still in flight). The rec must live
  * until cb. */
 void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg);
+/* Whether memory_rec_prepare() would only check a version: the store is shared, the reader
+ * has its async channel, and the session's entry is held and not to be read again. The
+ * upstream request may then be built before the check (the transforms read the entry's
+ * injected memory and params, not its turns; proxy/chat/chat.c). */
+int memory_rec_warm(struct memory_rec *rec);
 
 /* Retrieval: the request's question (its last user message's text, as reconcile stores it)
  * was embedded with model for its recall. Before memory_rec_request(): that turn takes this

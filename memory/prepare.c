@@ -78,6 +78,17 @@ static void memory_prep_versioned(void *arg, int64_t version)
         memory_prep_load(p); /* another replica wrote the session since */
 }
 
+int memory_rec_warm(struct memory_rec *rec)
+{
+    if (rec->rd->as == NULL)
+        return 0;
+    struct workset_entry *e = memory_rec_entry(rec);
+    pthread_mutex_lock(&e->mu);
+    int warm = e->loaded && !rec->reload;
+    pthread_mutex_unlock(&e->mu);
+    return warm;
+}
+
 void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg)
 {
     struct memory *m = rec->rd->m;

@@ -60,6 +60,14 @@ struct chat {
     size_t hit_len;
     uint64_t t_commit; /* when the reply's commit was asked for */
     int refs;          /* the relay's, and one while a commit is awaited */
+    /* replicas: the session's version is checked while the upstream answers (chat_prepare);
+     * a reply that ends (or a caller who leaves) before that check is done waits for it */
+    int prep_late;            /* the check goes after the transfer has started */
+    int preparing;            /* ... and is on its way */
+    struct relay *late_relay; /* the relay whose reply waits for it */
+    int late_gone;            /* the caller left before it was done */
+    const char *late_why;     /* the upstream failed before it was done (chat_release) */
+    int64_t late_ttft, late_total;
 };
 
 /* The chat's access line: what the client got, and from where. */
@@ -184,6 +192,8 @@ static void chat_cache_keep(struct chat *c, const struct memory_reply *mr)
                      c->prof->cache_ttl_ms);
 }
 
+static void chat_record_reply(struct chat *c, struct relay *r);
+
 static void chat_on_complete(void *arg, struct relay *r, const char *body, size_t len)
 {
     struct chat *c = arg;
@@ -201,6 +211,17 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
         relay_finish(r);
         return;
     }
+    if (c->preparing) { /* recorded once the session's check is done (chat_prepared_late) */
+        c->late_relay = r;
+        return;
+    }
+    chat_record_reply(c, r);
+}
+
+/* The request's turns, then the reply's; the response's end goes when it is committed. */
+static void chat_record_reply(struct chat *c, struct relay *r)
+{
+    struct memory_reply mr;
     chat_record_request(c);
     chat_reply_of(c, r, &mr);
     chat_cache_keep(c, &mr);
@@ -217,6 +238,11 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     reply_flush(c->reply);
     if (c->rec == NULL || memory_rec_replied(c->rec))
         return;
+    if (c->preparing) { /* recorded once the session's check is done (chat_prepared_late) */
+        c->late_gone = 1;
+        relay_times(r, &c->late_ttft, &c->late_total);
+        return;
+    }
     chat_record_request(c);
     chat_reply_of(c, r, &mr);
     mr.interrupted = 1;
@@ -247,6 +273,8 @@ static void chat_release(void *arg, struct relay *r, const char *why)
         worker_hold(c->w);
     }
     reply_content(c->reply, &len);
+    if (c->preparing && len > 0) /* recorded once the session's check is done */
+        c->late_why = why;
     if (c->rec != NULL && !c->record_pending && !memory_rec_replied(c->rec) && len > 0) {
         struct memory_reply mr = {.content = reply_content(c->reply, &len),
                                   .model = reply_model(c->reply),
@@ -605,6 +633,54 @@ static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
     return 1;
 }
 
+/* The session's check (replicas) is done: the request's turns are recorded, and a reply
+ * that ended meanwhile (or a caller who left) is recorded after them. */
+static void chat_prepared_late(void *arg)
+{
+    struct chat *c = arg;
+    struct worker *w = c->w;
+    struct relay *r = c->late_relay;
+    c->preparing = 0;
+    c->late_relay = NULL;
+    if (r != NULL) {
+        chat_record_reply(c, r);
+    } else if (c->late_gone && !memory_rec_replied(c->rec)) {
+        struct memory_reply mr;
+        chat_record_request(c);
+        memset(&mr, 0, sizeof(mr));
+        size_t len = 0;
+        mr.content = reply_content(c->reply, &len);
+        mr.tool_calls = reply_tool_calls(c->reply);
+        mr.model = reply_model(c->reply);
+        mr.usage = reply_usage(c->reply);
+        mr.ttft_us = c->late_ttft;
+        mr.latency_us = c->late_total;
+        mr.interrupted = 1;
+        mr.finish_reason = "client_disconnected";
+        memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+        c->ended = "client_disconnected";
+    } else {
+        chat_record_request(c);
+        size_t len = 0;
+        if (c->late_why != NULL && !memory_rec_replied(c->rec)) { /* as chat_release would */
+            struct memory_reply mr = {.content = reply_content(c->reply, &len),
+                                      .model = reply_model(c->reply),
+                                      .finish_reason = c->late_why,
+                                      .ttft_us = -1};
+            memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
+        }
+    }
+    chat_unref(c);
+    worker_release(w);
+}
+
+static void chat_prepare_late(struct chat *c)
+{
+    c->refs++;
+    worker_hold(c->w);
+    memory_rec_prepare(c->rec, chat_prepared_late, c);
+}
+
 /* Build the upstream request and send it (or answer from the cache). The chat is taken. */
 static void chat_forward(struct chat *c, struct evhttp_request *req)
 {
@@ -624,8 +700,12 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
      * keeps c. If the relay has ended already, its hooks recorded the request, or no
      * upstream could be started and it is recorded now, as after a later failure. */
     c->refs++;
+    c->preparing = c->prep_late; /* before the start: its hooks may run inside it */
     relay_start(c->w, req, &p, &chat_hooks, c);
-    chat_record_request(c);
+    if (c->preparing)
+        chat_prepare_late(c);
+    else
+        chat_record_request(c);
     chat_unref(c);
 }
 
@@ -692,6 +772,17 @@ static void chat_prepared(void *arg)
 static void chat_prepare(struct chat *c, struct evhttp_request *req, const char *session_id)
 {
     if (c->rec == NULL) {
+        chat_go_on(c, req, session_id);
+        return;
+    }
+    /* What the upstream is sent comes from the client's window and what the entry held
+     * already (injected memory, runtime params: changed only by rare REST calls): the check
+     * can wait until the transfer has started, off the time to the first token. Not in
+     * stored mode (the entry's turns are the history sent), nor with the answer cache or
+     * retrieval (their reads come first), nor for an entry this replica has not read. */
+    if (!chat_stored_mode(c->prof) && !c->prof->retrieval && !c->prof->cache &&
+        memory_rec_warm(c->rec)) {
+        c->prep_late = 1;
         chat_go_on(c, req, session_id);
         return;
     }
