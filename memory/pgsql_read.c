@@ -2,6 +2,7 @@
 
 #include "base/util.h"
 #include "memory/recall.h"
+#include "memory/turnrow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,31 +59,22 @@ static void pgsql_read_pair(struct pgsql_params *p, const char *tenant, const ch
     pgsql_param_text(p, 2, id);
 }
 
+/* A row of a result, for turnrow.h's column getter. */
+struct pgsql_read_at {
+    PGresult *res;
+    int row;
+};
+
+static json_t *pgsql_read_turn_col(void *arg, int i, int as_json)
+{
+    struct pgsql_read_at *at = arg;
+    return pgsql_value(at->res, at->row, i, as_json);
+}
+
 static json_t *pgsql_read_turn_row(PGresult *res, int row)
 {
-    static const char *const names[] = {
-        "seq",      "turn_id",       "turn_idx",    "role",
-        "content",  "source",        "interrupted", "interrupt_timestamp",
-        "original", "metadata",      "tool_calls",  "tool_call_id",
-        "name",     "timestamp",     "importance",  "model",
-        "usage",    "finish_reason", "ttft_us",     "latency_us"};
-    json_t *t = json_object();
-    for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++) {
-        int as_json = i == 9 || i == 10 || i == 16;
-        int optional = i >= 10 && i != 13 && i != 14; /* tool and reply fields: when they apply */
-        json_t *v = pgsql_value(res, row, i, as_json);
-        if (optional && json_is_null(v)) {
-            json_decref(v);
-            continue;
-        }
-        if (i == 6) { /* interrupted: stored 0/1, a boolean in JSON */
-            json_t *b = json_boolean(json_integer_value(v) != 0);
-            json_decref(v);
-            v = b;
-        }
-        json_object_set_new(t, names[i], v);
-    }
-    return t;
+    struct pgsql_read_at at = {res, row};
+    return turnrow_json(pgsql_read_turn_col, &at);
 }
 
 json_t *pgsql_read_turns_of_result(const PGresult *res)

@@ -3,6 +3,7 @@
 #include "base/jtext.h"
 #include "base/util.h"
 #include "memory/recall.h"
+#include "memory/turnrow.h"
 
 #include <string.h>
 
@@ -56,29 +57,14 @@ static json_t *sqlite_read_col(sqlite3_stmt *s, int i, int as_json)
     }
 }
 
+static json_t *sqlite_read_turn_col(void *row, int i, int as_json)
+{
+    return sqlite_read_col(row, i, as_json);
+}
+
 static json_t *sqlite_read_turn_row(sqlite3_stmt *s)
 {
-    static const char *const names[] = {
-        "seq",      "turn_id",       "turn_idx",    "role",
-        "content",  "source",        "interrupted", "interrupt_timestamp",
-        "original", "metadata",      "tool_calls",  "tool_call_id",
-        "name",     "timestamp",     "importance",  "model",
-        "usage",    "finish_reason", "ttft_us",     "latency_us"};
-    json_t *t = json_object();
-    for (int i = 0; i < (int)UTIL_ARRAY_LEN(names); i++) {
-        int as_json = i == 9 || i == 10 || i == 16;
-        int optional = i >= 10 && i != 13 && i != 14; /* tool and reply fields: when they apply */
-        json_t *v = sqlite_read_col(s, i, as_json);
-        if (optional && json_is_null(v))
-            continue;
-        if (i == 6) { /* interrupted: stored 0/1, a boolean in JSON */
-            json_t *b = json_boolean(json_integer_value(v) != 0);
-            json_decref(v);
-            v = b;
-        }
-        json_object_set_new(t, names[i], v);
-    }
-    return t;
+    return turnrow_json(sqlite_read_turn_col, s);
 }
 
 /* The current row as an object: names[i] = column i, JSON-decoded where json_cols says
