@@ -117,6 +117,16 @@ static int pgsql_pipe_op(struct pgsql_conn *c, const struct store_batch *b,
     return pgsql_pipe_stmt(c, which, &p);
 }
 
+/* Whether b is of the same session as the batch before it (a request's turns and its
+ * reply's, in one group): its session row was found, locked and counted up just before, so
+ * b needs no statement of its own for it and takes that version (the working set then sees
+ * it unchanged: workset_settled). */
+static int pgsql_pipe_follows(const struct store_batch *prev, const struct store_batch *b)
+{
+    return prev != NULL && strcmp(prev->tenant, b->tenant) == 0 &&
+           strcmp(prev->session_id, b->session_id) == 0;
+}
+
 /* BEGIN (with the statement timeout), each batch's session row, its ops, COMMIT, a sync.
  * *sent counts the statements queued. */
 static int pgsql_pipe_queue(struct pgsql_db *st, struct store_batch *list, int *sent)
@@ -130,12 +140,14 @@ static int pgsql_pipe_queue(struct pgsql_db *st, struct store_batch *list, int *
         (st->statement_timeout_ms > 0 && pgsql_pipe_send(c, -1, timeout, NULL) != 0))
         return -1;
     *sent = st->statement_timeout_ms > 0 ? 2 : 1;
-    for (struct store_batch *b = list; b != NULL; b = b->next) {
-        struct pgsql_params p;
-        pgsql_pipe_key(&p, b, now);
-        if (pgsql_pipe_stmt(c, PG_SESSION_ENSURE, &p) != 0)
-            return -1;
-        (*sent)++;
+    for (struct store_batch *b = list, *prev = NULL; b != NULL; prev = b, b = b->next) {
+        if (!pgsql_pipe_follows(prev, b)) {
+            struct pgsql_params p;
+            pgsql_pipe_key(&p, b, now);
+            if (pgsql_pipe_stmt(c, PG_SESSION_ENSURE, &p) != 0)
+                return -1;
+            (*sent)++;
+        }
         for (size_t i = 0; i < b->n; i++)
             if (pgsql_pipe_op(c, b, &b->ops[i], now, sent) != 0)
                 return -1;
@@ -159,7 +171,8 @@ static PGresult *pgsql_pipe_next(PGconn *pg)
 }
 
 /* The answers, in the order sent: every statement's, then the sync. Only the session rows
- * (PG_SESSION_ENSURE, one per batch, in order) return rows: they give the batches' versions.
+ * (PG_SESSION_ENSURE, one per batch but those that follow their session's, in order) return
+ * rows: they give the batches' versions.
  * 0 when all succeeded. */
 static int pgsql_pipe_collect(PGconn *pg, struct store_batch *list, int sent)
 {
@@ -174,9 +187,14 @@ static int pgsql_pipe_collect(PGconn *pg, struct store_batch *list, int sent)
             if (ok && rs != PGRES_PIPELINE_ABORTED)
                 log_error("postgresql: %s", PQresultErrorMessage(r));
             ok = 0;
-        } else if (rs == PGRES_TUPLES_OK && b != NULL) {
-            b->version = PQntuples(r) == 1 ? pgsql_int(r, 0, 2) : 0;
-            b = b->next;
+        } else if (rs == PGRES_TUPLES_OK && b != NULL) { /* the next session row */
+            int64_t v = PQntuples(r) == 1 ? pgsql_int(r, 0, 2) : 0;
+            struct store_batch *prev;
+            do {
+                b->version = v;
+                prev = b;
+                b = b->next;
+            } while (b != NULL && pgsql_pipe_follows(prev, b));
         }
         PQclear(r);
     }
