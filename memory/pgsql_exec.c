@@ -255,9 +255,9 @@ static int pgsql_exec_user_memory(struct pgsql_db *st, const char *tenant, const
 static int pgsql_exec_user_erase(struct pgsql_db *st, const char *tenant, const char *user)
 {
     st->erased = 1; /* their sessions are deleted after the commit (pgsql_settle) */
-    static const enum pgsql_stmt steps[] = {PG_USER_SESSIONS, PG_USER_SUMMARY_DEL,
-                                            PG_USER_FACTS_DEL, PG_USER_OUTBOX_DEL,
-                                            PG_USER_CACHE_DEL};
+    static const enum pgsql_stmt steps[] = {PG_USER_EMBED_DEL,   PG_USER_SESSIONS,
+                                            PG_USER_SUMMARY_DEL, PG_USER_FACTS_DEL,
+                                            PG_USER_OUTBOX_DEL,  PG_USER_CACHE_DEL};
     for (size_t i = 0; i < UTIL_ARRAY_LEN(steps); i++)
         if (pgsql_exec_user(st, steps[i], tenant, user) != 0)
             return -1;

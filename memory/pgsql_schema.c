@@ -163,6 +163,8 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_USER_SESSIONS] = "UPDATE sessions SET tenant = " PGSQL_ERASED ", id = 'erased:' || sid, "
                          "user_id = NULL, status = 'ERASED', version = version + 1 "
                          "WHERE tenant = $1 AND user_id = $2",
+    [PG_USER_EMBED_DEL] = "DELETE FROM embed_queue WHERE sid IN (SELECT sid FROM sessions "
+                          "WHERE tenant = $1 AND user_id = $2)",
     [PG_PURGE_ERASED] = "DELETE FROM sessions WHERE sid IN (SELECT sid FROM sessions WHERE "
                         "tenant = " PGSQL_ERASED " LIMIT $1 FOR UPDATE SKIP LOCKED)",
     [PG_USER_SUMMARY_DEL] = "DELETE FROM user_summaries WHERE tenant = $1 AND user_id = $2",

@@ -47,6 +47,7 @@ enum pgsql_stmt {
     PG_USER_SESSIONS,
     PG_USER_BUMP,
     PG_PURGE_ERASED,
+    PG_USER_EMBED_DEL, /* before PG_USER_SESSIONS: nothing of theirs is embedded meanwhile */
     PG_USER_SUMMARY_DEL,
     PG_USER_FACTS_DEL,
     PG_USER_OUTBOX_DEL,
