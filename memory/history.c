@@ -1,6 +1,10 @@
 #include "memory/history.h"
 
+#include "base/log.h"
 #include "base/util.h"
+
+#include <openssl/rand.h>
+#include <stdio.h>
 
 static const char *const history_full_fields[] = {
     "seq",   "turn_idx",      "tool_calls", "tool_call_id", "name",      "model",
@@ -82,4 +86,15 @@ json_t *history_payload(json_t *session, json_t *turns, int event)
     if (event == HISTORY_EVENT_HISTORY)
         json_object_set_new(p, "contents", history_contents(turns, 1));
     return p;
+}
+
+void history_notice_id(char *out, size_t len, long long event)
+{
+    unsigned char raw[12];
+    char hex[2 * sizeof(raw) + 1];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        log_fatal("store: the random generator failed (RAND_bytes)");
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    snprintf(out, len, "%s:%lld", hex, event);
 }

@@ -32,4 +32,9 @@ json_t *history_object(json_t *session, json_t *turns, int full);
  */
 json_t *history_payload(json_t *session, json_t *turns, int event);
 
+/* A stop-time notification's id (noticeId) for event into out: random, so that it stays
+ * unique across databases, replicas and restarts; the event type after it, as in Agora's
+ * ids. */
+void history_notice_id(char *out, size_t len, long long event);
+
 #endif

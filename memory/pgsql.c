@@ -49,10 +49,7 @@ static int pgsql_purge(void *arg)
     if (purge_done(pp, (long)n, util_now_us() - t0))
         return 1;
     atomic_fetch_add_explicit(&st->n_upkeep, 1, memory_order_relaxed);
-    if (pp->done[0] > 0 || pp->done[1] > 0)
-        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
-                 "deliveries older than %lld day(s)",
-                 pp->done[0], pp->done[1], (long long)(st->opts.retention_ms / 86400000LL));
+    purge_log(pp, st->opts.retention_ms);
     return 0;
 }
 

@@ -5,7 +5,6 @@
 #include "memory/history.h"
 #include "memory/pgsql_read.h"
 
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,19 +94,6 @@ static int64_t pgsql_exec_sid(struct pgsql_db *st, struct store_batch *b)
     return sid;
 }
 
-/* A notice id: random, so that it stays unique across databases, replicas and restarts;
- * the event type after it, as in Agora's ids. */
-static void pgsql_exec_notice_id(char *out, size_t len, json_int_t event)
-{
-    unsigned char raw[12];
-    char hex[2 * sizeof(raw) + 1];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        log_fatal("store: the random generator failed (RAND_bytes)");
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    snprintf(out, len, "%s:%" JSON_INTEGER_FORMAT, hex, event);
-}
-
 /* One outbox row per hook for the session b just stopped, its payload read inside this
  * transaction (so it holds exactly what was committed with it). */
 static int pgsql_exec_outbox_fill(struct pgsql_db *st, struct store_batch *b, json_t *how,
@@ -128,7 +114,7 @@ static int pgsql_exec_outbox_fill(struct pgsql_db *st, struct store_batch *b, js
         json_int_t event = json_integer_value(json_object_get(h, "event"));
         char notice[64];
         struct pgsql_params p;
-        pgsql_exec_notice_id(notice, sizeof(notice), event);
+        history_notice_id(notice, sizeof(notice), event);
         pgsql_params_init(&p);
         pgsql_param_text(&p, 1, notice);
         pgsql_param_text(&p, 2, b->tenant);

@@ -1,5 +1,6 @@
 #include "memory/purge.h"
 
+#include "base/log.h"
 #include "base/util.h"
 
 int purge_next(struct purge_pass *p, int64_t retention_ms)
@@ -31,4 +32,12 @@ int purge_done(struct purge_pass *p, long n, uint64_t took_us)
         return 0;
     }
     return 1;
+}
+
+void purge_log(const struct purge_pass *p, int64_t retention_ms)
+{
+    if (p->done[0] > 0 || p->done[1] > 0)
+        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
+                 "deliveries older than %lld day(s)",
+                 p->done[0], p->done[1], (long long)(retention_ms / 86400000LL));
 }

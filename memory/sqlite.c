@@ -46,10 +46,7 @@ static int sqlite_purge(void *arg)
     }
     if (purge_done(pp, n, util_now_us() - t0))
         return 1;
-    if (pp->done[0] > 0 || pp->done[1] > 0)
-        log_info("store: retention: deleted %ld session(s) and %ld finished webhook "
-                 "deliveries older than %lld day(s)",
-                 pp->done[0], pp->done[1], (long long)(st->opts.retention_ms / 86400000LL));
+    purge_log(pp, st->opts.retention_ms);
     return 0;
 }
 

@@ -6,7 +6,6 @@
 #include "memory/history.h"
 #include "memory/sqlite_read.h"
 
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -164,19 +163,6 @@ static void sqlite_exec_sid_forget(struct sqlite_db *st, struct store_batch *b)
     free(key);
 }
 
-/* A notice id: random, so that it stays unique across databases and restarts; the event
- * type after it, as in Agora's ids. */
-static void sqlite_exec_notice_id(char *out, size_t len, json_int_t event)
-{
-    unsigned char raw[12];
-    char hex[2 * sizeof(raw) + 1];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        log_fatal("store: the random generator failed (RAND_bytes)");
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    snprintf(out, len, "%s:%" JSON_INTEGER_FORMAT, hex, event);
-}
-
 /* One outbox row per hook for the session b just stopped, its payload read inside this
  * transaction (so it holds exactly what was committed with it). */
 static int sqlite_exec_outbox_fill(struct sqlite_db *st, struct store_batch *b, json_t *how,
@@ -197,7 +183,7 @@ static int sqlite_exec_outbox_fill(struct sqlite_db *st, struct store_batch *b, 
         json_int_t event = json_integer_value(json_object_get(h, "event"));
         json_t *payload = history_payload(sess, turns, (int)event);
         char notice[64];
-        sqlite_exec_notice_id(notice, sizeof(notice), event);
+        history_notice_id(notice, sizeof(notice), event);
         sqlite3_bind_text(s, 1, notice, -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(s, 2, b->tenant, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 3, b->session_id, -1, SQLITE_STATIC);
