@@ -125,6 +125,7 @@ struct cfg {
     long statement_timeout_ms;
     long lease_ms;
     int prepared_statements;
+    long db_pool; /* storage.pool: threads (connections) of the read pool */
     long busy_timeout_ms;
     long commit_delay_us;
     int sessions_require;

@@ -19,12 +19,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* A turn-id window that reaches back past the working set is matched against the stored
- * turns of its own turn ids, read from the database (at most this many). It used to read
- * every stored turn from the window's oldest id on: a client whose turn ids went back (an
- * agent restarted under the same session id) had every request read its whole session on
- * the worker's loop, ~22 ms for 2,000 turns. */
-#define MEMORY_MAX_READ 100000
 /* Facts the REST API shows for a user. */
 #define MEMORY_MAX_USER_FACTS 1000
 
@@ -113,10 +107,15 @@ static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct w
     *db = NULL;
     if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
         return ws;
-    size_t nids;
-    int64_t *ids = reconcile_window_turn_ids(w, &nids);
-    *db = store_turns_of(rec->rd->sr, rec->tenant, rec->sid, ids, nids, MEMORY_MAX_READ);
-    free(ids);
+    if (rec->reach != NULL) { /* read by memory_rec_prepare, off the loop */
+        *db = rec->reach;
+        rec->reach = NULL;
+    } else {
+        size_t nids;
+        int64_t *ids = reconcile_window_turn_ids(w, &nids);
+        *db = store_turns_of(rec->rd->sr, rec->tenant, rec->sid, ids, nids, MEMORY_MAX_READ);
+        free(ids);
+    }
     atomic_fetch_add_explicit(&rec->rd->m->reach_back, json_array_size(*db), memory_order_relaxed);
     int64_t from = first ? memory_int(first, "seq") : INT64_MAX;
     size_t nd = json_array_size(*db), k = 0;
@@ -761,6 +760,7 @@ void memory_rec_free(struct memory_rec *rec)
     if (rec->e != NULL)
         workset_release(rec->rd->m->ws, rec->e);
     json_decref(rec->messages);
+    json_decref(rec->reach);
     memory_rec_question_clear(rec);
     free(rec->tenant);
     free(rec->sid);
@@ -858,10 +858,14 @@ void memory_reader_clear(struct memory_reader *r)
     store_reader_clear(r->sr);
 }
 
-void memory_reader_async(struct memory_reader *r, struct event_base *base)
+void memory_reader_async(struct memory_reader *r, struct event_base *base, struct readpool *pool)
 {
     if (r->as == NULL)
         r->as = store_async_open(r->m->st, base);
+    if (r->as != NULL) {
+        r->pool = pool;
+        r->base = base;
+    }
 }
 
 void memory_reader_close(struct memory_reader *r)

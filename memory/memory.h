@@ -43,6 +43,7 @@
 struct jmemo;
 struct memory;
 struct memory_reader;
+struct readpool;
 struct memory_rec;
 struct recall_pick;
 
@@ -95,9 +96,10 @@ int memory_shared(const struct memory *m);
 struct memory_reader *memory_reader_open(struct memory *m, char **err);
 void memory_reader_close(struct memory_reader *r);
 /* With a shared store (PostgreSQL), r's recorded requests are prepared (memory_rec_prepare)
- * by reads on base's loop that never wait: call on base's thread, before its loop runs; r is
- * then closed on that thread too, or after its loop has stopped. Nothing with SQLite. */
-void memory_reader_async(struct memory_reader *r, struct event_base *base);
+ * by reads on base's loop that never wait, and pool (memory/readpool.h) reads the older turns
+ * a turn-id window reaches back to: call on base's thread, before its loop runs; r is then
+ * closed on that thread too, or after its loop has stopped. Nothing with SQLite. */
+void memory_reader_async(struct memory_reader *r, struct event_base *base, struct readpool *pool);
 /* Whether a read since memory_reader_clear() went unanswered (PostgreSQL unreachable): what
  * it returned looks like "nothing there", so REST says 503 instead. */
 int memory_reader_failed(const struct memory_reader *r);

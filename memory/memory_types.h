@@ -16,6 +16,13 @@
 
 /* Facts about a user considered for injection (the most confident first). */
 #define MEMORY_MAX_FACTS 50
+/* A turn-id window that reaches back past the working set is matched against the stored
+ * turns of its own turn ids, read from the database (at most this many). It used to read
+ * every stored turn from the window's oldest id on: a client whose turn ids went back (an
+ * agent restarted under the same session id) had every request read its whole session on
+ * the worker's loop, ~22 ms for 2,000 turns. With a shared store they are read off the loop
+ * (memory_rec_prepare). */
+#define MEMORY_MAX_READ 100000
 
 struct jmemo;
 
@@ -29,7 +36,9 @@ struct memory {
 struct memory_reader {
     struct memory *m;
     struct store_reader *sr;
-    struct store_async *as; /* a shared store's reads from this reader's loop, or NULL */
+    struct store_async *as;  /* a shared store's reads from this reader's loop, or NULL */
+    struct readpool *pool;   /* with as: where the reads without a channel of their own go */
+    struct event_base *base; /* with as: the loop they answer on */
 };
 
 struct memory_rec {
@@ -48,6 +57,8 @@ struct memory_rec {
     int64_t window_turns; /* stored mode: the span memory_rec_window() was told, or -1 */
     int reload;           /* the entry must be read again before use */
     int prepared;         /* memory_rec_prepare() made the entry current: no read in place */
+    int reached;          /* memory_rec_prepare() read what a turn-id window reaches back to */
+    json_t *reach;        /* ... those turns (memory_stored_for takes them), or NULL */
     /* the question's embedding, made for its recall (memory_rec_question), until a batch
      * takes it */
     char *q_model, *q_text;

@@ -4,6 +4,9 @@
 #include "memory/entry.h"
 #include "memory/memory.h"
 #include "memory/memory_types.h"
+#include "memory/readpool.h"
+#include "memory/reconcile.h"
+#include "memory/turnlist.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,12 +42,60 @@ struct memory_prep {
     void *arg;
     int64_t have; /* the version the entry holds */
     uint64_t gen; /* its turns' generation when the read went out */
+    int64_t *ids; /* the window's turn ids, while the turns they reach back to are read */
+    size_t nids;
 };
+
+static void memory_prep_done(struct memory_prep *p);
+
+/* On a pool thread: the window's turns older than the entry holds (memory_stored_for). */
+static void memory_prep_read_reach(struct memory_reader *r, void *arg)
+{
+    struct memory_prep *p = arg;
+    struct memory_rec *rec = p->rec;
+    rec->reach = store_turns_of(r->sr, rec->tenant, rec->sid, p->ids, p->nids, MEMORY_MAX_READ);
+    if (rec->reach == NULL) /* unanswered: as the read in place would have found */
+        rec->reach = json_array();
+}
+
+static void memory_prep_reached(void *arg, int failed)
+{
+    struct memory_prep *p = arg;
+    (void)failed; /* nothing read: reconciled with what the entry holds, as SQLite would be */
+    memory_prep_done(p);
+}
+
+/* Whether the window's turn ids reach back past the entry's first turn (memory_stored_for
+ * would read those turns in place): then they are read off the loop first (1). */
+static int memory_prep_reach(struct memory_prep *p)
+{
+    struct memory_rec *rec = p->rec;
+    struct workset_entry *e = rec->e;
+    if (rec->reached || rec->append || rec->rd->pool == NULL || e == NULL)
+        return 0;
+    rec->reached = 1;
+    struct reconcile_window *w = reconcile_window_read(rec->messages, rec->memo);
+    int64_t oldest = reconcile_window_oldest(w);
+    pthread_mutex_lock(&e->mu);
+    int reach = oldest >= 0 && !e->complete &&
+                (turnlist_size(e->turns) == 0 || turnlist_turn_id(e->turns, 0) > oldest);
+    pthread_mutex_unlock(&e->mu);
+    if (reach)
+        p->ids = reconcile_window_turn_ids(w, &p->nids);
+    reconcile_window_free(w);
+    if (!reach)
+        return 0;
+    readpool_run(rec->rd->pool, rec->rd->base, memory_prep_read_reach, memory_prep_reached, p);
+    return 1;
+}
 
 static void memory_prep_done(struct memory_prep *p)
 {
+    if (memory_prep_reach(p))
+        return; /* done again once the older turns are read */
     p->rec->prepared = 1;
     p->cb(p->arg);
+    free(p->ids);
     free(p);
 }
 

@@ -26,6 +26,20 @@
 #include <event2/keyvalq_struct.h>
 #include <string.h>
 
+/* The upstream body in the making (chat_build_begin, chat_build_end), across the reads it
+ * waits for: retrieval's candidates, then the answer cache. */
+struct chat_build {
+    struct evhttp_request *req;
+    struct memory_context mc;
+    json_t *up, *msgs;
+    size_t history_n;
+    struct recall_pick *pick; /* retrieval's, filled by its read */
+    char *body;               /* built: the cache is read for it */
+    size_t len;
+};
+
+static void chat_build_free(struct chat_build *b);
+
 struct chat {
     struct worker *w;
     struct chatreq creq;
@@ -54,7 +68,11 @@ struct chat {
     char *question;                 /* the question's text, while its lookup runs */
     float *query;                   /* the question's embedding, or NULL */
     size_t qdim;
-    char cache_key[65];             /* set when the turn may be answered from the cache */
+    char cache_key[65];       /* set when the turn may be answered from the cache */
+    struct chat_build *build; /* the upstream body while it waits for a read */
+    json_t *hit;              /* the cache's answer read for this turn, or NULL */
+    int cache_read;           /* the cache was read for it (chat_read_cache) */
+    int embedded;             /* retrieval: some earlier turn of the caller has an embedding */
     struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
     char *hit_text;
     size_t hit_len;
@@ -106,6 +124,8 @@ static void chat_unref(struct chat *c)
     free(c->query);
     free(c->user);
     free(c->hit_text);
+    json_decref(c->hit);
+    chat_build_free(c->build);
     chatreq_clear(&c->creq);
     reply_destroy(c->reply);
     free(c);
@@ -448,10 +468,8 @@ static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, jso
     return out;
 }
 
-/* The retrieved turns' system message, put last among the injected ones; *n gets how many
- * turns it holds. */
-static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_context *mc,
-                                  size_t *n)
+/* Retrieval's pick for the messages being sent (the candidates are read next). */
+static struct recall_pick *chat_recall_pick(struct chat *c, json_t *msgs)
 {
     const struct cfg_profile *p = c->prof;
     struct recall_opts o = {.recent = (size_t)p->retrieval_recent,
@@ -459,17 +477,31 @@ static void chat_recalled_message(struct chat *c, json_t *msgs, struct memory_co
                             .similarity = p->retrieval_similarity,
                             .relevant = (size_t)p->retrieval_relevant,
                             .budget_tokens = (size_t)p->retrieval_budget};
+    return recall_pick_new(&o, c->query, c->qdim, msgs);
+}
+
+/* On a pool thread with a shared store (worker_read): touches only the pick. */
+static void chat_read_recall(struct memory_reader *r, void *arg)
+{
+    struct chat *c = arg;
+    memory_recall(r, c->tenant, c->user, c->recall_sid, (size_t)c->prof->retrieval_scan,
+                  c->build->pick);
+}
+
+/* The retrieved turns' system message, put last among the injected ones; the number of turns
+ * it holds. */
+static size_t chat_recalled_message(struct chat_build *b)
+{
     struct recall_stats st;
-    struct recall_pick *pick = recall_pick_new(&o, c->query, c->qdim, msgs);
-    memory_recall(c->w->reader, c->tenant, c->user, c->recall_sid, (size_t)p->retrieval_scan, pick);
-    json_t *m = recall_pick_message(pick, &st);
-    recall_pick_free(pick);
-    *n = st.injected;
+    json_t *m = recall_pick_message(b->pick, &st);
+    recall_pick_free(b->pick);
+    b->pick = NULL;
     if (m == NULL)
-        return;
-    if (mc->inject == NULL)
-        mc->inject = json_array();
-    json_array_append_new(mc->inject, m);
+        return st.injected;
+    if (b->mc.inject == NULL)
+        b->mc.inject = json_array();
+    json_array_append_new(b->mc.inject, m);
+    return st.injected;
 }
 
 /* The remembered memory among what inject_memory adds (msg.h's marked messages): the key may
@@ -498,46 +530,69 @@ static void chat_context_header(struct evhttp_request *req, const size_t *counts
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
 }
 
-/* The upstream body: the request rebuilt by the profile's transforms (docs/design.md §7). */
-static char *chat_upstream_body(struct chat *c, struct evhttp_request *req, size_t *len)
+/* The upstream body, begun: the session's runtime params and injected memory (from the
+ * working set; a cold session is read once), its history when the profile keeps it, and
+ * retrieval's pick when it has one (its candidates are read before chat_build_end). */
+static struct chat_build *chat_build_begin(struct chat *c, struct evhttp_request *req)
 {
     const struct cfg_profile *prof = c->prof;
-    struct memory_context mc = {0};
-    size_t history_n = 0, recalled = 0;
-    /* the session's runtime params and injected memory (from the working set; a cold
-     * session is read once), and its history when the profile keeps it */
+    struct chat_build *b = xcalloc(1, sizeof(*b));
+    b->req = req;
     if (c->rec != NULL)
-        memory_rec_context(c->rec, chat_stored_mode(prof), &mc);
-    json_t *up = chatreq_upstream(&c->creq, prof->model);
-    chatreq_apply_params(up, mc.params);
-    if (mc.history != NULL)
-        chat_drop_resent(c->creq.messages, mc.history);
-    json_t *msgs = chat_messages(c, prof, mc.history, mc.system, &history_n);
+        memory_rec_context(c->rec, chat_stored_mode(prof), &b->mc);
+    b->up = chatreq_upstream(&c->creq, prof->model);
+    chatreq_apply_params(b->up, b->mc.params);
+    if (b->mc.history != NULL)
+        chat_drop_resent(c->creq.messages, b->mc.history);
+    b->msgs = chat_messages(c, prof, b->mc.history, b->mc.system, &b->history_n);
     if (c->recall_sid != NULL)
-        chat_recalled_message(c, msgs, &mc, &recalled);
+        b->pick = chat_recall_pick(c, b->msgs);
+    return b;
+}
+
+/* The upstream body, ended: the request rebuilt by the profile's transforms (docs/design.md
+ * §7) into b->body, its cache key set when it may be answered from the cache. */
+static void chat_build_end(struct chat *c, struct chat_build *b)
+{
+    const struct cfg_profile *prof = c->prof;
+    size_t recalled = b->pick != NULL ? chat_recalled_message(b) : 0, history_n = b->history_n;
     if (c->no_memory)
-        chat_drop_memory(mc.inject);
-    struct tx_ctx tx = {
-        .prof = prof, .body = up, .inject = mc.inject, .user_id = c->user, .memo = c->w->memo};
-    tx_run(&tx, msgs);
-    if (c->rec != NULL && mc.history != NULL) /* the stored turns kept, and the new ones */
+        chat_drop_memory(b->mc.inject);
+    struct tx_ctx tx = {.prof = prof,
+                        .body = b->up,
+                        .inject = b->mc.inject,
+                        .user_id = c->user,
+                        .memo = c->w->memo};
+    tx_run(&tx, b->msgs);
+    if (c->rec != NULL && b->mc.history != NULL) /* the stored turns kept, and the new ones */
         memory_rec_window(c->rec,
                           (int64_t)(history_n - (tx.trimmed < history_n ? tx.trimmed : history_n)) +
                               callsum_window_turns(c->creq.messages));
-    json_object_set_new(up, "messages", msgs);
-    if (prof->cache && cache_key(c->tenant, prof->name, up, c->cache_key) != 0)
+    json_object_set_new(b->up, "messages", b->msgs);
+    b->msgs = NULL;
+    if (prof->cache && cache_key(c->tenant, prof->name, b->up, c->cache_key) != 0)
         c->cache_key[0] = '\0'; /* it depends on earlier context */
     if (prof->context_header) {
-        size_t counts[] = {json_array_size(msgs), history_n, tx.trimmed, tx.injected, recalled};
-        chat_context_header(req, counts, prof->retrieval ? 5 : 4);
+        size_t counts[] = {json_array_size(json_object_get(b->up, "messages")), history_n,
+                           tx.trimmed, tx.injected, recalled};
+        chat_context_header(b->req, counts, prof->retrieval ? 5 : 4);
     }
-    char *body = chatreq_dump(up, c->w->memo, len);
-    json_decref(up);
-    json_decref(mc.history);
-    json_decref(mc.inject);
-    json_decref(mc.params);
-    json_decref(mc.system);
-    return body;
+    b->body = chatreq_dump(b->up, c->w->memo, &b->len);
+}
+
+static void chat_build_free(struct chat_build *b)
+{
+    if (b == NULL)
+        return;
+    json_decref(b->up);
+    json_decref(b->msgs);
+    json_decref(b->mc.history);
+    json_decref(b->mc.inject);
+    json_decref(b->mc.params);
+    json_decref(b->mc.system);
+    recall_pick_free(b->pick);
+    free(b->body);
+    free(b);
 }
 
 /* Send a cache hit's answer; the chat is done. */
@@ -598,15 +653,13 @@ static void chat_fallback(void *arg, struct evhttp_request *req)
     memory_rec_reply(c->rec, &mr, c->w->base, chat_cache_committed, c);
 }
 
-/* Answer from the cache when it holds this turn (1: answered, the chat is taken); the turn
- * is recorded like any other, its reply with the cached model. Cache-Control: no-cache skips
- * the lookup (the fresh answer is still kept). */
+/* Answer from the cache when it held this turn (c->hit, read by chat_read_cache; 1:
+ * answered, the chat is taken); the turn is recorded like any other, its reply with the
+ * cached model. */
 static int chat_cache_lookup(struct chat *c, struct evhttp_request *req)
 {
-    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
-    if (cc != NULL && strstr(cc, "no-cache") != NULL)
-        return 0;
-    json_t *hit = memory_cache_get(c->w->reader, c->cache_key);
+    json_t *hit = c->hit;
+    c->hit = NULL;
     evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Cache",
                       hit ? "hit" : "miss");
     c->cache = hit ? "hit" : "miss";
@@ -681,16 +734,22 @@ static void chat_prepare_late(struct chat *c)
     memory_rec_prepare(c->rec, chat_prepared_late, c);
 }
 
-/* Build the upstream request and send it (or answer from the cache). The chat is taken. */
-static void chat_forward(struct chat *c, struct evhttp_request *req)
+/* Send the built upstream request (or answer from the cache). The chat is taken. */
+static void chat_send(struct chat *c)
 {
+    struct chat_build *b = c->build;
+    struct evhttp_request *req = b->req;
     struct relay_params p = {.profile = c->prof,
                              .path = "/chat/completions",
                              .stream = c->creq.stream,
                              .route = c->route,
-                             .t_start = c->t_start};
-    p.body = chat_upstream_body(c, req, &p.body_len);
-    if (c->cache_key[0] != '\0' && chat_cache_lookup(c, req)) {
+                             .t_start = c->t_start,
+                             .body = b->body,
+                             .body_len = b->len};
+    b->body = NULL; /* the relay's now */
+    c->build = NULL;
+    chat_build_free(b);
+    if (c->cache_read && chat_cache_lookup(c, req)) {
         free(p.body);
         return;
     }
@@ -707,6 +766,49 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
     else
         chat_record_request(c);
     chat_unref(c);
+}
+
+/* On a pool thread with a shared store (worker_read): touches only c->hit. */
+static void chat_read_cache(struct memory_reader *r, void *arg)
+{
+    struct chat *c = arg;
+    c->hit = memory_cache_get(r, c->cache_key);
+}
+
+/* The cache was read (a failed read is a miss): the request goes on. */
+static void chat_cache_read(void *arg, int failed)
+{
+    struct chat *c = arg;
+    (void)failed;
+    c->cache_read = 1;
+    chat_send(c);
+}
+
+/* Retrieval's candidates are read (a failed read recalls nothing): the body is built, then
+ * the cache is read for it unless the client asked for a fresh answer (Cache-Control:
+ * no-cache; the fresh answer is still kept). */
+static void chat_recalled(void *arg, int failed)
+{
+    struct chat *c = arg;
+    struct evhttp_request *req = c->build->req;
+    (void)failed;
+    chat_build_end(c, c->build);
+    const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
+    if (c->cache_key[0] != '\0' && (cc == NULL || strstr(cc, "no-cache") == NULL))
+        worker_read(c->w, chat_read_cache, chat_cache_read, c);
+    else
+        chat_send(c);
+}
+
+/* Build the upstream request and send it (or answer from the cache), after the reads it
+ * needs, which never make the loop wait (worker_read). The chat is taken. */
+static void chat_forward(struct chat *c, struct evhttp_request *req)
+{
+    c->build = chat_build_begin(c, req);
+    if (c->build->pick != NULL)
+        worker_read(c->w, chat_read_recall, chat_recalled, c);
+    else
+        chat_recalled(c, 0);
 }
 
 /* The lookup is over (query NULL: late or failed): the request goes on. */
@@ -729,12 +831,9 @@ static void chat_looked_up(void *arg, float *query, size_t dim)
  * turn of the caller has an embedding, the question's is asked for and the request waits for
  * it (1), at most the profile's retrieval_timeout. Without any, relevance could find nothing:
  * no wait (0). */
-static int chat_recall(struct chat *c, struct evhttp_request *req, const char *session_id)
+static int chat_lookup(struct chat *c, struct evhttp_request *req)
 {
-    if (!c->prof->retrieval || c->rec == NULL || c->no_memory)
-        return 0;
-    c->recall_sid = xstrdup(session_id);
-    if (!memory_recall_embedded(c->w->reader, c->tenant, c->user, session_id))
+    if (!c->embedded)
         return 0;
     c->question = recall_query_text(c->creq.messages);
     if (c->question == NULL)
@@ -745,13 +844,36 @@ static int chat_recall(struct chat *c, struct evhttp_request *req, const char *s
     return 1;
 }
 
-/* The session's entry is current (memory_rec_prepare): retrieval, then the request goes on. */
-static void chat_go_on(struct chat *c, struct evhttp_request *req, const char *session_id)
+/* On a pool thread with a shared store (worker_read). */
+static void chat_read_embedded(struct memory_reader *r, void *arg)
 {
-    if (chat_recall(c, req, session_id))
+    struct chat *c = arg;
+    c->embedded = memory_recall_embedded(r, c->tenant, c->user, c->recall_sid);
+}
+
+/* Whether the caller has embedded turns is known (a failed read: not): the lookup, or on. */
+static void chat_embedded(void *arg, int failed)
+{
+    struct chat *c = arg;
+    struct evhttp_request *req = c->waiting;
+    (void)failed;
+    c->waiting = NULL;
+    if (chat_lookup(c, req))
         upstream_kick(c->w->up); /* the lookup's request on the wire now (it may end inside) */
     else
         chat_forward(c, req);
+}
+
+/* The session's entry is current (memory_rec_prepare): retrieval, then the request goes on. */
+static void chat_go_on(struct chat *c, struct evhttp_request *req, const char *session_id)
+{
+    if (!c->prof->retrieval || c->rec == NULL || c->no_memory) {
+        chat_forward(c, req);
+        return;
+    }
+    c->recall_sid = xstrdup(session_id);
+    c->waiting = req;
+    worker_read(c->w, chat_read_embedded, chat_embedded, c);
 }
 
 static void chat_prepared(void *arg)

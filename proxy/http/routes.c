@@ -73,7 +73,7 @@ static void routes_metrics(struct worker *w, struct evhttp_request *req)
     size_t n = 0, len = 0;
     struct memory_stats ms;
     struct metrics *const *sets = w->all_metrics;
-    n = w->nworkers;
+    n = w->nmetrics;
     memory_stats(w->mem, &ms);
     char *text = metrics_render(sets, n, &ms, &len);
     struct evbuffer *buf = evbuffer_new();

@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "memory/memory.h"
+#include "memory/readpool.h"
 #include "proxy/chat/relay.h"
 #include "proxy/http/apierr.h"
 #include "proxy/http/conn.h"
@@ -38,13 +39,16 @@ struct server {
     const struct cfg *cfg;
     int fd;
     int port;
+    /* nworkers serving loops, then the jobs loop (SERVER_JOBS): nloops in all */
     struct worker *workers;
-    struct metrics **metrics;
+    struct metrics **metrics; /* every loop's */
     struct memory *mem;
-    struct hook *hooks;            /* on workers[0] */
-    struct summarizer *summarizer; /* on workers[0] */
-    struct embedder *embedder;     /* on workers[0] */
-    size_t nworkers;
+    struct readpool *pool;         /* shared stores: reads off the loops (storage.pool) */
+    struct hook *hooks;            /* on the jobs loop */
+    struct summarizer *summarizer; /* on the jobs loop */
+    struct embedder *embedder;     /* on the jobs loop */
+    size_t nworkers, nloops;
+    size_t nmade;         /* loops set up (all of them once server_create returned) */
     atomic_int running;   /* workers whose loop has not returned */
     atomic_int accepting; /* workers still accepting; the last to stop closes the socket */
     atomic_long open;     /* client connections of all workers (conn.c counts them) */
@@ -58,6 +62,9 @@ struct server {
 /* The worker whose loop runs on this thread: libevent hands a listener's error callback the
  * argument evhttp set, not ours. */
 static _Thread_local struct worker *server_self;
+
+/* The loop of the background jobs: after the serving ones. */
+#define SERVER_JOBS(srv) (&(srv)->workers[(srv)->nworkers])
 
 #define SERVER_ACCEPT_BACKOFF_MIN 50   /* ms */
 #define SERVER_ACCEPT_BACKOFF_MAX 1000 /* ms */
@@ -149,12 +156,13 @@ static void server_accept_error(struct evconnlistener *l, void *unused)
     evtimer_add(w->accept_retry, &tv);
 }
 
-static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
+/* What every loop has, serving or not: its base, upstream client, metrics and reader. */
+static int server_loop_init(struct server *srv, struct worker *w, int id, const char *name,
+                            char **err)
 {
-    const struct cfg *cfg = srv->cfg;
     w->id = id;
-    snprintf(w->name, sizeof(w->name), "w%d", id);
-    w->cfg = cfg;
+    snprintf(w->name, sizeof(w->name), "%s", name);
+    w->cfg = srv->cfg;
     w->srv = srv;
     /* The epoll changelist folds the interest changes made while handling one batch of
      * events (evhttp toggling read/write, curl re-arming its socket) into one epoll_ctl. */
@@ -162,9 +170,31 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     w->base = event_base_new_with_config(ec);
     event_config_free(ec);
+    if (w->base == NULL)
+        log_fatal("%s: cannot create its event base", name);
+    w->up = upstream_create(w->base, srv->cfg);
+    w->metrics = metrics_create();
+    srv->metrics[id] = w->metrics;
+    w->mem = srv->mem;
+    w->pool = srv->pool;
+    if (memory_attach(srv->mem, w->base) != 0) {
+        *err = xasprintf("%s: cannot create its commit inbox: %s", name, strerror(errno));
+        return -1;
+    }
+    w->reader = memory_reader_open(srv->mem, err);
+    return w->reader != NULL ? 0 : -1;
+}
+
+static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
+{
+    const struct cfg *cfg = srv->cfg;
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", id);
+    if (server_loop_init(srv, w, id, name, err) != 0)
+        return -1;
     w->http = evhttp_new(w->base);
-    if (w->base == NULL || w->http == NULL)
-        log_fatal("worker %d: cannot create its event base", id);
+    if (w->http == NULL)
+        log_fatal("worker %d: cannot create its HTTP server", id);
     /* A quarter (at least 64 KiB) past the limit evhttp reads the body only to discard it and
      * answers 413 with its own page (lingering close: the client gets to read it); up to that,
      * routes answer 413 in JSON. evhttp 2.1 hands a server request over only once its body is read
@@ -199,32 +229,21 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     w->bound = evhttp_bind_listener(w->http, l);
     evconnlistener_set_error_cb(l, server_accept_error);
     w->accept_retry = evtimer_new(w->base, server_accept_retry, w);
-    w->up = upstream_create(w->base, cfg);
-    w->metrics = metrics_create();
-    srv->metrics[id] = w->metrics;
-    w->mem = srv->mem;
     w->memo = jmemo_create((size_t)cfg->parse_memo);
-    if (memory_attach(srv->mem, w->base) != 0) {
-        *err = xasprintf("worker %d: cannot create its commit inbox: %s", id, strerror(errno));
-        return -1;
-    }
-    w->reader = memory_reader_open(srv->mem, err);
-    if (w->reader == NULL)
-        return -1;
-    memory_reader_async(w->reader, w->base); /* replicas: a session's reads never wait */
+    memory_reader_async(w->reader, w->base, w->pool); /* replicas: reads never wait */
     return 0;
 }
 
 /* Every worker reaches the jobs and the metrics of all through its own fields (worker.h). */
 static void server_share_jobs(struct server *srv)
 {
-    for (size_t i = 0; i < srv->nworkers; i++) {
+    for (size_t i = 0; i < srv->nloops; i++) {
         struct worker *w = &srv->workers[i];
         w->hooks = srv->hooks;
         w->summarizer = srv->summarizer;
         w->embedder = srv->embedder;
         w->all_metrics = srv->metrics;
-        w->nworkers = srv->nworkers;
+        w->nmetrics = srv->nloops;
     }
 }
 
@@ -302,23 +321,31 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
     if (n <= 0)
         n = sysconf(_SC_NPROCESSORS_ONLN);
     srv->nworkers = n > 0 ? (size_t)n : 1;
-    srv->workers = xcalloc(srv->nworkers, sizeof(*srv->workers));
-    srv->metrics = xcalloc(srv->nworkers, sizeof(*srv->metrics));
+    srv->nloops = srv->nworkers + 1;
+    srv->workers = xcalloc(srv->nloops, sizeof(*srv->workers));
+    srv->metrics = xcalloc(srv->nloops, sizeof(*srv->metrics));
+    if (memory_shared(mem) && (srv->pool = readpool_create(mem, (size_t)cfg->db_pool, err)) == NULL)
+        goto fail;
     for (size_t i = 0; i < srv->nworkers; i++) {
-        if (server_worker_init(srv, &srv->workers[i], (int)i, err) != 0) {
-            srv->nworkers = i + 1; /* free what was made */
-            server_destroy(srv);
-            return NULL;
-        }
+        srv->nmade = i + 1; /* free what was made */
+        if (server_worker_init(srv, &srv->workers[i], (int)i, err) != 0)
+            goto fail;
     }
-    /* The background work of the whole process runs on the first worker. */
+    srv->nmade = srv->nloops;
+    if (server_loop_init(srv, SERVER_JOBS(srv), (int)srv->nworkers, "jobs", err) != 0)
+        goto fail;
+    /* The background work of the whole process runs on a loop of its own: its reads of a
+     * shared database's queues wait there, never on a loop that serves requests. */
     if (cfg->nwebhooks > 0)
-        srv->hooks = hook_create(&srv->workers[0]);
-    srv->summarizer = summarizer_create(&srv->workers[0]);
-    srv->embedder = embedder_create(&srv->workers[0]);
+        srv->hooks = hook_create(SERVER_JOBS(srv));
+    srv->summarizer = summarizer_create(SERVER_JOBS(srv));
+    srv->embedder = embedder_create(SERVER_JOBS(srv));
     server_share_jobs(srv);
-    srv->workers[0].lifecycle = lifecycle_create(&srv->workers[0]);
+    SERVER_JOBS(srv)->lifecycle = lifecycle_create(SERVER_JOBS(srv));
     return srv;
+fail:
+    server_destroy(srv);
+    return NULL;
 }
 
 int server_port(const struct server *srv)
@@ -365,12 +392,14 @@ static void server_drain_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     w->draining = 1;
-    evconnlistener_disable(evhttp_bound_socket_get_listener(w->bound));
     /* Close the socket once nobody accepts from it, so new clients are refused at once
      * instead of waiting in the backlog until exit. */
-    if (atomic_fetch_sub(&w->srv->accepting, 1) == 1) {
-        close(w->srv->fd);
-        w->srv->fd = -1;
+    if (w->bound != NULL) {
+        evconnlistener_disable(evhttp_bound_socket_get_listener(w->bound));
+        if (atomic_fetch_sub(&w->srv->accepting, 1) == 1) {
+            close(w->srv->fd);
+            w->srv->fd = -1;
+        }
     }
     long ms = w->cfg->shutdown_timeout_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -399,7 +428,7 @@ static void *server_worker_main(void *arg)
 static void server_signal_workers(struct server *srv)
 {
     struct timeval zero = {0, 0};
-    for (size_t i = 0; i < srv->nworkers; i++)
+    for (size_t i = 0; i < srv->nloops; i++)
         event_base_once(srv->workers[i].base, -1, EV_TIMEOUT, server_drain_cb, &srv->workers[i],
                         &zero);
 }
@@ -427,9 +456,9 @@ int server_run(struct server *srv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* workers inherit the mask */
 
-    atomic_store(&srv->running, (int)srv->nworkers);
+    atomic_store(&srv->running, (int)srv->nloops);
     atomic_store(&srv->accepting, (int)srv->nworkers);
-    for (size_t i = 0; i < srv->nworkers; i++) {
+    for (size_t i = 0; i < srv->nloops; i++) {
         if (pthread_create(&srv->workers[i].thread, NULL, server_worker_main, &srv->workers[i]) !=
             0)
             log_fatal("cannot start worker %zu", i);
@@ -437,7 +466,7 @@ int server_run(struct server *srv)
     log_info("memproxy %s listening on %s (port %d), %zu worker(s)", MEMPROXY_VERSION,
              srv->cfg->listen, srv->port, srv->nworkers);
     server_wait(srv, &set);
-    for (size_t i = 0; i < srv->nworkers; i++)
+    for (size_t i = 0; i < srv->nloops; i++)
         pthread_join(srv->workers[i].thread, NULL);
     log_info("stopped");
     return 0;
@@ -451,12 +480,12 @@ static void server_settle(struct server *srv)
 {
     for (int round = 0; round < 100; round++) {
         size_t held = 0;
-        for (size_t i = 0; i < srv->nworkers; i++)
+        for (size_t i = 0; i < srv->nmade; i++)
             held += srv->workers[i].base != NULL ? srv->workers[i].held : 0;
         if (held == 0)
             return;
         memory_drain(srv->mem);
-        for (size_t i = 0; i < srv->nworkers; i++)
+        for (size_t i = 0; i < srv->nmade; i++)
             if (srv->workers[i].base != NULL)
                 event_base_loop(srv->workers[i].base, EVLOOP_NONBLOCK);
     }
@@ -477,20 +506,22 @@ void server_destroy(struct server *srv)
     embedder_destroy(srv->embedder);
     srv->embedder = NULL;
     server_share_jobs(srv);
-    for (size_t i = 0; i < srv->nworkers; i++) {
+    for (size_t i = 0; i < srv->nmade; i++) {
         lifecycle_destroy(srv->workers[i].lifecycle);
         srv->workers[i].lifecycle = NULL;
     }
-    memory_drain(srv->mem); /* every report is now queued on its worker's base... */
-    for (size_t i = 0; i < srv->nworkers; i++) {
+    readpool_destroy(srv->pool); /* the reads still queued answer on their bases... */
+    memory_drain(srv->mem);      /* ...as does every report... */
+    for (size_t i = 0; i < srv->nmade; i++) {
         struct worker *w = &srv->workers[i];
-        if (w->base != NULL) /* ...and runs here: the worker threads are gone */
+        if (w->base != NULL) /* ...here: the worker threads are gone */
             event_base_loop(w->base, EVLOOP_NONBLOCK);
         relay_abort_all(w);
         /* after the loop above ran its reports, before its base goes (a base never attached,
          * its worker's setup having failed first, is ignored) */
         memory_detach(srv->mem, w->base);
-        evhttp_free(w->http); /* closes kept-alive client connections */
+        if (w->http != NULL)
+            evhttp_free(w->http); /* closes kept-alive client connections */
         conn_table_destroy(w->conns);
         upstream_destroy(w->up);
         if (w->force_timer)

@@ -1,5 +1,7 @@
 #include "proxy/http/worker.h"
 
+#include "memory/memory.h"
+#include "memory/readpool.h"
 #include "proxy/http/conn.h"
 
 #include <event2/buffer.h>
@@ -26,6 +28,44 @@ void worker_release(struct worker *w)
 {
     w->held--;
     worker_idle_check(w);
+}
+
+/* A read handed to the pool: the worker stays held until its done has run. */
+struct worker_reading {
+    struct worker *w;
+    worker_read_fn fn;
+    worker_read_done done;
+    void *arg;
+};
+
+/* On the pool thread. */
+static void worker_read_run(struct memory_reader *r, void *arg)
+{
+    struct worker_reading *rd = arg;
+    rd->fn(r, rd->arg);
+}
+
+static void worker_read_back(void *arg, int failed)
+{
+    struct worker_reading *rd = arg;
+    struct worker *w = rd->w;
+    rd->done(rd->arg, failed);
+    free(rd);
+    worker_release(w);
+}
+
+void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg)
+{
+    if (w->pool == NULL) {
+        memory_reader_clear(w->reader);
+        fn(w->reader, arg);
+        done(arg, memory_reader_failed(w->reader));
+        return;
+    }
+    struct worker_reading *rd = xmalloc(sizeof(*rd));
+    *rd = (struct worker_reading){.w = w, .fn = fn, .done = done, .arg = arg};
+    worker_hold(w);
+    readpool_run(w->pool, w->base, worker_read_run, worker_read_back, rd);
 }
 
 static void worker_sent(struct evhttp_request *req, void *arg)

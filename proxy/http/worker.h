@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 struct server;
+struct readpool;
 struct relay;
 struct metrics;
 struct upstream;
@@ -44,15 +45,17 @@ struct worker {
     struct metrics *metrics;
     struct memory *mem;           /* shared by all workers */
     struct memory_reader *reader; /* this worker's read connection */
+    struct readpool *pool;        /* shared stores: where worker_read's reads run, else NULL */
     struct jmemo *memo;           /* messages read before (server.parse_memo), or NULL */
-    struct lifecycle *lifecycle;  /* the idle sweeper (the first worker's, when configured) */
+    struct lifecycle *lifecycle;  /* the idle sweeper (the jobs loop's, when configured) */
     struct relay *relays;         /* in flight; owned by relay.c */
-    /* the process's background jobs, all run on the first worker; NULL when not configured */
+    /* the process's background jobs, all run on the jobs loop (a worker that serves no
+     * requests: server.c); NULL when not configured */
     struct hook *hooks;
     struct summarizer *summarizer;
     struct embedder *embedder;
-    struct metrics *const *all_metrics; /* every worker's, nworkers of them, for a scrape */
-    size_t nworkers;
+    struct metrics *const *all_metrics; /* every loop's, nmetrics of them, for a scrape */
+    size_t nmetrics;
     size_t active;  /* relays in flight */
     size_t sending; /* responses handed to evhttp, not yet fully written */
     size_t held;    /* other work the loop must finish first (worker_hold) */
@@ -70,6 +73,16 @@ struct worker {
     int accept_probing;     /* accepting again; a pause without an error ends the episode */
     pthread_t thread;
 };
+
+/*
+ * A read that must not make the loop wait (memory/readpool.h): with a shared store (w->pool),
+ * fn(reader, arg) runs on a pool thread with that thread's reader and done(arg, failed) on
+ * this worker's loop afterwards; with SQLite both run here and now, with w->reader, before
+ * worker_read returns. The worker is held in between (a draining loop waits for done).
+ */
+typedef void (*worker_read_fn)(struct memory_reader *r, void *arg);
+typedef void (*worker_read_done)(void *arg, int failed);
+void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg);
 
 /* Nothing in flight, being written or held: a draining worker may end its loop. */
 int worker_idle(const struct worker *w);

@@ -2,11 +2,11 @@
  * embedder: the embeddings of stored turns, for retrieval (docs/design.md §10), made off the hot
  * path.
  *
- * Runs on the first worker when a profile has retrieval: true. Turns are queued in the
+ * Runs on the jobs loop (server.c) when a profile has retrieval: true. Turns are queued in the
  * database in the transaction that stores them (memory_rec_params.embed), so none is missed
  * across a crash. The embedder's task reads the due ones, asks their profile's primary
  * upstream for embeddings (POST /embeddings with retrieval_model, up to EMBEDDER_BATCH texts
- * of one profile per request, one request at a time, through the first worker's curl multi
+ * of one profile per request, one request at a time, through the jobs loop's curl multi
  * handle: no voice request waits for it) and stores each as a float32 BLOB.
  *
  * An upstream that cannot be reached or answers non-2xx is tried again with backoff (1 s

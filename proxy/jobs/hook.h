@@ -1,7 +1,7 @@
 /*
  * hook: delivers the stop-time webhook dumps queued in the store's outbox (docs/design.md §9).
  *
- * One hook runs on one worker (the first): its timer reads the due rows through that
+ * One hook runs on the jobs loop (a worker that serves no requests, server.c): its timer reads the due rows through that
  * worker's reader and POSTs each through the worker's upstream client (libcurl multi on the
  * worker's event base, so nothing blocks). A 2xx within the webhook's timeout marks the row
  * delivered; anything else schedules the next try with exponential backoff and jitter

@@ -6,7 +6,7 @@
  * profile summarizes, the session is left waiting for its summary (proxy/summarizer.h), the
  * summarizer is woken too, and the dumps wait for the summary up to summary_wait.
  *
- * The idle sweeper runs on one worker (the first) when sessions.idle_timeout is set: every
+ * The idle sweeper runs on the jobs loop (server.c) when sessions.idle_timeout is set: every
  * lifecycle_touch_ms() it stops the RUNNING sessions whose last update is older than the
  * timeout plus that lag. A session's updated time is refreshed by the store at most every
  * lifecycle_touch_ms(), so a session is stopped between idle_timeout and 1.25 x idle_timeout

@@ -1,7 +1,7 @@
 /*
  * summarizer: long-term memory made at stop (docs/design.md §10), off the hot path.
  *
- * Runs on the first worker when a profile has summarize: true. Its timer (and a wake after
+ * Runs on the jobs loop (server.c) when a profile has summarize: true. Its timer (and a wake after
  * every stop) reads the stopped sessions still waiting for their summary, asks the session's
  * profile's primary upstream — through that worker's curl multi handle, so no request ever
  * waits for it — with memory/summary.h's request, and stores what comes back: the user's

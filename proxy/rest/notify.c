@@ -73,30 +73,44 @@ static void notify_answer_stop(struct worker *w, struct evhttp_request *req, int
         restio_error(w, req, APIERR_STORAGE, NULL, "the stop could not be stored; retry");
 }
 
-/* The first session of the tenant the notice names (new JSON), or NULL. */
-static json_t *notify_match(struct worker *w, const struct webhook_notice *n)
+/* The first session of the tenant the notice names (rr->data: the ids) into rr->got. */
+static void notify_read_match(struct memory_reader *r, struct restread *rr)
 {
-    json_t *sess = NULL;
-    for (size_t i = 0; i < n->nids && sess == NULL; i++)
-        sess = memory_session(w->reader, w->cfg->agora_tenant, n->ids[i]);
-    return sess;
+    size_t i;
+    json_t *id;
+    json_array_foreach(rr->data, i, id) {
+        rr->got = memory_session(r, rr->tenant, json_string_value(id));
+        if (rr->got != NULL)
+            break;
+    }
+}
+
+/* rr->n: the event; rr->text: the noticeId (or NULL); rr->got: the session it stops. */
+static void notify_act_then(struct restread *rr)
+{
+    struct worker *w = rr->w;
+    const char *id = json_string_value(json_object_get(rr->got, "id"));
+    char *scope = xasprintf("%lld\x1f%s", rr->n, rr->text ? rr->text : "");
+    if (rr->got == NULL) {
+        notify_saw(rr->text);
+        notify_ack(w, rr->req, (long)rr->n, NULL, "ignored");
+    } else {
+        lifecycle_stop(w, rr->tenant, id, json_string_value(json_object_get(rr->got, "profile")), 0,
+                       restio_waited, restio_wait(w, rr->req, notify_answer_stop, scope, id));
+    }
+    free(scope);
 }
 
 static void notify_act(struct worker *w, struct evhttp_request *req, const struct webhook_notice *n)
 {
-    json_t *sess = n->event == 102 || n->event == 103 ? notify_match(w, n) : NULL;
-    const char *id = json_string_value(json_object_get(sess, "id"));
-    char *scope = xasprintf("%ld\x1f%s", n->event, n->notice_id ? n->notice_id : "");
-    if (sess == NULL) {
-        notify_saw(n->notice_id);
-        notify_ack(w, req, n->event, NULL, "ignored");
-    } else {
-        lifecycle_stop(w, w->cfg->agora_tenant, id,
-                       json_string_value(json_object_get(sess, "profile")), 0, restio_waited,
-                       restio_wait(w, req, notify_answer_stop, scope, id));
-    }
-    free(scope);
-    json_decref(sess);
+    struct restread *rr = restio_read_new(w, req, w->cfg->agora_tenant, NULL);
+    rr->n = n->event;
+    rr->text = n->notice_id ? xstrdup(n->notice_id) : NULL;
+    rr->data = json_array();
+    if (n->event == 102 || n->event == 103) /* the others stop nothing: no session is read */
+        for (size_t i = 0; i < n->nids; i++)
+            json_array_append_new(rr->data, json_string(n->ids[i]));
+    restio_read(rr, notify_read_match, notify_act_then);
 }
 
 /* Signed and read: refuse a stale one, acknowledge a repeat without acting again. */

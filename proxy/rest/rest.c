@@ -54,6 +54,25 @@ static void rest_history_text(struct worker *w, struct evhttp_request *req, json
     evbuffer_free(out);
 }
 
+enum { REST_STANDARD, REST_FULL, REST_TEXT }; /* a history's format (restread.flag) */
+
+static void rest_read_history(struct memory_reader *r, struct restread *rr)
+{
+    rr->got = memory_session(r, rr->tenant, rr->id);
+    if (rr->got != NULL)
+        rr->more = memory_turns(r, rr->tenant, rr->id, (size_t)rr->n);
+}
+
+static void rest_history_then(struct restread *rr)
+{
+    if (rr->got == NULL)
+        restio_error(rr->w, rr->req, APIERR_NOT_FOUND, NULL, "no session with this id");
+    else if (rr->flag == REST_TEXT)
+        rest_history_text(rr->w, rr->req, rr->more);
+    else
+        restio_json(rr->w, rr->req, 200, history_object(rr->got, rr->more, rr->flag == REST_FULL));
+}
+
 static void rest_history(struct worker *w, struct evhttp_request *req, const char *tenant,
                          const char *id, struct evkeyvalq *q)
 {
@@ -72,18 +91,21 @@ static void rest_history(struct worker *w, struct evhttp_request *req, const cha
                      "format must be full, standard or text");
         return;
     }
-    json_t *sess = memory_session(w->reader, tenant, id);
-    if (sess == NULL) {
-        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
-        return;
-    }
-    json_t *turns = memory_turns(w->reader, tenant, id, (size_t)limit);
-    if (strcmp(format, "text") == 0)
-        rest_history_text(w, req, turns);
-    else
-        restio_json(w, req, 200, history_object(sess, turns, format[0] == 'f'));
-    json_decref(turns);
-    json_decref(sess);
+    struct restread *rr = restio_read_new(w, req, tenant, id);
+    rr->n = limit;
+    rr->flag = format[0] == 'f' ? REST_FULL : format[0] == 't' ? REST_TEXT : REST_STANDARD;
+    restio_read(rr, rest_read_history, rest_history_then);
+}
+
+static void rest_read_list(struct memory_reader *r, struct restread *rr)
+{
+    rr->got = memory_sessions(r, rr->tenant, rr->text, rr->lit, rr->before, (size_t)rr->n);
+}
+
+static void rest_list_then(struct restread *rr)
+{
+    restio_page_cursor(rr->got);
+    restio_json(rr->w, rr->req, 200, json_incref(rr->got));
 }
 
 static void rest_list(struct worker *w, struct evhttp_request *req, const char *tenant,
@@ -105,9 +127,12 @@ static void rest_list(struct worker *w, struct evhttp_request *req, const char *
         restio_error(w, req, APIERR_INVALID_REQUEST, bad, why);
         return;
     }
-    json_t *page = memory_sessions(w->reader, tenant, user, status, before, (size_t)limit);
-    restio_page_cursor(page);
-    restio_json(w, req, 200, page);
+    struct restread *rr = restio_read_new(w, req, tenant, NULL);
+    rr->text = user ? xstrdup(user) : NULL;
+    rr->lit = status == NULL ? NULL : status[0] == 'R' ? "RUNNING" : "STOPPED";
+    rr->before = before;
+    rr->n = limit;
+    restio_read(rr, rest_read_list, rest_list_then);
 }
 
 /* The session without memproxy's internals. */
@@ -128,17 +153,36 @@ static void rest_found(struct worker *w, struct evhttp_request *req, json_t *bod
         restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
 }
 
+static void rest_read_session(struct memory_reader *r, struct restread *rr)
+{
+    rr->got = memory_session(r, rr->tenant, rr->id);
+}
+
+static void rest_get_session_then(struct restread *rr)
+{
+    rest_found(rr->w, rr->req, rr->got ? rest_session_view(json_incref(rr->got)) : NULL);
+}
+
 static void rest_get_session(struct worker *w, struct evhttp_request *req, const char *tenant,
                              const char *id)
 {
-    json_t *sess = memory_session(w->reader, tenant, id);
-    rest_found(w, req, sess ? rest_session_view(sess) : NULL);
+    restio_read(restio_read_new(w, req, tenant, id), rest_read_session, rest_get_session_then);
+}
+
+static void rest_read_export(struct memory_reader *r, struct restread *rr)
+{
+    rr->got = memory_export(r, rr->tenant, rr->id);
+}
+
+static void rest_export_then(struct restread *rr)
+{
+    rest_found(rr->w, rr->req, json_incref(rr->got));
 }
 
 static void rest_export(struct worker *w, struct evhttp_request *req, const char *tenant,
                         const char *id)
 {
-    rest_found(w, req, memory_export(w->reader, tenant, id));
+    restio_read(restio_read_new(w, req, tenant, id), rest_read_export, rest_export_then);
 }
 
 /* ---- sessions: changes ---- */
@@ -163,17 +207,41 @@ static void rest_answer_deleted(struct worker *w, struct evhttp_request *req, in
         restio_error(w, req, APIERR_STORAGE, NULL, "the deletion could not be stored; retry");
 }
 
+static void rest_imported_then(struct restread *rr)
+{
+    if (rr->got == NULL)
+        restio_error(rr->w, rr->req, APIERR_CONFLICT, "session.id",
+                     "a session with this id was created meanwhile");
+    else
+        restio_json(rr->w, rr->req, 201, rest_session_view(json_incref(rr->got)));
+}
+
 static void rest_answer_imported(struct worker *w, struct evhttp_request *req, int ok,
                                  const char *tenant, const char *id)
 {
-    json_t *sess = ok ? memory_session(w->reader, tenant, id) : NULL;
     if (!ok)
         restio_error(w, req, APIERR_STORAGE, NULL, "the import could not be stored; retry");
-    else if (sess == NULL)
-        restio_error(w, req, APIERR_CONFLICT, "session.id",
-                     "a session with this id was created meanwhile");
     else
-        restio_json(w, req, 201, rest_session_view(sess));
+        restio_read(restio_read_new(w, req, tenant, id), rest_read_session, rest_imported_then);
+}
+
+/* The session exists (rr->got): its change (rr->flag, rr->data) goes to the writer. */
+static void rest_change_then(struct restread *rr)
+{
+    struct worker *w = rr->w;
+    enum memory_change what = (enum memory_change)rr->flag;
+    if (rr->got == NULL) {
+        restio_error(w, rr->req, APIERR_NOT_FOUND, NULL, "no session with this id");
+        return;
+    }
+    void *p =
+        restio_wait(w, rr->req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
+                    rr->tenant, rr->id);
+    if (what == MEMORY_STOP)
+        lifecycle_stop(w, rr->tenant, rr->id,
+                       json_string_value(json_object_get(rr->got, "profile")), 0, restio_waited, p);
+    else
+        memory_change(w->mem, rr->tenant, rr->id, what, rr->data, w->base, restio_waited, p);
 }
 
 /* Submit the change to a session that exists; the answer goes out once committed. Takes
@@ -181,21 +249,10 @@ static void rest_answer_imported(struct worker *w, struct evhttp_request *req, i
 static void rest_change(struct worker *w, struct evhttp_request *req, const char *tenant,
                         const char *id, enum memory_change what, json_t *data)
 {
-    json_t *sess = memory_session(w->reader, tenant, id);
-    if (sess == NULL) {
-        json_decref(data);
-        restio_error(w, req, APIERR_NOT_FOUND, NULL, "no session with this id");
-        return;
-    }
-    void *p = restio_wait(w, req, what == MEMORY_DELETE ? rest_answer_deleted : rest_answer_session,
-                          tenant, id);
-    if (what == MEMORY_STOP)
-        lifecycle_stop(w, tenant, id, json_string_value(json_object_get(sess, "profile")), 0,
-                       restio_waited, p);
-    else
-        memory_change(w->mem, tenant, id, what, data, w->base, restio_waited, p);
-    json_decref(sess);
-    json_decref(data);
+    struct restread *rr = restio_read_new(w, req, tenant, id);
+    rr->flag = (int)what;
+    rr->data = data;
+    restio_read(rr, rest_read_session, rest_change_then);
 }
 
 /* Agora's update body: properties.llm.system_messages (strings or {role, content}) and/or
@@ -286,6 +343,18 @@ static void rest_write(struct worker *w, struct evhttp_request *req, const struc
     rest_change(w, req, rc->tenant, id, update ? MEMORY_RUNTIME : MEMORY_PATCH, data);
 }
 
+/* No session has the snapshot's id (rr->data): it goes to the writer. */
+static void rest_import_then(struct restread *rr)
+{
+    struct worker *w = rr->w;
+    if (rr->got != NULL)
+        restio_error(w, rr->req, APIERR_CONFLICT, "session.id",
+                     "a session with this id exists; delete it first to restore the snapshot");
+    else
+        memory_import(w->mem, rr->tenant, rr->data, w->base, restio_waited,
+                      restio_wait(w, rr->req, rest_answer_imported, rr->tenant, rr->id));
+}
+
 /* POST /sessions/import: a snapshot from GET /sessions/{id}/export. */
 static void rest_import(struct worker *w, struct evhttp_request *req, const struct request_ctx *rc)
 {
@@ -294,17 +363,14 @@ static void rest_import(struct worker *w, struct evhttp_request *req, const stru
     if (snap == NULL)
         return;
     const char *id = json_string_value(json_object_get(json_object_get(snap, "session"), "id"));
-    json_t *have = NULL;
-    if (snapshot_check(snap, &why) != 0)
+    if (snapshot_check(snap, &why) != 0) {
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, why);
-    else if ((have = memory_session(w->reader, rc->tenant, id)) != NULL)
-        restio_error(w, req, APIERR_CONFLICT, "session.id",
-                     "a session with this id exists; delete it first to restore the snapshot");
-    else
-        memory_import(w->mem, rc->tenant, snap, w->base, restio_waited,
-                      restio_wait(w, req, rest_answer_imported, rc->tenant, id));
-    json_decref(have);
-    json_decref(snap);
+        json_decref(snap);
+    } else {
+        struct restread *rr = restio_read_new(w, req, rc->tenant, id);
+        rr->data = snap;
+        restio_read(rr, rest_read_session, rest_import_then);
+    }
     free(why);
 }
 

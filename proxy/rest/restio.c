@@ -106,3 +106,53 @@ void restio_waited(void *arg, int ok)
     free(p);
     worker_release(w);
 }
+
+/* ---- reads off the loop ---- */
+
+struct restio_reading {
+    struct restread rr;
+    restread_fn read;
+    restread_then then;
+};
+
+struct restread *restio_read_new(struct worker *w, struct evhttp_request *req, const char *tenant,
+                                 const char *id)
+{
+    struct restio_reading *x = xcalloc(1, sizeof(*x));
+    x->rr.w = w;
+    x->rr.req = req;
+    x->rr.tenant = tenant ? xstrdup(tenant) : NULL;
+    x->rr.id = id ? xstrdup(id) : NULL;
+    return &x->rr;
+}
+
+static void restio_read_run(struct memory_reader *r, void *arg)
+{
+    struct restio_reading *x = arg;
+    x->read(r, &x->rr);
+}
+
+static void restio_read_done(void *arg, int failed)
+{
+    struct restio_reading *x = arg;
+    struct restread *rr = &x->rr;
+    if (failed)
+        restio_error(rr->w, rr->req, APIERR_STORAGE, NULL, "the database did not answer; retry");
+    else
+        x->then(rr);
+    free(rr->tenant);
+    free(rr->id);
+    free(rr->text);
+    json_decref(rr->data);
+    json_decref(rr->got);
+    json_decref(rr->more);
+    free(x);
+}
+
+void restio_read(struct restread *rr, restread_fn read, restread_then then)
+{
+    struct restio_reading *x = (struct restio_reading *)rr; /* rr is its first member */
+    x->read = read;
+    x->then = then;
+    worker_read(rr->w, restio_read_run, restio_read_done, x);
+}

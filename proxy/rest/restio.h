@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 struct evkeyvalq;
+struct memory_reader;
 struct worker;
 
 void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
@@ -40,5 +41,30 @@ typedef void (*restio_answer_fn)(struct worker *w, struct evhttp_request *req, i
 void *restio_wait(struct worker *w, struct evhttp_request *req, restio_answer_fn answer,
                   const char *scope, const char *id);
 void restio_waited(void *arg, int ok);
+
+/*
+ * Reading before answering, without making the worker's loop wait (worker_read): a handler
+ * fills a restread with what the read needs, restio_read() runs read(r, rr) with a reader (a
+ * pool thread's with PostgreSQL, so it may touch only rr) and then then(rr) on the worker,
+ * which answers or goes on (a change to submit). A read that went unanswered is answered
+ * 503 storage_failed instead, and then() does not run. rr is freed after then() returns,
+ * with its strings, data and what the read found.
+ */
+struct restread;
+typedef void (*restread_fn)(struct memory_reader *r, struct restread *rr);
+typedef void (*restread_then)(struct restread *rr);
+struct restread {
+    struct worker *w;
+    struct evhttp_request *req;
+    char *tenant, *id, *text; /* copies: the tenant, the session/user/notice id, one more value */
+    const char *lit;          /* a constant the handler chose (a status filter), or NULL */
+    long long n, before;      /* a limit, a cursor, a format: the handler's */
+    int flag;
+    json_t *data;       /* what the answer carries on (a change, a snapshot), or NULL */
+    json_t *got, *more; /* what read found: new references, or NULL */
+};
+struct restread *restio_read_new(struct worker *w, struct evhttp_request *req, const char *tenant,
+                                 const char *id);
+void restio_read(struct restread *rr, restread_fn read, restread_then then);
 
 #endif

@@ -9,11 +9,28 @@
 
 #include <string.h>
 
+static void users_read_memory(struct memory_reader *r, struct restread *rr)
+{
+    rr->got = memory_user(r, rr->tenant, rr->id);
+}
+
+static void users_memory_then(struct restread *rr)
+{
+    restio_json(rr->w, rr->req, 200, json_incref(rr->got));
+}
+
+/* What is remembered of the user, read off the loop. */
+static void users_get(struct worker *w, struct evhttp_request *req, const char *tenant,
+                      const char *user)
+{
+    restio_read(restio_read_new(w, req, tenant, user), users_read_memory, users_memory_then);
+}
+
 static void users_answer_memory(struct worker *w, struct evhttp_request *req, int ok,
                                 const char *tenant, const char *user)
 {
     if (ok)
-        restio_json(w, req, 200, memory_user(w->reader, tenant, user));
+        users_get(w, req, tenant, user);
     else
         restio_error(w, req, APIERR_STORAGE, NULL, "the change could not be stored");
 }
@@ -59,7 +76,7 @@ static void users_memory(struct worker *w, struct evhttp_request *req, const str
 {
     switch (evhttp_request_get_command(req)) {
     case EVHTTP_REQ_GET:
-        restio_json(w, req, 200, memory_user(w->reader, rc->tenant, user));
+        users_get(w, req, rc->tenant, user);
         break;
     case EVHTTP_REQ_PUT:
         users_put(w, req, rc, user);

@@ -1,0 +1,133 @@
+#include "memory/readpool.h"
+
+#include "base/log.h"
+#include "base/util.h"
+#include "memory/memory.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct readpool_job {
+    readpool_fn fn;
+    readpool_done done;
+    void *arg;
+    struct event_base *base;
+    int failed;
+    struct readpool_job *next;
+};
+
+struct readpool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct readpool_job *head, *tail;
+    int stop;
+    size_t n;
+    pthread_t *threads;
+    struct memory_reader **readers;
+};
+
+struct readpool_thread {
+    struct readpool *p;
+    struct memory_reader *r;
+};
+
+/* On the asking base's thread. */
+static void readpool_back(evutil_socket_t fd, short what, void *arg)
+{
+    struct readpool_job *j = arg;
+    (void)fd;
+    (void)what;
+    j->done(j->arg, j->failed);
+    free(j);
+}
+
+static struct readpool_job *readpool_take(struct readpool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->head == NULL && !p->stop)
+        pthread_cond_wait(&p->cv, &p->mu);
+    struct readpool_job *j = p->head;
+    if (j != NULL) {
+        p->head = j->next;
+        if (p->head == NULL)
+            p->tail = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return j;
+}
+
+static void *readpool_main(void *arg)
+{
+    struct readpool_thread *t = arg;
+    struct readpool *p = t->p;
+    struct memory_reader *r = t->r;
+    struct readpool_job *j;
+    struct timeval now = {0, 0};
+    free(t);
+    log_set_thread_name("pool");
+    while ((j = readpool_take(p)) != NULL) {
+        memory_reader_clear(r);
+        j->fn(r, j->arg);
+        j->failed = memory_reader_failed(r);
+        if (event_base_once(j->base, -1, EV_TIMEOUT, readpool_back, j, &now) != 0)
+            log_fatal("readpool: cannot hand a read back to its loop");
+    }
+    return NULL;
+}
+
+struct readpool *readpool_create(struct memory *m, size_t threads, char **err)
+{
+    struct readpool *p = xcalloc(1, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->threads = xcalloc(threads, sizeof(*p->threads));
+    p->readers = xcalloc(threads, sizeof(*p->readers));
+    for (size_t i = 0; i < threads; i++) {
+        p->readers[i] = memory_reader_open(m, err);
+        if (p->readers[i] == NULL)
+            goto fail;
+        struct readpool_thread *t = xmalloc(sizeof(*t));
+        *t = (struct readpool_thread){.p = p, .r = p->readers[i]};
+        if (pthread_create(&p->threads[i], NULL, readpool_main, t) != 0)
+            log_fatal("readpool: cannot start a thread");
+        p->n++;
+    }
+    return p;
+fail:
+    readpool_destroy(p);
+    return NULL;
+}
+
+void readpool_destroy(struct readpool *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < p->n; i++) {
+        pthread_join(p->threads[i], NULL);
+        memory_reader_close(p->readers[i]);
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p->readers);
+    free(p);
+}
+
+void readpool_run(struct readpool *p, struct event_base *base, readpool_fn fn, readpool_done done,
+                  void *arg)
+{
+    struct readpool_job *j = xcalloc(1, sizeof(*j));
+    *j = (struct readpool_job){.fn = fn, .done = done, .arg = arg, .base = base};
+    pthread_mutex_lock(&p->mu);
+    if (p->tail != NULL)
+        p->tail->next = j;
+    else
+        p->head = j;
+    p->tail = j;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}

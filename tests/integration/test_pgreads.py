@@ -1,0 +1,194 @@
+"""PostgreSQL as the store: no read makes a worker's loop wait (docs/deploy.md, "Reads off the
+loop"). A table is locked by another database session, so every read of it waits in the
+server; with one worker, everything that does not need that table must be answered
+meanwhile, and the waiting read must answer once the lock is gone. Before the read pool and
+the jobs loop, each of these cases hung its worker until the lock was released, which these
+tests only do after the other requests were answered. Runs in the integration-pg suite only."""
+import json
+import re
+import subprocess
+import threading
+import unittest
+
+from harness import BACKEND, Memproxy, Mock, PgConnection, wait_for
+
+ADMIN = "admin-key-0123456789"
+CONFIG = """auth:
+  admin_keys: [%s]
+server: {workers: 1}
+storage: {statement_timeout: 5m}
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - {name: default, upstream: mock}
+  - {name: cached, upstream: mock, cache: true, cache_ttl: 1h}
+webhooks:
+  - {url: "http://127.0.0.1:9/never", secret: hook-secret-0123456789abcdef}
+""" % ADMIN
+
+
+class Lock:
+    """ACCESS EXCLUSIVE on a table, held by a psql session until release()."""
+
+    def __init__(self, url, table):
+        self.db = PgConnection(url)
+        self.table = table
+        self.p = subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", url],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        self.p.stdin.write("BEGIN;\nLOCK TABLE %s IN ACCESS EXCLUSIVE MODE;\n" % table)
+        self.p.stdin.flush()
+        wait_for(lambda: self.locks(True) == 1, what="the lock on " + table)
+
+    def locks(self, granted):
+        """Locks on the table granted (the one held) or waited for (the reads it holds)."""
+        return self.db.execute(
+            "SELECT count(*) AS n FROM pg_locks WHERE relation = ?::regclass AND granted = ?",
+            (self.table, granted)).fetchall()[0]["n"]
+
+    def release(self):
+        if self.p.poll() is None:
+            self.p.stdin.write("COMMIT;\n")
+            self.p.stdin.close()
+            self.p.wait(60)
+
+
+class Waiting(threading.Thread):
+    """A request on its own thread, for the one that waits on the lock."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn = fn
+        self.result = None
+        self.start()
+
+    def run(self):
+        self.result = self.fn()
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class SlowReads(unittest.TestCase):
+    def setUp(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        self.mp = Memproxy(CONFIG, upstream=self.mock.url)
+        self.addCleanup(self.mp.stop)
+
+    def chat(self, sid, text, path="/v1/chat/completions", timeout=60):
+        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+        status, hdrs, out = self.mp.request("POST", path, body, {"X-Session-Id": sid},
+                                            timeout=timeout)
+        return status, hdrs, json.loads(out)
+
+    def api(self, method, path, timeout=60):
+        status, _, out = self.mp.request(method, path, None,
+                                         {"Authorization": "Bearer " + ADMIN}, timeout=timeout)
+        return status, json.loads(out)
+
+    def lock(self, table):
+        lk = Lock(self.mp.pg_url, table)
+        self.addCleanup(lk.release)
+        return lk
+
+    def answered_meanwhile(self, lk, sid):
+        """With a read held by lk: a recorded chat and another REST read are answered."""
+        self.assertEqual(self.chat(sid, "while a read waits")[0], 200)
+        status, h = self.api("GET", "/v1/sessions/%s/history" % sid)
+        self.assertEqual(status, 200, h)
+        self.assertEqual([c["content"] for c in h["contents"] if c["role"] == "user"][-1],
+                         "while a read waits")
+        self.assertGreaterEqual(lk.locks(False), 1)  # and the held read still waits
+
+    def test_a_rest_read_that_waits_holds_no_request(self):
+        self.assertEqual(self.chat("first", "hello")[0], 200)
+        lk = self.lock("sessions")
+        # GET /v1/sessions reads the sessions table: it waits in the server...
+        waiting = Waiting(lambda: self.api("GET", "/v1/sessions", timeout=120))
+        wait_for(lambda: lk.locks(False) >= 1, what="the list to wait on the lock")
+        # ...while an unrecorded chat and /metrics are answered by the only worker
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": [
+                                             {"role": "user", "content": "no session"}]},
+                                         timeout=60)
+        self.assertEqual(status, 200, out)
+        self.assertEqual(self.mp.request("GET", "/metrics", timeout=60)[0], 200)
+        self.assertTrue(waiting.is_alive())
+        lk.release()
+        waiting.join(60)
+        status, page = waiting.result
+        self.assertEqual(status, 200, page)
+        self.assertIn("first", [s["id"] for s in page["sessions"]])
+
+    def test_deliveries_and_the_webhook_poll_wait_alone(self):
+        # the webhook outbox locked: GET /v1/webhooks/deliveries waits, and so does the jobs loop's
+        # poll of it (every second with a shared store), which used to run on worker 0
+        lk = self.lock("webhook_outbox")
+        waiting = Waiting(lambda: self.api("GET", "/v1/webhooks/deliveries", timeout=120))
+        wait_for(lambda: lk.locks(False) >= 1, what="a read of the outbox to wait")
+        self.answered_meanwhile(lk, "beside-the-outbox")
+        lk.release()
+        waiting.join(60)
+        status, page = waiting.result
+        self.assertEqual(status, 200, page)
+        self.assertEqual(page["deliveries"], [])
+
+    def test_an_answer_cache_read_that_waits_holds_no_request(self):
+        self.mock.config(reply="the cached answer")
+        status, hdrs, _ = self.chat("c1", "what is the capital of France?", "/p/cached/v1/chat/completions")
+        self.assertEqual((status, hdrs.get("x-memproxy-cache")), (200, "miss"))
+        lk = self.lock("answer_cache")
+        waiting = Waiting(lambda: self.chat("c2", "what is the capital of France?",
+                                            "/p/cached/v1/chat/completions", timeout=120))
+        wait_for(lambda: lk.locks(False) >= 1, what="the cache read to wait")
+        self.answered_meanwhile(lk, "beside-the-cache")
+        lk.release()
+        waiting.join(60)
+        status, hdrs, out = waiting.result
+        self.assertEqual((status, hdrs.get("x-memproxy-cache")), (200, "hit"), out)
+        self.assertEqual(out["choices"][0]["message"]["content"], "the cached answer")
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class ReachBack(unittest.TestCase):
+    """A turn-id window that reaches back past the working set (memory.session_turns): its
+    older turns are read off the loop before the request is reconciled, and matched, not
+    stored again."""
+
+    def test_older_turns_are_matched_not_stored_again(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy("memory: {session_turns: 8}\n", upstream=mock.url)
+        self.addCleanup(mp.stop)
+
+        def turn(first, last, reply):
+            msgs = []
+            for t in range(first, last + 1):
+                msgs.append({"role": "user", "content": "q%d" % t, "turn_id": t})
+                if t < last:
+                    msgs.append({"role": "assistant", "content": "a%d" % t, "turn_id": t})
+            mock.config(reply=reply)
+            status, _, out = mp.request("POST", "/v1/chat/completions",
+                                        {"model": "m", "messages": msgs},
+                                        {"X-Session-Id": "long"})
+            self.assertEqual(status, 200, out)
+
+        for t in range(1, 21):  # a sliding window of four turns
+            turn(max(1, t - 3), t, "a%d" % t)
+
+        def reached():
+            text = mp.request("GET", "/metrics")[2].decode()
+            return int(re.search(r"memproxy_memory_reach_back_turns_total (\d+)", text).group(1))
+
+        self.assertEqual(reached(), 0)
+        turn(1, 2, "a2")  # back to turns 1 and 2, long out of the working set
+        self.assertEqual(reached(), 4)
+        rows = PgConnection(mp.pg_url).execute(
+            "SELECT turn_id, role, content FROM messages ORDER BY seq").fetchall()
+        self.assertEqual(len(rows), 40)  # matched, not stored again
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows[:4]],
+                         [(1, "user", "q1"), (1, "assistant", "a1"), (2, "user", "q2"),
+                          (2, "assistant", "a2")])
+
+
+if __name__ == "__main__":
+    unittest.main()
