@@ -8,6 +8,10 @@
  *   pipelined txn  BEGIN, two INSERTs and COMMIT sent at once in pipeline mode: one round
  *                  trip and one sync, what a group of batches could cost
  *   stepwise txn   the same four statements one round trip each
+ *   a call's rows  BEGIN, the session's row counted up, its window's hash, a question and its
+ *                  reply (one INSERT of two rows as wide as memproxy's, with its two unique
+ *                  indexes), COMMIT, pipelined: what storing one exchange of a call costs in
+ *                  the fewest statements, in tables shaped like memproxy's (docs/deploy.md)
  *
  *   pgfloor URL [--rounds N]
  *
@@ -57,6 +61,24 @@ static void insert(PGconn *pg, int i)
     PQclear(r);
 }
 
+/* Wait for a pipeline's answers up to its sync. */
+static void drain(PGconn *pg)
+{
+    for (;;) {
+        PGresult *r = PQgetResult(pg);
+        if (r == NULL)
+            continue; /* the end of one statement's results */
+        ExecStatusType st = PQresultStatus(r);
+        PQclear(r);
+        if (st == PGRES_PIPELINE_SYNC)
+            return;
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            fprintf(stderr, "pgfloor: pipeline: %s", PQerrorMessage(pg));
+            exit(1);
+        }
+    }
+}
+
 /* One pipelined transaction: BEGIN, two INSERTs, COMMIT, a sync; wait for all answers. */
 static void pipelined(PGconn *pg, int i)
 {
@@ -71,22 +93,67 @@ static void pipelined(PGconn *pg, int i)
     PQsendQueryParams(pg, sql, 2, NULL, vb, NULL, NULL, 0);
     PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
     PQpipelineSync(pg);
-    for (;;) {
-        PGresult *r = PQgetResult(pg);
-        if (r == NULL)
-            continue; /* the end of one statement's results */
-        ExecStatusType st = PQresultStatus(r);
-        PQclear(r);
-        if (st == PGRES_PIPELINE_SYNC)
-            return;
-        if (st != PGRES_COMMAND_OK) {
-            fprintf(stderr, "pgfloor: pipeline: %s", PQerrorMessage(pg));
-            exit(1);
-        }
-    }
+    drain(pg);
 }
 
-enum kind { K_TRIP, K_COMMIT, K_PIPELINED, K_STEPWISE, K__COUNT };
+static const char *const call_schema[] = {
+    "DROP TABLE IF EXISTS pgfloor_messages, pgfloor_windows, pgfloor_sessions",
+    "CREATE TABLE pgfloor_sessions (sid bigint PRIMARY KEY, tenant text NOT NULL, id text NOT "
+    "NULL, user_id text, status text NOT NULL DEFAULT 'RUNNING', created_ms bigint NOT NULL, "
+    "updated_ms bigint NOT NULL, version bigint NOT NULL DEFAULT 1, UNIQUE (tenant, id))",
+    "CREATE INDEX ON pgfloor_sessions (updated_ms)",
+    "CREATE INDEX ON pgfloor_sessions (tenant, user_id, created_ms)",
+    "CREATE TABLE pgfloor_windows (sid bigint PRIMARY KEY, hash bigint NOT NULL)",
+    "CREATE TABLE pgfloor_messages (sid bigint NOT NULL, seq bigint NOT NULL, turn_id bigint "
+    "NOT NULL, turn_idx bigint NOT NULL, role text NOT NULL, content text NOT NULL, source text, "
+    "interrupted smallint NOT NULL DEFAULT 0, interrupt_ms bigint, original text, metadata text "
+    "NOT NULL DEFAULT '{}', tool_calls text, tool_call_id text, name text, timestamp_ms bigint "
+    "NOT NULL, importance double precision NOT NULL, model text, usage text, finish_reason "
+    "text, ttft_us bigint, latency_us bigint, PRIMARY KEY (sid, seq), UNIQUE (sid, turn_id, "
+    "role, turn_idx))",
+    "INSERT INTO pgfloor_sessions (sid, tenant, id, created_ms, updated_ms) VALUES (1, 'a', "
+    "'call', 0, 0)",
+};
+
+/* One exchange of a call stored in the fewest statements, pipelined. */
+static void call_rows(PGconn *pg, int i)
+{
+    char q[16], a[16], t[16], h[24];
+    snprintf(q, sizeof(q), "%d", 2 * i);
+    snprintf(a, sizeof(a), "%d", 2 * i + 1);
+    snprintf(t, sizeof(t), "%d", i);
+    snprintf(h, sizeof(h), "%d", i * 7919);
+    const char *key[] = {"a", "call"};
+    const char *win[] = {h};
+    const char *rows[] = {q,
+                          t,
+                          "a turn of a call, as long as a short sentence is",
+                          a,
+                          "its reply, a little longer than the question was, in a sentence",
+                          "{\"prompt_tokens\": 120, \"completion_tokens\": 14}"};
+    PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    PQsendQueryParams(pg,
+                      "UPDATE pgfloor_sessions SET version = version + 1 WHERE tenant = $1 "
+                      "AND id = $2 RETURNING sid, status, version",
+                      2, NULL, key, NULL, NULL, 0);
+    PQsendQueryParams(pg,
+                      "INSERT INTO pgfloor_windows VALUES (1, $1) ON CONFLICT (sid) DO "
+                      "UPDATE SET hash = excluded.hash",
+                      1, NULL, win, NULL, NULL, 0);
+    PQsendQueryParams(
+        pg,
+        "INSERT INTO pgfloor_messages (sid, seq, turn_id, turn_idx, role, content, source, "
+        "metadata, timestamp_ms, importance, model, usage, finish_reason, ttft_us, latency_us) "
+        "VALUES (1, $1, $2, 0, 'user', $3, 'asr', '{}', 1763800140000, 0.5, NULL, NULL, NULL, "
+        "NULL, NULL), (1, $4, $2, 0, 'assistant', $5, 'llm', '{}', 1763800140000, 0.5, "
+        "'gpt-4o-mini', $6, 'stop', 212000, 480000)",
+        6, NULL, rows, NULL, NULL, 0);
+    PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    PQpipelineSync(pg);
+    drain(pg);
+}
+
+enum kind { K_TRIP, K_COMMIT, K_PIPELINED, K_STEPWISE, K_CALL, K__COUNT };
 
 static void once(PGconn *pg, enum kind k, int i)
 {
@@ -100,7 +167,11 @@ static void once(PGconn *pg, enum kind k, int i)
     case K_PIPELINED:
         pipelined(pg, i);
         break;
-    default:
+    case K_CALL:
+        call_rows(pg, i);
+        break;
+    case K_STEPWISE:
+    case K__COUNT:
         run(pg, "BEGIN");
         insert(pg, 2 * i);
         insert(pg, 2 * i + 1);
@@ -129,7 +200,9 @@ int main(int argc, char **argv)
     }
     static const char *const names[] = {"round trip (SELECT 1)", "commit (one INSERT, autocommit)",
                                         "transaction pipelined (BEGIN, 2 INSERTs, COMMIT)",
-                                        "transaction stepwise (the same, 4 round trips)"};
+                                        "transaction stepwise (the same, 4 round trips)",
+                                        "a call's rows pipelined (session row, window, question "
+                                        "and reply)"};
     uint64_t *s = malloc((size_t)rounds * sizeof(*s));
     PGresult *v = PQexec(pg, "SHOW synchronous_commit");
     printf("| PostgreSQL (%s, synchronous_commit %s) | p50 (us) | p99 (us) |\n|---|---|---|\n",
@@ -138,20 +211,23 @@ int main(int argc, char **argv)
     for (int k = 0; k < K__COUNT; k++) {
         run(pg, "DROP TABLE IF EXISTS pgfloor");
         run(pg, "CREATE TABLE pgfloor (id bigint PRIMARY KEY, body text NOT NULL)");
-        if (k == K_PIPELINED)
+        for (size_t j = 0; k == K_CALL && j < sizeof(call_schema) / sizeof(*call_schema); j++)
+            run(pg, call_schema[j]);
+        if (k == K_PIPELINED || k == K_CALL)
             PQenterPipelineMode(pg);
         for (int i = 0; i < rounds; i++) {
             uint64_t t0 = now_ns();
             once(pg, (enum kind)k, i);
             s[i] = now_ns() - t0;
         }
-        if (k == K_PIPELINED)
+        if (k == K_PIPELINED || k == K_CALL)
             PQexitPipelineMode(pg);
         qsort(s, (size_t)rounds, sizeof(*s), cmp_u64);
         printf("| %s | %.1f | %.1f |\n", names[k], s[rounds / 2] / 1e3,
                s[(size_t)rounds * 99 / 100] / 1e3);
     }
     run(pg, "DROP TABLE IF EXISTS pgfloor");
+    run(pg, call_schema[0]);
     free(s);
     PQfinish(pg);
     return 0;

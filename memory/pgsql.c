@@ -139,6 +139,8 @@ static void *pgsql_open(const char *url, const struct store_opts *opts, char **e
     struct pgsql_db *st = xcalloc(1, sizeof(*st));
     st->url = xstrdup(url);
     st->opts = *opts;
+    if (st->opts.touch_ms <= 0 || st->opts.touch_ms > STORE_TOUCH_MS)
+        st->opts.touch_ms = STORE_TOUCH_MS;
     st->statement_timeout_ms = opts->statement_timeout_ms;
     st->lease_ms = opts->lease_ms > 0 ? opts->lease_ms : PGSQL_LEASE_MS;
     pgsql_owner(st->owner, sizeof(st->owner));

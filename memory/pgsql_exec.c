@@ -81,8 +81,10 @@ static int64_t pgsql_exec_sid(struct pgsql_db *st, struct store_batch *b)
 {
     struct pgsql_params p;
     pgsql_exec_bind_pair(&p, b->tenant, b->session_id);
-    if (!b->existing)
+    if (!b->existing) {
         pgsql_param_int(&p, 3, util_wall_ms());
+        pgsql_param_int(&p, 4, st->opts.touch_ms);
+    }
     PGresult *r = pgsql_exec_stmt(st->c, b->existing ? PG_SESSION_SID : PG_SESSION_ENSURE, &p);
     int64_t sid = -1;
     if (r != NULL && PQntuples(r) == 1) {

@@ -144,6 +144,7 @@ static int pgsql_pipe_queue(struct pgsql_db *st, struct store_batch *list, int *
         if (!pgsql_pipe_follows(prev, b)) {
             struct pgsql_params p;
             pgsql_pipe_key(&p, b, now);
+            pgsql_param_int(&p, 4, st->opts.touch_ms);
             if (pgsql_pipe_stmt(c, PG_SESSION_ENSURE, &p) != 0)
                 return -1;
             (*sent)++;

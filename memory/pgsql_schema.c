@@ -102,10 +102,14 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     " IN (" pick " FOR UPDATE SKIP LOCKED) RETURNING " returning
 
 static const char *const pgsql_sql[PG__COUNT] = {
+    /* updated_ms moves only when $4 ms old (store_opts.touch_ms): it is indexed, and an
+     * UPDATE that changes no indexed column is a HOT one (no new index entry in any of the
+     * table's five indexes), which every group of a call makes */
     [PG_SESSION_ENSURE] = "INSERT INTO sessions(tenant, id, created_ms, updated_ms) "
                           "VALUES ($1, $2, $3, $3) ON CONFLICT (tenant, id) DO UPDATE SET "
-                          "updated_ms = excluded.updated_ms, version = sessions.version + 1 "
-                          "RETURNING sid, status, version",
+                          "updated_ms = CASE WHEN sessions.updated_ms <= excluded.updated_ms - "
+                          "$4::bigint THEN excluded.updated_ms ELSE sessions.updated_ms END, "
+                          "version = sessions.version + 1 RETURNING sid, status, version",
     [PG_SESSION_SID] = "UPDATE sessions SET version = version + 1 WHERE tenant = $1 AND id = $2 "
                        "RETURNING sid, status, version",
     [PG_USER_BUMP] = "UPDATE sessions SET version = version + 1 WHERE tenant = $1 AND user_id = $2",

@@ -17,7 +17,6 @@
  * (sqlite_exec_reopen) and dropped with the entry when a stop runs, so a recorded turn does not
  * UPDATE its session's status every time. Cleared when it grows past its cap and whenever a
  * write fails (a rolled back batch may have created or reopened the session it remembers). */
-#define STORE_TOUCH_MS  60000
 #define STORE_SID_CACHE 100000
 
 /* Step s once, then reset it and clear its bindings; -1 (logged) when it failed. */

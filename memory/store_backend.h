@@ -22,6 +22,10 @@
 struct recall_pick;
 struct store_backend;
 
+/* A session's updated_ms (idle time, retention) is refreshed at most this often by default:
+ * writing it with every batch would rewrite an indexed column each time. */
+#define STORE_TOUCH_MS 60000
+
 struct store_opts {
     const char *url;           /* PostgreSQL (pgsql.h) when set; else where is a SQLite file */
     long statement_timeout_ms; /* PostgreSQL: a statement running longer fails (0: none) */
