@@ -29,7 +29,8 @@
  *    --gap-us the pairs are US microseconds apart, as a voice agent's turns are (seconds):
  *    what memproxy does between requests (the writer's WAL checkpoint) then does not land
  *    on the next one, as it does back to back.
- * 2. Added time to first token on streams, the same way: send -> first content event.
+ * 2. Added time to first token on streams, the same way: send -> first content event; and
+ *    what memproxy added to the stream's end (a recorded reply's end waits for its commit).
  * 3. Throughput: closed loop, C connections (16 and 64) for S seconds on one epoll thread,
  *    direct and proxied; with --pid also memproxy's CPU seconds, giving requests per
  *    CPU-second ("per core").
@@ -261,6 +262,7 @@ static double pct(int64_t *v, size_t n, double p)
 struct pair_result {
     double direct_p50, direct_p99, proxy_p50, proxy_p99, added_p50, added_p90, added_p99;
     double proxy_p999, proxy_max; /* the tail a stall (a checkpoint, a wake-up) shows in */
+    double end_p50, end_p99;      /* streams: added to the stream's end (its reply's commit) */
 };
 
 /* Alternate direct and proxied requests; stream = measure TTFT instead of full latency. */
@@ -276,6 +278,7 @@ static struct pair_result pairwise(int dport, int pport, const struct source *sr
         d.session = strdup(p.session);
     }
     int64_t *dv = calloc((size_t)n, 8), *pv = calloc((size_t)n, 8), *av = calloc((size_t)n, 8);
+    int64_t *ev = calloc((size_t)n, 8);
     for (int i = 0; i < n / 10; i++) { /* warm up: connections, caches, curl's pool */
         one_request(&d, src, NULL);
         one_request(&p, src, NULL);
@@ -294,19 +297,23 @@ static struct pair_result pairwise(int dport, int pport, const struct source *sr
         dv[i] = (int64_t)(stream ? fd_ : td);
         pv[i] = (int64_t)(stream ? fp : tp);
         av[i] = pv[i] - dv[i];
+        ev[i] = (int64_t)tp - (int64_t)td;
     }
     qsort(dv, (size_t)n, 8, cmp_i64);
     qsort(pv, (size_t)n, 8, cmp_i64);
     qsort(av, (size_t)n, 8, cmp_i64);
+    qsort(ev, (size_t)n, 8, cmp_i64);
     struct pair_result r = {
         pct(dv, (size_t)n, 50), pct(dv, (size_t)n, 99),   pct(pv, (size_t)n, 50),
         pct(pv, (size_t)n, 99), pct(av, (size_t)n, 50),   pct(av, (size_t)n, 90),
-        pct(av, (size_t)n, 99), pct(pv, (size_t)n, 99.9), pct(pv, (size_t)n, 100)};
+        pct(av, (size_t)n, 99), pct(pv, (size_t)n, 99.9), pct(pv, (size_t)n, 100),
+        pct(ev, (size_t)n, 50), pct(ev, (size_t)n, 99)};
     conn_close(&d);
     conn_close(&p);
     free(dv);
     free(pv);
     free(av);
+    free(ev);
     return r;
 }
 
@@ -445,6 +452,8 @@ static void measure_latency(int dport, int pport, const struct source *plain,
            ttft.direct_p50, ttft.proxy_p50, ttft.added_p50);
     printf("| stream time to first token p99 | %.1f us | %.1f us | **%.1f us** |\n",
            ttft.direct_p99, ttft.proxy_p99, ttft.added_p99);
+    printf("| added to the stream's end p50 / p99 | | | %.1f / %.1f us |\n", ttft.end_p50,
+           ttft.end_p99);
 }
 
 struct tp_args {

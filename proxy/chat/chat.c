@@ -2,10 +2,7 @@
 
 #include "base/jmemo.h"
 #include "base/log.h"
-#include "base/msg.h"
 #include "base/util.h"
-#include "memory/cache.h"
-#include "memory/callsum.h"
 #include "memory/memory.h"
 #include "memory/recall.h"
 #include "proxy/chat/chatreq.h"
@@ -13,6 +10,7 @@
 #include "proxy/chat/relay.h"
 #include "proxy/chat/reply.h"
 #include "proxy/chat/session.h"
+#include "proxy/chat/upbody.h"
 #include "proxy/http/access.h"
 #include "proxy/http/auth.h"
 #include "proxy/http/metrics.h"
@@ -21,24 +19,9 @@
 #include "proxy/jobs/embedder.h"
 #include "proxy/jobs/summarizer.h"
 #include "proxy/upstream/upstream.h"
-#include "transforms/tx.h"
 
 #include <event2/keyvalq_struct.h>
 #include <string.h>
-
-/* The upstream body in the making (chat_build_begin, chat_build_end), across the reads it
- * waits for: retrieval's candidates, then the answer cache. */
-struct chat_build {
-    struct evhttp_request *req;
-    struct memory_context mc;
-    json_t *up, *msgs;
-    size_t history_n;
-    struct recall_pick *pick; /* retrieval's, filled by its read */
-    char *body;               /* built: the cache is read for it */
-    size_t len;
-};
-
-static void chat_build_free(struct chat_build *b);
 
 struct chat {
     struct worker *w;
@@ -68,11 +51,14 @@ struct chat {
     char *question;                 /* the question's text, while its lookup runs */
     float *query;                   /* the question's embedding, or NULL */
     size_t qdim;
-    char cache_key[65];       /* set when the turn may be answered from the cache */
-    struct chat_build *build; /* the upstream body while it waits for a read */
-    json_t *hit;              /* the cache's answer read for this turn, or NULL */
-    int cache_read;           /* the cache was read for it (chat_read_cache) */
-    int embedded;             /* retrieval: some earlier turn of the caller has an embedding */
+    char cache_key[65];             /* set when the turn may be answered from the cache */
+    struct upbody *build;           /* the upstream body while it waits for a read */
+    struct evhttp_request *fwd_req; /* the request, while its body is built */
+    char *up_body;                  /* the body built, while the cache is read for it */
+    size_t up_len;
+    json_t *hit;    /* the cache's answer read for this turn, or NULL */
+    int cache_read; /* the cache was read for it (chat_read_cache) */
+    int embedded;   /* retrieval: some earlier turn of the caller has an embedding */
     struct evhttp_request *hit_req; /* a cache hit waiting for its turn's commit */
     char *hit_text;
     size_t hit_len;
@@ -83,6 +69,8 @@ struct chat {
     int prep_late;            /* the check goes after the transfer has started */
     int preparing;            /* ... and is on its way */
     struct relay *late_relay; /* the relay whose reply waits for it */
+    int late_whole;           /* ... whose caller left before its end went out: the reply
+                                 was whole all the same (late_ttft, late_total) */
     int late_gone;            /* the caller left before it was done */
     const char *late_why;     /* the upstream failed before it was done (chat_release) */
     int64_t late_ttft, late_total;
@@ -125,7 +113,8 @@ static void chat_unref(struct chat *c)
     free(c->user);
     free(c->hit_text);
     json_decref(c->hit);
-    chat_build_free(c->build);
+    upbody_free(c->build);
+    free(c->up_body);
     chatreq_clear(&c->creq);
     reply_destroy(c->reply);
     free(c);
@@ -251,6 +240,16 @@ static void chat_record_reply(struct chat *c, struct relay *r)
     memory_rec_reply(c->rec, &mr, c->w->base, chat_committed, c);
 }
 
+/* The relay whose reply waits for the session's check (late_relay) is going (its caller
+ * left, or a shutdown ends it): the reply it held was whole, and is recorded so once the
+ * check is done, without it (chat_prepared_late). */
+static void chat_late_whole(struct chat *c, struct relay *r)
+{
+    c->late_relay = NULL;
+    c->late_whole = 1;
+    relay_times(r, &c->late_ttft, &c->late_total);
+}
+
 static void chat_on_client_gone(void *arg, struct relay *r)
 {
     struct chat *c = arg;
@@ -258,6 +257,10 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     reply_flush(c->reply);
     if (c->rec == NULL || memory_rec_replied(c->rec))
         return;
+    if (c->late_relay == r) { /* its reply came whole; only its end waited for the check */
+        chat_late_whole(c, r);
+        return;
+    }
     if (c->preparing) { /* recorded once the session's check is done (chat_prepared_late) */
         c->late_gone = 1;
         relay_times(r, &c->late_ttft, &c->late_total);
@@ -292,6 +295,8 @@ static void chat_release(void *arg, struct relay *r, const char *why)
         c->relay = NULL;
         worker_hold(c->w);
     }
+    if (c->late_relay == r) /* never used after this: chat_prepared_late records without it */
+        chat_late_whole(c, r);
     reply_content(c->reply, &len);
     if (c->preparing && len > 0) /* recorded once the session's check is done */
         c->late_why = why;
@@ -369,230 +374,12 @@ static int chat_session(struct chat *c, struct evhttp_request *req, const struct
     return 0;
 }
 
-/* A stored turn's fields other than its text, for the memo's estimate of its size. */
-#define CHAT_TURN_FIELDS 256
-
-/* The stored turns never change (memory.h) and come again with every request: the worker's
- * memo holds them, so that the transforms' work on a turn and its text are made once. */
-static void chat_hold_history(struct chat *c, json_t *history)
-{
-    size_t i;
-    json_t *m;
-    json_array_foreach(history, i, m) {
-        if (jmemo_find(c->w->memo, m) == NULL)
-            jmemo_hold(c->w->memo, m, tx_tokens(m) * TX_CHARS_PER_TOKEN + CHAT_TURN_FIELDS);
-    }
-}
-
-/* Do message m and stored turn t say the same (role and text)? */
-static int chat_same_turn(json_t *m, json_t *t)
-{
-    int dropped = 0;
-    if (strcmp(msg_role(m), msg_role(t)) != 0)
-        return 0;
-    json_t *a = msg_text(json_object_get(m, "content"), &dropped);
-    json_t *b = msg_text(json_object_get(t, "content"), &dropped);
-    int same = json_equal(a, b);
-    json_decref(a);
-    json_decref(b);
-    return same;
-}
-
-/* Stored mode, a client that resends its window anyway: the leading non-system messages that
- * repeat the end of the stored history are taken out of the request, so neither the upstream
- * nor the record gets them twice. The longest such overlap wins. Only as many of the
- * history's last turns as the request has messages are looked at (one, for a client that
- * sends only its new message), not the whole history. */
-static void chat_drop_resent(json_t *messages, json_t *history)
-{
-    json_t *mine = json_array(), *theirs = json_array(), *m;
-    size_t i, k, nm;
-    json_array_foreach(messages, i, m) {
-        if (!msg_role_is_system(msg_role(m)))
-            json_array_append(mine, m);
-    }
-    nm = json_array_size(mine);
-    for (i = json_array_size(history); i-- > 0 && json_array_size(theirs) < nm;) {
-        m = json_array_get(history, i);
-        if (!msg_role_is_system(msg_role(m)))
-            json_array_insert(theirs, 0, m);
-    }
-    size_t nh = json_array_size(theirs);
-    for (k = nh; k > 0; k--) {
-        size_t j = 0;
-        while (j < k && chat_same_turn(json_array_get(mine, j), json_array_get(theirs, nh - k + j)))
-            j++;
-        if (j == k)
-            break;
-    }
-    for (i = 0; k > 0 && i < json_array_size(messages);) {
-        if (msg_role_is_system(msg_role(json_array_get(messages, i)))) {
-            i++;
-            continue;
-        }
-        json_array_remove(messages, i);
-        k--;
-    }
-    json_decref(mine);
-    json_decref(theirs);
-}
-
-/* What the model is sent, before the transforms: the profile's system messages, then the
- * client's messages — in stored mode with the session's history between the client's system
- * messages (or, when it sent none, the ones it sent last: system) and its new ones. *history
- * gets the number of stored messages put in. */
-static json_t *chat_messages(struct chat *c, const struct cfg_profile *prof, json_t *history,
-                             json_t *system, size_t *history_n)
-{
-    json_t *out = json_array(), *m;
-    size_t i;
-    int own = 0;
-    for (i = 0; i < prof->system_messages.n; i++)
-        json_array_append_new(
-            out, json_pack("{s:s, s:s}", "role", "system", "content", prof->system_messages.v[i]));
-    if (history == NULL) {
-        json_array_extend(out, c->creq.messages);
-        return out;
-    }
-    json_array_foreach(c->creq.messages, i, m)
-        if (msg_role_is_system(msg_role(m)))
-            json_array_append(out, m), own = 1;
-    if (!own && system != NULL) /* the session's system prompt, from an earlier request */
-        json_array_extend(out, system);
-    chat_hold_history(c, history);
-    json_array_extend(out, history);
-    *history_n = json_array_size(history);
-    json_array_foreach(c->creq.messages, i, m)
-        if (!msg_role_is_system(msg_role(m)))
-            json_array_append(out, m);
-    return out;
-}
-
-/* Retrieval's pick for the messages being sent (the candidates are read next). */
-static struct recall_pick *chat_recall_pick(struct chat *c, json_t *msgs)
-{
-    const struct cfg_profile *p = c->prof;
-    struct recall_opts o = {.recent = (size_t)p->retrieval_recent,
-                            .importance = p->retrieval_importance,
-                            .similarity = p->retrieval_similarity,
-                            .relevant = (size_t)p->retrieval_relevant,
-                            .budget_tokens = (size_t)p->retrieval_budget};
-    return recall_pick_new(&o, c->query, c->qdim, msgs);
-}
-
 /* On a pool thread with a shared store (worker_read): touches only the pick. */
 static void chat_read_recall(struct memory_reader *r, void *arg)
 {
     struct chat *c = arg;
     memory_recall(r, c->tenant, c->user, c->recall_sid, (size_t)c->prof->retrieval_scan,
-                  c->build->pick);
-}
-
-/* The retrieved turns' system message, put last among the injected ones; the number of turns
- * it holds. */
-static size_t chat_recalled_message(struct chat_build *b)
-{
-    struct recall_stats st;
-    json_t *m = recall_pick_message(b->pick, &st);
-    recall_pick_free(b->pick);
-    b->pick = NULL;
-    if (m == NULL)
-        return st.injected;
-    if (b->mc.inject == NULL)
-        b->mc.inject = json_array();
-    json_array_append_new(b->mc.inject, m);
-    return st.injected;
-}
-
-/* The remembered memory among what inject_memory adds (msg.h's marked messages): the key may
- * not have it. The operator's runtime system messages stay. */
-static void chat_drop_memory(json_t *inject)
-{
-    for (size_t i = json_array_size(inject); i-- > 0;) {
-        if (json_object_get(json_array_get(inject, i), MSG_MEMORY_KEY) != NULL)
-            json_array_remove(inject, i);
-    }
-}
-
-/* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N]", the
- * first n of counts (written by hand: it is on every request, and printf is slow). */
-static void chat_context_header(struct evhttp_request *req, const size_t *counts, size_t n)
-{
-    static const char *const names[] = {
-        "messages=", "; history=", "; trimmed=", "; injected=", "; recalled="};
-    char v[160], *p = v;
-    for (size_t i = 0; i < n && i < UTIL_ARRAY_LEN(names); i++) {
-        size_t k = strlen(names[i]);
-        memcpy(p, names[i], k);
-        p = util_put_u64(p + k, counts[i]);
-    }
-    *p = '\0';
-    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Memproxy-Context", v);
-}
-
-/* The upstream body, begun: the session's runtime params and injected memory (from the
- * working set; a cold session is read once), its history when the profile keeps it, and
- * retrieval's pick when it has one (its candidates are read before chat_build_end). */
-static struct chat_build *chat_build_begin(struct chat *c, struct evhttp_request *req)
-{
-    const struct cfg_profile *prof = c->prof;
-    struct chat_build *b = xcalloc(1, sizeof(*b));
-    b->req = req;
-    if (c->rec != NULL)
-        memory_rec_context(c->rec, chat_stored_mode(prof), &b->mc);
-    b->up = chatreq_upstream(&c->creq, prof->model);
-    chatreq_apply_params(b->up, b->mc.params);
-    if (b->mc.history != NULL)
-        chat_drop_resent(c->creq.messages, b->mc.history);
-    b->msgs = chat_messages(c, prof, b->mc.history, b->mc.system, &b->history_n);
-    if (c->recall_sid != NULL)
-        b->pick = chat_recall_pick(c, b->msgs);
-    return b;
-}
-
-/* The upstream body, ended: the request rebuilt by the profile's transforms (docs/design.md
- * §7) into b->body, its cache key set when it may be answered from the cache. */
-static void chat_build_end(struct chat *c, struct chat_build *b)
-{
-    const struct cfg_profile *prof = c->prof;
-    size_t recalled = b->pick != NULL ? chat_recalled_message(b) : 0, history_n = b->history_n;
-    if (c->no_memory)
-        chat_drop_memory(b->mc.inject);
-    struct tx_ctx tx = {.prof = prof,
-                        .body = b->up,
-                        .inject = b->mc.inject,
-                        .user_id = c->user,
-                        .memo = c->w->memo};
-    tx_run(&tx, b->msgs);
-    if (c->rec != NULL && b->mc.history != NULL) /* the stored turns kept, and the new ones */
-        memory_rec_window(c->rec,
-                          (int64_t)(history_n - (tx.trimmed < history_n ? tx.trimmed : history_n)) +
-                              callsum_window_turns(c->creq.messages));
-    json_object_set_new(b->up, "messages", b->msgs);
-    b->msgs = NULL;
-    if (prof->cache && cache_key(c->tenant, prof->name, b->up, c->cache_key) != 0)
-        c->cache_key[0] = '\0'; /* it depends on earlier context */
-    if (prof->context_header) {
-        size_t counts[] = {json_array_size(json_object_get(b->up, "messages")), history_n,
-                           tx.trimmed, tx.injected, recalled};
-        chat_context_header(b->req, counts, prof->retrieval ? 5 : 4);
-    }
-    b->body = chatreq_dump(b->up, c->w->memo, &b->len);
-}
-
-static void chat_build_free(struct chat_build *b)
-{
-    if (b == NULL)
-        return;
-    json_decref(b->up);
-    json_decref(b->msgs);
-    json_decref(b->mc.history);
-    json_decref(b->mc.inject);
-    json_decref(b->mc.params);
-    json_decref(b->mc.system);
-    recall_pick_free(b->pick);
-    free(b->body);
-    free(b);
+                  upbody_pick(c->build));
 }
 
 /* Send a cache hit's answer; the chat is done. */
@@ -697,7 +484,7 @@ static void chat_prepared_late(void *arg)
     c->late_relay = NULL;
     if (r != NULL) {
         chat_record_reply(c, r);
-    } else if (c->late_gone && !memory_rec_replied(c->rec)) {
+    } else if ((c->late_whole || c->late_gone) && !memory_rec_replied(c->rec)) {
         struct memory_reply mr;
         chat_record_request(c);
         memset(&mr, 0, sizeof(mr));
@@ -708,8 +495,8 @@ static void chat_prepared_late(void *arg)
         mr.usage = reply_usage(c->reply);
         mr.ttft_us = c->late_ttft;
         mr.latency_us = c->late_total;
-        mr.interrupted = 1;
-        mr.finish_reason = "client_disconnected";
+        mr.interrupted = !c->late_whole; /* whole: only its end did not go out */
+        mr.finish_reason = c->late_whole ? reply_finish_reason(c->reply) : "client_disconnected";
         memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
         c->ended = "client_disconnected";
     } else {
@@ -737,18 +524,16 @@ static void chat_prepare_late(struct chat *c)
 /* Send the built upstream request (or answer from the cache). The chat is taken. */
 static void chat_send(struct chat *c)
 {
-    struct chat_build *b = c->build;
-    struct evhttp_request *req = b->req;
+    struct evhttp_request *req = c->fwd_req;
     struct relay_params p = {.profile = c->prof,
                              .path = "/chat/completions",
                              .stream = c->creq.stream,
                              .route = c->route,
                              .t_start = c->t_start,
-                             .body = b->body,
-                             .body_len = b->len};
-    b->body = NULL; /* the relay's now */
-    c->build = NULL;
-    chat_build_free(b);
+                             .body = c->up_body,
+                             .body_len = c->up_len};
+    c->up_body = NULL; /* the relay's now */
+    c->fwd_req = NULL;
     if (c->cache_read && chat_cache_lookup(c, req)) {
         free(p.body);
         return;
@@ -790,9 +575,11 @@ static void chat_cache_read(void *arg, int failed)
 static void chat_recalled(void *arg, int failed)
 {
     struct chat *c = arg;
-    struct evhttp_request *req = c->build->req;
+    struct evhttp_request *req = c->fwd_req;
     (void)failed;
-    chat_build_end(c, c->build);
+    c->up_body = upbody_end(c->build, req, c->cache_key, &c->up_len);
+    upbody_free(c->build);
+    c->build = NULL;
     const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
     if (c->cache_key[0] != '\0' && (cc == NULL || strstr(cc, "no-cache") == NULL))
         worker_read(c->w, chat_read_cache, chat_cache_read, c);
@@ -804,8 +591,20 @@ static void chat_recalled(void *arg, int failed)
  * needs, which never make the loop wait (worker_read). The chat is taken. */
 static void chat_forward(struct chat *c, struct evhttp_request *req)
 {
-    c->build = chat_build_begin(c, req);
-    if (c->build->pick != NULL)
+    struct upbody_in in = {.prof = c->prof,
+                           .creq = &c->creq,
+                           .rec = c->rec,
+                           .memo = c->w->memo,
+                           .tenant = c->tenant,
+                           .user = c->user,
+                           .stored = chat_stored_mode(c->prof),
+                           .no_memory = c->no_memory,
+                           .recall = c->recall_sid != NULL,
+                           .query = c->query,
+                           .qdim = c->qdim};
+    c->fwd_req = req;
+    c->build = upbody_begin(&in);
+    if (upbody_pick(c->build) != NULL)
         worker_read(c->w, chat_read_recall, chat_recalled, c);
     else
         chat_recalled(c, 0);

@@ -10,7 +10,8 @@ import subprocess
 import threading
 import unittest
 
-from harness import BACKEND, Memproxy, Mock, PgConnection, wait_for
+from harness import (BACKEND, Memproxy, Mock, PgConnection, raw_connect, raw_read_until,
+                     raw_request, wait_for)
 
 ADMIN = "admin-key-0123456789"
 CONFIG = """auth:
@@ -188,6 +189,52 @@ class ReachBack(unittest.TestCase):
         self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows[:4]],
                          [(1, "user", "q1"), (1, "assistant", "a1"), (2, "user", "q2"),
                           (2, "assistant", "a2")])
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class LateCheck(unittest.TestCase):
+    """A window client's session check (its version, docs/deploy.md) runs while the upstream
+    answers, and a reply's end waits for it. When the reply is whole before the check is back
+    and the caller hangs up then, the reply is recorded whole once the check is back. It used
+    to be recorded from the relay that the hang-up had freed: memproxy crashed (bench/pgsql's
+    voice pattern, 2 runs in 3 pinned)."""
+
+    def test_a_caller_who_leaves_while_the_check_waits(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(CONFIG, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        mock.config(reply="one two three")
+        first = [{"role": "user", "content": "first"}]
+        status, _, out = mp.request("POST", "/v1/chat/completions",
+                                    {"model": "m", "messages": first}, {"X-Session-Id": "late"})
+        self.assertEqual(status, 200, out)  # the session's entry is warm now
+        lk = Lock(mp.pg_url, "sessions")  # the check's read waits on it
+        self.addCleanup(lk.release)
+        s = raw_connect(mp.port)
+        window = first + [{"role": "assistant", "content": "one two three"},
+                          {"role": "user", "content": "second"}]
+        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True, "messages": window},
+                    {"X-Session-Id": "late"})
+        buf = raw_read_until(s, lambda b: b'"finish_reason":"stop"' in b)
+        self.assertNotIn(b"[DONE]", buf)  # the end waits for the check
+        s.close()
+        wait_for(lambda: "memproxy_client_disconnects_total 1" in
+                 mp.request("GET", "/metrics")[2].decode(), what="the hang-up to be seen")
+        lk.release()
+
+        def history():
+            status, _, out = mp.request("GET", "/v1/sessions/late/history", None,
+                                        {"Authorization": "Bearer " + ADMIN})
+            h = json.loads(out)
+            return h["contents"] if status == 200 and len(h["contents"]) == 4 else None
+
+        turns = wait_for(history, what="the reply to be recorded")
+        self.assertEqual([(t["role"], t["content"]) for t in turns],
+                         [("user", "first"), ("assistant", "one two three"),
+                          ("user", "second"), ("assistant", "one two three")])
+        self.assertNotIn("interrupted", turns[3]["metadata"])  # whole: only its end was lost
+        self.assertEqual(mp.request("GET", "/metrics")[0], 200)  # and memproxy is still there
 
 
 if __name__ == "__main__":
