@@ -13,7 +13,11 @@
  *                  indexes), COMMIT, pipelined: what storing one exchange of a call costs in
  *                  the fewest statements, in tables shaped like memproxy's (docs/deploy.md)
  *
- *   pgfloor URL [--rounds N]
+ *   pgfloor URL [--rounds N] [--gap-us US]
+ *
+ * With --gap-us each step comes US microseconds after the one before, as a call's turns do
+ * (seconds apart): the server's processes are then woken from sleep for each, which a VM can
+ * charge hundreds of microseconds (what memproxy_commit_wait_seconds shows in a call).
  *
  * Output: a Markdown table of medians and p99 (microseconds) on stdout.
  */
@@ -182,15 +186,17 @@ static void once(PGconn *pg, enum kind k, int i)
 int main(int argc, char **argv)
 {
     const char *url = NULL;
-    int rounds = 2000;
+    int rounds = 2000, gap_us = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--gap-us") == 0 && i + 1 < argc)
+            gap_us = atoi(argv[++i]);
         else
             url = argv[i];
     }
     if (url == NULL || rounds < 10) {
-        fprintf(stderr, "usage: pgfloor URL [--rounds N]\n");
+        fprintf(stderr, "usage: pgfloor URL [--rounds N] [--gap-us US]\n");
         return 2;
     }
     PGconn *pg = PQconnectdb(url);
@@ -205,8 +211,9 @@ int main(int argc, char **argv)
                                         "and reply)"};
     uint64_t *s = malloc((size_t)rounds * sizeof(*s));
     PGresult *v = PQexec(pg, "SHOW synchronous_commit");
-    printf("| PostgreSQL (%s, synchronous_commit %s) | p50 (us) | p99 (us) |\n|---|---|---|\n",
-           PQparameterStatus(pg, "server_version"), PQgetvalue(v, 0, 0));
+    printf("| PostgreSQL (%s, synchronous_commit %s%s) | p50 (us) | p99 (us) |\n|---|---|---|\n",
+           PQparameterStatus(pg, "server_version"), PQgetvalue(v, 0, 0),
+           gap_us > 0 ? ", steps apart" : "");
     PQclear(v);
     for (int k = 0; k < K__COUNT; k++) {
         run(pg, "DROP TABLE IF EXISTS pgfloor");
@@ -216,6 +223,9 @@ int main(int argc, char **argv)
         if (k == K_PIPELINED || k == K_CALL)
             PQenterPipelineMode(pg);
         for (int i = 0; i < rounds; i++) {
+            struct timespec gap = {.tv_sec = gap_us / 1000000, .tv_nsec = gap_us % 1000000 * 1000L};
+            if (gap_us > 0)
+                nanosleep(&gap, NULL);
             uint64_t t0 = now_ns();
             once(pg, (enum kind)k, i);
             s[i] = now_ns() - t0;
