@@ -85,7 +85,8 @@ static int memory_prep_reach(struct memory_prep *p)
     reconcile_window_free(w);
     if (!reach)
         return 0;
-    readpool_run(rec->rd->pool, rec->rd->base, memory_prep_read_reach, memory_prep_reached, p);
+    readpool_run(rec->rd->pool, READPOOL_CALL, rec->rd->base, memory_prep_read_reach,
+                 memory_prep_reached, p);
     return 1;
 }
 

@@ -16,10 +16,15 @@ struct readpool_job {
     struct readpool_job *next;
 };
 
+/* A queue of jobs, first in first out. */
+struct readpool_queue {
+    struct readpool_job *head, *tail;
+};
+
 struct readpool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct readpool_job *head, *tail;
+    struct readpool_queue lanes[READPOOL_LANES]; /* taken in this order */
     int stop;
     size_t n;
     pthread_t *threads;
@@ -41,16 +46,28 @@ static void readpool_back(evutil_socket_t fd, short what, void *arg)
     free(j);
 }
 
+static struct readpool_job *readpool_pop(struct readpool_queue *q)
+{
+    struct readpool_job *j = q->head;
+    if (j != NULL) {
+        q->head = j->next;
+        if (q->head == NULL)
+            q->tail = NULL;
+    }
+    return j;
+}
+
+/* The next job, the first lane's first; NULL once stopped with nothing queued. */
 static struct readpool_job *readpool_take(struct readpool *p)
 {
+    struct readpool_job *j = NULL;
     pthread_mutex_lock(&p->mu);
-    while (p->head == NULL && !p->stop)
+    for (;;) {
+        for (int l = 0; l < READPOOL_LANES && j == NULL; l++)
+            j = readpool_pop(&p->lanes[l]);
+        if (j != NULL || p->stop)
+            break;
         pthread_cond_wait(&p->cv, &p->mu);
-    struct readpool_job *j = p->head;
-    if (j != NULL) {
-        p->head = j->next;
-        if (p->head == NULL)
-            p->tail = NULL;
     }
     pthread_mutex_unlock(&p->mu);
     return j;
@@ -117,17 +134,18 @@ void readpool_destroy(struct readpool *p)
     free(p);
 }
 
-void readpool_run(struct readpool *p, struct event_base *base, readpool_fn fn, readpool_done done,
-                  void *arg)
+void readpool_run(struct readpool *p, enum readpool_lane lane, struct event_base *base,
+                  readpool_fn fn, readpool_done done, void *arg)
 {
     struct readpool_job *j = xcalloc(1, sizeof(*j));
     *j = (struct readpool_job){.fn = fn, .done = done, .arg = arg, .base = base};
+    struct readpool_queue *q = &p->lanes[lane];
     pthread_mutex_lock(&p->mu);
-    if (p->tail != NULL)
-        p->tail->next = j;
+    if (q->tail != NULL)
+        q->tail->next = j;
     else
-        p->head = j;
-    p->tail = j;
+        q->head = j;
+    q->tail = j;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }

@@ -30,6 +30,12 @@ struct memory;
 struct memory_reader;
 struct readpool;
 
+/* Which queue a job waits in: a thread takes the call lane's jobs first, so a chat request's
+ * read (the answer cache, retrieval, a reach-back) never waits behind a queue of REST reads
+ * (a call viewer open on many screens, an export of a long session); within a lane, first in
+ * first out. A job already running is not overtaken. */
+enum readpool_lane { READPOOL_CALL, READPOOL_REST, READPOOL_LANES };
+
 typedef void (*readpool_fn)(struct memory_reader *r, void *arg);
 /* failed: a read of fn went unanswered (memory_reader_failed): what it found looks like
  * "nothing there" and must not be answered as such. */
@@ -38,8 +44,8 @@ typedef void (*readpool_done)(void *arg, int failed);
 /* threads readers of m, each opened here. NULL with *err set when one cannot be opened. */
 struct readpool *readpool_create(struct memory *m, size_t threads, char **err);
 void readpool_destroy(struct readpool *p);
-/* Queue fn for a pool thread; done(arg, failed) runs on base's thread afterwards. */
-void readpool_run(struct readpool *p, struct event_base *base, readpool_fn fn, readpool_done done,
-                  void *arg);
+/* Queue fn in lane for a pool thread; done(arg, failed) runs on base's thread afterwards. */
+void readpool_run(struct readpool *p, enum readpool_lane lane, struct event_base *base,
+                  readpool_fn fn, readpool_done done, void *arg);
 
 #endif

@@ -582,7 +582,7 @@ static void chat_recalled(void *arg, int failed)
     c->build = NULL;
     const char *cc = evhttp_find_header(evhttp_request_get_input_headers(req), "Cache-Control");
     if (c->cache_key[0] != '\0' && (cc == NULL || strstr(cc, "no-cache") == NULL))
-        worker_read(c->w, chat_read_cache, chat_cache_read, c);
+        worker_read_call(c->w, chat_read_cache, chat_cache_read, c);
     else
         chat_send(c);
 }
@@ -605,7 +605,7 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
     c->fwd_req = req;
     c->build = upbody_begin(&in);
     if (upbody_pick(c->build) != NULL)
-        worker_read(c->w, chat_read_recall, chat_recalled, c);
+        worker_read_call(c->w, chat_read_recall, chat_recalled, c);
     else
         chat_recalled(c, 0);
 }
@@ -672,7 +672,7 @@ static void chat_go_on(struct chat *c, struct evhttp_request *req, const char *s
     }
     c->recall_sid = xstrdup(session_id);
     c->waiting = req;
-    worker_read(c->w, chat_read_embedded, chat_embedded, c);
+    worker_read_call(c->w, chat_read_embedded, chat_embedded, c);
 }
 
 static void chat_prepared(void *arg)

@@ -54,7 +54,8 @@ static void worker_read_back(void *arg, int failed)
     worker_release(w);
 }
 
-void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg)
+static void worker_read_in(struct worker *w, int lane, worker_read_fn fn, worker_read_done done,
+                           void *arg)
 {
     if (w->pool == NULL) {
         memory_reader_clear(w->reader);
@@ -65,7 +66,17 @@ void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, voi
     struct worker_reading *rd = xmalloc(sizeof(*rd));
     *rd = (struct worker_reading){.w = w, .fn = fn, .done = done, .arg = arg};
     worker_hold(w);
-    readpool_run(w->pool, w->base, worker_read_run, worker_read_back, rd);
+    readpool_run(w->pool, (enum readpool_lane)lane, w->base, worker_read_run, worker_read_back, rd);
+}
+
+void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg)
+{
+    worker_read_in(w, READPOOL_REST, fn, done, arg);
+}
+
+void worker_read_call(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg)
+{
+    worker_read_in(w, READPOOL_CALL, fn, done, arg);
 }
 
 static void worker_sent(struct evhttp_request *req, void *arg)

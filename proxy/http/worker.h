@@ -83,6 +83,8 @@ struct worker {
 typedef void (*worker_read_fn)(struct memory_reader *r, void *arg);
 typedef void (*worker_read_done)(void *arg, int failed);
 void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg);
+/* The same for a chat request's reads: they go ahead of the REST API's (readpool.h's lanes). */
+void worker_read_call(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg);
 
 /* Nothing in flight, being written or held: a draining worker may end its loop. */
 int worker_idle(const struct worker *w);
