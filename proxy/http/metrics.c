@@ -43,6 +43,7 @@ struct metrics {
     _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
     _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
     struct metrics_hist recall_wait;
+    struct metrics_hist read_wait; /* reads handed to the read pool (worker_read) */
     _Atomic uint64_t embeds[METRICS_EMBED__COUNT];
     _Atomic uint64_t memo_hits, memo_misses, memo_bytes;
 };
@@ -154,6 +155,11 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us)
 {
     metrics_observe(&m->commit_wait, waited_us);
+}
+
+void metrics_read_wait(struct metrics *m, uint64_t waited_us)
+{
+    metrics_observe(&m->read_wait, waited_us);
 }
 
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
@@ -380,6 +386,10 @@ char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_
     metrics_render_hist(&o, sets, n, offsetof(struct metrics, recall_wait),
                         "memproxy_recall_wait_seconds",
                         "Time a request waited for its retrieval lookup.");
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, read_wait),
+                        "memproxy_storage_read_wait_seconds",
+                        "PostgreSQL: time a read handed to the read pool (storage.pool) took, "
+                        "queue included.");
     metrics_render_memory(&o, mem);
     *len = o.len;
     return o.buf;

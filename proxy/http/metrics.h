@@ -21,6 +21,8 @@
  *   memproxy_webhook_tries_total{result}            counter (delivered, retry, failed)
  *   memproxy_recall_lookups_total{result}           counter (ready, late, failed)
  *   memproxy_recall_wait_seconds                    histogram (a request's wait for its lookup)
+ *   memproxy_storage_read_wait_seconds              histogram (a read in the read pool, its
+ *                                                   queue included: storage.pool's sizing)
  *   memproxy_embeddings_total{result}               counter (stored, retry, failed)
  */
 #ifndef MEMPROXY_METRICS_H
@@ -90,6 +92,7 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
 /* A recorded response's end waited waited_us for its turn's commit (the durability promise:
  * the writer's queue, the transaction, the report back). */
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us);
+void metrics_read_wait(struct metrics *m, uint64_t waited_us);
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n);
 /* The worker's parse memo (jmemo) now: its lookups so far and the bytes it holds. Set, not
  * added: the memo counts, the worker copies its figures after each chat request. */

@@ -3,6 +3,7 @@
 #include "memory/memory.h"
 #include "memory/readpool.h"
 #include "proxy/http/conn.h"
+#include "proxy/http/metrics.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -33,6 +34,7 @@ void worker_release(struct worker *w)
 /* A read handed to the pool: the worker stays held until its done has run. */
 struct worker_reading {
     struct worker *w;
+    uint64_t t_start; /* util_now_us() when handed over */
     worker_read_fn fn;
     worker_read_done done;
     void *arg;
@@ -49,6 +51,7 @@ static void worker_read_back(void *arg, int failed)
 {
     struct worker_reading *rd = arg;
     struct worker *w = rd->w;
+    metrics_read_wait(w->metrics, util_now_us() - rd->t_start);
     rd->done(rd->arg, failed);
     free(rd);
     worker_release(w);
@@ -64,7 +67,8 @@ static void worker_read_in(struct worker *w, int lane, worker_read_fn fn, worker
         return;
     }
     struct worker_reading *rd = xmalloc(sizeof(*rd));
-    *rd = (struct worker_reading){.w = w, .fn = fn, .done = done, .arg = arg};
+    *rd = (struct worker_reading){
+        .w = w, .t_start = util_now_us(), .fn = fn, .done = done, .arg = arg};
     worker_hold(w);
     readpool_run(w->pool, (enum readpool_lane)lane, w->base, worker_read_run, worker_read_back, rd);
 }

@@ -119,6 +119,12 @@ class SlowReads(unittest.TestCase):
         status, page = waiting.result
         self.assertEqual(status, 200, page)
         self.assertIn("first", [s["id"] for s in page["sessions"]])
+        # the pool's reads are timed: the one that waited on the lock took more than 1 ms
+        text = self.mp.request("GET", "/metrics")[2].decode()
+        fast = int(re.search(r'memproxy_storage_read_wait_seconds_bucket\{le="0.001"\} (\d+)',
+                             text).group(1))
+        count = int(re.search(r"memproxy_storage_read_wait_seconds_count (\d+)", text).group(1))
+        self.assertLess(fast, count)
 
     def test_deliveries_and_the_webhook_poll_wait_alone(self):
         # the webhook outbox locked: GET /v1/webhooks/deliveries waits, and so does the jobs loop's
