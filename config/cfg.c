@@ -105,7 +105,7 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "storage.pool", T_INT, TOP(db_pool), "2", 1, 64,
      "PostgreSQL: connections (each with a thread) for the reads that would otherwise make a "
      "worker wait: the REST API's, the answer cache's, retrieval's, a turn-id window reaching "
-     "past the working set. More when many REST reads run at once. A replica holds "
+     "past the working set. More when many REST reads run at once. A replica holds at most "
      "2 x server.workers + 2 + storage.pool connections (docs/deploy.md)."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},

@@ -19,7 +19,9 @@
 #define PGSQL_NUMERICOID 1700
 
 struct pgsql_conn {
-    PGconn *pg;
+    PGconn *pg; /* NULL: not connected yet (pgsql_conn_lazy) */
+    char *url;  /* pgsql_conn_lazy's, for the first statement's connect */
+    long statement_timeout_ms;
     int prepare;                               /* named statements (pgsql_conn_set_prepare) */
     unsigned char ready[PGSQL_MAX_STATEMENTS]; /* which are prepared on this connection */
     int broken; /* statements that failed on a connection that went away */
@@ -66,11 +68,20 @@ struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, c
     return c;
 }
 
+struct pgsql_conn *pgsql_conn_lazy(const char *url, long statement_timeout_ms)
+{
+    struct pgsql_conn *c = xcalloc(1, sizeof(*c));
+    c->url = xstrdup(url);
+    c->statement_timeout_ms = statement_timeout_ms;
+    return c;
+}
+
 void pgsql_conn_close(struct pgsql_conn *c)
 {
     if (c == NULL)
         return;
     PQfinish(c->pg);
+    free(c->url);
     free(c->last_error);
     free(c);
 }
@@ -94,6 +105,17 @@ int pgsql_conn_broken(struct pgsql_conn *c)
  * connected again here, before a statement, never in the middle of a transaction. */
 static int pgsql_conn_ensure(struct pgsql_conn *c)
 {
+    if (c->pg == NULL && c->url != NULL) { /* a lazy connection's first statement */
+        struct pgsql_conn_params cp;
+        pgsql_conn_params(&cp, c->url, c->statement_timeout_ms);
+        c->pg = PQconnectdbParams(cp.keys, cp.vals, 1);
+        if (c->pg == NULL)
+            log_fatal("postgresql: out of memory");
+        if (PQstatus(c->pg) == CONNECTION_OK)
+            return 0;
+        pgsql_conn_set_error(c, PQerrorMessage(c->pg));
+        return -1;
+    }
     if (PQstatus(c->pg) == CONNECTION_OK)
         return 0;
     PQreset(c->pg);
@@ -108,7 +130,8 @@ static int pgsql_conn_ensure(struct pgsql_conn *c)
 
 void pgsql_conn_reset(struct pgsql_conn *c)
 {
-    PQreset(c->pg);
+    if (c->pg != NULL)
+        PQreset(c->pg);
     memset(c->ready, 0, sizeof(c->ready));
 }
 

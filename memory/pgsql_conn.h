@@ -44,6 +44,10 @@ void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long state
 /* Connect to url (a libpq connection string or URI) with statement_timeout_ms on every
  * statement (0: the server's). NULL with *err set when the server cannot be reached. */
 struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, char **err);
+/* The same, connected by its first statement (pgsql_conn_exec*), not now: a reader that may
+ * never be used (a worker's, whose reads go elsewhere on PostgreSQL) holds no server
+ * connection. A failed connect fails that statement; the next one tries again. */
+struct pgsql_conn *pgsql_conn_lazy(const char *url, long statement_timeout_ms);
 void pgsql_conn_close(struct pgsql_conn *c);
 PGconn *pgsql_conn_pg(struct pgsql_conn *c);
 

@@ -19,11 +19,8 @@ struct pgsql_reader *pgsql_read_open(const struct pgsql_db *st, int own, char **
     struct pgsql_reader *r = xcalloc(1, sizeof(*r));
     r->st = st;
     r->own = own;
-    r->c = own ? pgsql_conn_open(st->url, st->statement_timeout_ms, err) : st->c;
-    if (r->c == NULL) {
-        free(r);
-        return NULL;
-    }
+    (void)err; /* an own connection is made by the first read (pgsql_conn_lazy) */
+    r->c = own ? pgsql_conn_lazy(st->url, st->statement_timeout_ms) : st->c;
     pgsql_conn_set_prepare(r->c, st->prepare);
     return r;
 }

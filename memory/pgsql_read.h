@@ -26,8 +26,8 @@
 struct recall_pick;
 struct pgsql_reader;
 
-/* A reader on a connection of its own to st's database, or (own 0) on st's, borrowed. st
- * outlives it. */
+/* A reader on a connection of its own to st's database, made by its first read
+ * (pgsql_conn_lazy), or (own 0) on st's, borrowed. st outlives it. */
 struct pgsql_reader *pgsql_read_open(const struct pgsql_db *st, int own, char **err);
 void pgsql_read_close(struct pgsql_reader *r);
 struct store_reader *pgsql_read_base(struct pgsql_reader *r);
