@@ -12,7 +12,11 @@
  * signal ends them at once.
  *
  * The workers themselves (struct worker, and what a handler does with its own) are
- * worker.h's; the server makes them, runs their threads and drains them.
+ * worker.h's; the server makes them, runs their threads and drains them. After the serving
+ * workers it makes one more loop that accepts nothing, the jobs loop ("jobs"), where the
+ * background jobs run (webhook deliveries, summaries, embeddings, idle stops), so that their
+ * reads of a shared database never hold a request; and with PostgreSQL the read pool
+ * (memory/readpool.h, storage.pool) that the workers' other reads go to.
  */
 #ifndef MEMPROXY_SERVER_H
 #define MEMPROXY_SERVER_H
