@@ -43,6 +43,14 @@ bench_mock() {
         "$mock_port" >"$tmp/memproxy.yaml"
 }
 
+# bench_paced on|off: the mock's reply for the voice pattern (20 tokens 3 ms apart, as a model
+# speaks), or its default (bench_mock must have run).
+bench_paced() {
+    local body='{"reply": "Hello! This is the memproxy mock upstream, streaming one token at a time.", "token_delay_ms": 0}'
+    [ "$1" = on ] && body="{\"reply\": \"$(seq -f 'word%g' 20 | xargs)\", \"token_delay_ms\": 3}"
+    curl -sf -X POST "http://127.0.0.1:$mock_port/_mock/config" -d "$body" >/dev/null
+}
+
 # bench_port PID LOG: print the port memproxy PID listens on, read from the socket table (its
 # log names it at level info only); after 10 s without one, print LOG and fail.
 bench_port() {

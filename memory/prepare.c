@@ -9,6 +9,7 @@
 #include "memory/turnlist.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Replicas (a shared store): whether another one wrote the session since e was read (its
@@ -74,12 +75,15 @@ static int memory_prep_reach(struct memory_prep *p)
     if (rec->reached || rec->append || rec->rd->pool == NULL || e == NULL)
         return 0;
     rec->reached = 1;
+    pthread_mutex_lock(&e->mu);
+    int complete = e->complete;
+    int64_t first = turnlist_size(e->turns) > 0 ? turnlist_turn_id(e->turns, 0) : INT64_MAX;
+    pthread_mutex_unlock(&e->mu);
+    if (complete) /* it holds the whole session: nothing to reach back to (the common case) */
+        return 0;
     struct reconcile_window *w = reconcile_window_read(rec->messages, rec->memo);
     int64_t oldest = reconcile_window_oldest(w);
-    pthread_mutex_lock(&e->mu);
-    int reach = oldest >= 0 && !e->complete &&
-                (turnlist_size(e->turns) == 0 || turnlist_turn_id(e->turns, 0) > oldest);
-    pthread_mutex_unlock(&e->mu);
+    int reach = oldest >= 0 && first > oldest;
     if (reach)
         p->ids = reconcile_window_turn_ids(w, &p->nids);
     reconcile_window_free(w);

@@ -45,16 +45,15 @@ struct chat {
     uint64_t t_start;
     char *recall_sid;               /* retrieval's session (NULL: no retrieval) */
     struct lookup *lookup;          /* the question's embedding on its way */
-    struct evhttp_request *waiting; /* the request, while the lookup (or the session's
-                                       read, memory_rec_prepare) runs */
+    struct evhttp_request *waiting; /* the request, while the session's read
+                                       (memory_rec_prepare), the lookup or its body's reads run */
     char *prep_sid;                 /* the session id, while its read runs */
     char *question;                 /* the question's text, while its lookup runs */
     float *query;                   /* the question's embedding, or NULL */
     size_t qdim;
-    char cache_key[65];             /* set when the turn may be answered from the cache */
-    struct upbody *build;           /* the upstream body while it waits for a read */
-    struct evhttp_request *fwd_req; /* the request, while its body is built */
-    char *up_body;                  /* the body built, while the cache is read for it */
+    char cache_key[65];   /* set when the turn may be answered from the cache */
+    struct upbody *build; /* the upstream body while it waits for a read */
+    char *up_body;        /* the body built, while the cache is read for it */
     size_t up_len;
     json_t *hit;    /* the cache's answer read for this turn, or NULL */
     int cache_read; /* the cache was read for it (chat_read_cache) */
@@ -524,7 +523,7 @@ static void chat_prepare_late(struct chat *c)
 /* Send the built upstream request (or answer from the cache). The chat is taken. */
 static void chat_send(struct chat *c)
 {
-    struct evhttp_request *req = c->fwd_req;
+    struct evhttp_request *req = c->waiting;
     struct relay_params p = {.profile = c->prof,
                              .path = "/chat/completions",
                              .stream = c->creq.stream,
@@ -533,7 +532,7 @@ static void chat_send(struct chat *c)
                              .body = c->up_body,
                              .body_len = c->up_len};
     c->up_body = NULL; /* the relay's now */
-    c->fwd_req = NULL;
+    c->waiting = NULL;
     if (c->cache_read && chat_cache_lookup(c, req)) {
         free(p.body);
         return;
@@ -575,7 +574,7 @@ static void chat_cache_read(void *arg, int failed)
 static void chat_recalled(void *arg, int failed)
 {
     struct chat *c = arg;
-    struct evhttp_request *req = c->fwd_req;
+    struct evhttp_request *req = c->waiting;
     (void)failed;
     c->up_body = upbody_end(c->build, req, c->cache_key, &c->up_len);
     upbody_free(c->build);
@@ -602,7 +601,7 @@ static void chat_forward(struct chat *c, struct evhttp_request *req)
                            .recall = c->recall_sid != NULL,
                            .query = c->query,
                            .qdim = c->qdim};
-    c->fwd_req = req;
+    c->waiting = req;
     c->build = upbody_begin(&in);
     if (upbody_pick(c->build) != NULL)
         worker_read_call(c->w, chat_read_recall, chat_recalled, c);

@@ -103,13 +103,17 @@ static void notify_act_then(struct restread *rr)
 
 static void notify_act(struct worker *w, struct evhttp_request *req, const struct webhook_notice *n)
 {
+    if (n->event != 102 && n->event != 103) { /* it stops nothing: no session is read */
+        notify_saw(n->notice_id);
+        notify_ack(w, req, n->event, NULL, "ignored");
+        return;
+    }
     struct restread *rr = restio_read_new(w, req, w->cfg->agora_tenant, NULL);
     rr->n = n->event;
     rr->text = n->notice_id ? xstrdup(n->notice_id) : NULL;
     rr->data = json_array();
-    if (n->event == 102 || n->event == 103) /* the others stop nothing: no session is read */
-        for (size_t i = 0; i < n->nids; i++)
-            json_array_append_new(rr->data, json_string(n->ids[i]));
+    for (size_t i = 0; i < n->nids; i++)
+        json_array_append_new(rr->data, json_string(n->ids[i]));
     restio_read(rr, notify_read_match, notify_act_then);
 }
 

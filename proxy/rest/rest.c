@@ -441,7 +441,6 @@ void rest_handle(struct worker *w, struct evhttp_request *req, const char *path,
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     int rc_path = restpath_parse(path, len, &p);
     char *why = NULL;
-    memory_reader_clear(w->reader); /* what this request reads decides (restio_json) */
     if (evhttp_parse_query_str(query ? query : "", &q) != 0) { /* also initialises q */
         restio_error(w, req, APIERR_INVALID_REQUEST, NULL, "the query string is malformed");
     } else if (rc_path == RESTPATH_NO_ROUTE) {

@@ -18,33 +18,16 @@ struct restio_waiting {
     char *scope, *id; /* copies of what restio_wait was given */
 };
 
-/* A read that went unanswered (PostgreSQL unreachable) looks like "nothing there": the
- * answer built from it (a 404, an empty page) must not go out as if it were true. */
-static int restio_unanswered(struct worker *w)
-{
-    return w->reader != NULL && memory_reader_failed(w->reader);
-}
-
 void restio_error(struct worker *w, struct evhttp_request *req, enum apierr_kind kind,
                   const char *param, const char *msg)
 {
     struct apierr e;
-    if (kind == APIERR_NOT_FOUND && restio_unanswered(w)) {
-        kind = APIERR_STORAGE;
-        param = NULL;
-        msg = "the database did not answer; retry";
-    }
     apierr_set(&e, kind, param, "%s", msg);
     respond_error(w, METRICS_ROUTE_REST, req, &e);
 }
 
 void restio_json(struct worker *w, struct evhttp_request *req, int status, json_t *body)
 {
-    if (restio_unanswered(w)) {
-        json_decref(body);
-        restio_error(w, req, APIERR_STORAGE, NULL, "the database did not answer; retry");
-        return;
-    }
     size_t len = 0;
     char *text = jtext_dump(body, &len);
     respond_send(w, METRICS_ROUTE_REST, req, status, NULL, text, len);
@@ -132,6 +115,9 @@ static void restio_read_run(struct memory_reader *r, void *arg)
     x->read(r, &x->rr);
 }
 
+/* A read that went unanswered (PostgreSQL unreachable) looks like "nothing there": the
+ * answer then() would build from it (a 404, an empty page) must not go out as if it were
+ * true. */
 static void restio_read_done(void *arg, int failed)
 {
     struct restio_reading *x = arg;
