@@ -96,16 +96,21 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
  * window reaches further back than the entry holds, the older turns of the window's turn
  * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
- * when none were read; MEMORY_MAX_READ). The array is new. */
-static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct workset_entry *e,
-                                                const struct reconcile_window *w, size_t *n,
-                                                json_t **db)
+ * when none were read; MEMORY_MAX_READ). Matched by content, the views are the working set's
+ * own (borrowed, *owned NULL); otherwise the array is new and also in *owned (free() it). */
+static const struct reconcile_view *memory_stored_for(struct memory_rec *rec,
+                                                      struct workset_entry *e,
+                                                      const struct reconcile_window *w, size_t *n,
+                                                      json_t **db, struct reconcile_view **owned)
 {
     int64_t oldest = reconcile_window_oldest(w);
-    struct reconcile_view *ws = turnlist_views(e->turns, oldest < 0 ? INT64_MIN : oldest, n);
-    json_t *first = turnlist_get(e->turns, 0);
     *db = NULL;
-    if (oldest < 0 || e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
+    *owned = NULL;
+    if (oldest < 0)
+        return turnlist_views(e->turns, n);
+    struct reconcile_view *ws = *owned = turnlist_views_from(e->turns, oldest, n);
+    json_t *first = turnlist_get(e->turns, 0);
+    if (e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
         return ws;
     if (rec->reach != NULL) { /* read by memory_rec_prepare, off the loop */
         *db = rec->reach;
@@ -127,6 +132,7 @@ static struct reconcile_view *memory_stored_for(struct memory_rec *rec, struct w
     memcpy(out + k, ws, *n * sizeof(*ws));
     *n += k;
     free(ws);
+    *owned = out;
     return out;
 }
 
@@ -259,10 +265,11 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
     struct reconcile_window *w = reconcile_window_read(rec->messages, rec->memo);
     int aligned = reconcile_window_oldest(w) < 0; /* no turn ids: matched by content */
     memory_turn_ids_back(rec, e, w);
-    struct reconcile_view *stored = memory_stored_for(rec, e, w, &ns, &db);
+    struct reconcile_view *owned;
+    const struct reconcile_view *stored = memory_stored_for(rec, e, w, &ns, &db, &owned);
     reconcile_run_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
     reconcile_window_free(w);
-    free(stored);
+    free(owned);
     json_decref(db);
     json_t *last = turnlist_get(e->turns, turnlist_size(e->turns) - 1);
     rec->retry = json_array_size(res.inserts) == 0 && last != NULL &&

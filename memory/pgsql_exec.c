@@ -4,6 +4,7 @@
 #include "base/util.h"
 #include "memory/history.h"
 #include "memory/pgsql_read.h"
+#include "memory/turnrow.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,33 +16,44 @@ static int pgsql_exec_run(struct pgsql_conn *c, enum pgsql_stmt which, struct pg
 
 /* ---- binding turns to columns ---- */
 
+/* turnrow's binder over a parameter list. */
+static void pgsql_exec_b_int(void *p, int at, json_t *v)
+{
+    pgsql_param_jint(p, at, v);
+}
+
+static void pgsql_exec_b_string(void *p, int at, json_t *v)
+{
+    pgsql_param_jtext(p, at, v);
+}
+
+static void pgsql_exec_b_json(void *p, int at, json_t *v)
+{
+    pgsql_param_json(p, at, v);
+}
+
+static void pgsql_exec_b_text(void *p, int at, const char *text)
+{
+    pgsql_param_text(p, at, text);
+}
+
+static void pgsql_exec_b_flag(void *p, int at, int on)
+{
+    pgsql_param_int(p, at, on);
+}
+
+static void pgsql_exec_b_real(void *p, int at, double d)
+{
+    pgsql_param_double(p, at, d);
+}
+
+static const struct turnrow_binder pgsql_exec_binder = {pgsql_exec_b_int,  pgsql_exec_b_string,
+                                                        pgsql_exec_b_json, pgsql_exec_b_text,
+                                                        pgsql_exec_b_flag, pgsql_exec_b_real};
+
 void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first)
 {
-    int f = first - 2; /* the columns from turn_id on */
-    json_t *meta = json_object_get(t, "metadata");
-    pgsql_param_jint(p, f + 2, json_object_get(t, "turn_id"));
-    pgsql_param_jint(p, f + 3, json_object_get(t, "turn_idx"));
-    pgsql_param_jtext(p, f + 4, json_object_get(t, "role"));
-    pgsql_param_jtext(p, f + 5, json_object_get(t, "content"));
-    pgsql_param_jtext(p, f + 6, json_object_get(t, "source"));
-    pgsql_param_int(p, f + 7, json_is_true(json_object_get(t, "interrupted")));
-    pgsql_param_jint(p, f + 8, json_object_get(t, "interrupt_timestamp"));
-    pgsql_param_jtext(p, f + 9, json_object_get(t, "original"));
-    if (json_is_object(meta))
-        pgsql_param_json(p, f + 10, meta);
-    else
-        pgsql_param_text(p, f + 10, "{}");
-    pgsql_param_json(p, f + 11, json_object_get(t, "tool_calls"));
-    pgsql_param_jtext(p, f + 12, json_object_get(t, "tool_call_id"));
-    pgsql_param_jtext(p, f + 13, json_object_get(t, "name"));
-    pgsql_param_jint(p, f + 14, json_object_get(t, "timestamp"));
-    pgsql_param_double(p, f + 15, json_number_value(json_object_get(t, "importance")));
-    pgsql_param_jtext(p, f + 16, json_object_get(t, "model"));
-    pgsql_param_json(p, f + 17, json_object_get(t, "usage"));
-    pgsql_param_jtext(p, f + 18, json_object_get(t, "finish_reason"));
-    pgsql_param_jint(p, f + 19, json_object_get(t, "ttft_us"));
-    pgsql_param_jint(p, f + 20, json_object_get(t, "latency_us"));
-    pgsql_param_jint(p, f + 21, json_object_get(t, "seq"));
+    turnrow_bind(t, &pgsql_exec_binder, p, first, first + TURNROW_COLUMNS - 1);
 }
 
 void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first)

@@ -5,6 +5,7 @@
 #include "base/util.h"
 #include "memory/history.h"
 #include "memory/sqlite_read.h"
+#include "memory/turnrow.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -37,32 +38,45 @@ static void sqlite_exec_bind_int(sqlite3_stmt *s, int i, json_t *v)
         sqlite3_bind_null(s, i);
 }
 
+/* turnrow's binder over a statement. */
+static void sqlite_exec_b_int(void *s, int at, json_t *v)
+{
+    sqlite_exec_bind_int(s, at, v);
+}
+
+static void sqlite_exec_b_string(void *s, int at, json_t *v)
+{
+    sqlite_exec_bind_text(s, at, v);
+}
+
+static void sqlite_exec_b_json(void *s, int at, json_t *v)
+{
+    sqlite_exec_bind_json(s, at, v);
+}
+
+static void sqlite_exec_b_text(void *s, int at, const char *text)
+{
+    sqlite3_bind_text(s, at, text, -1, SQLITE_STATIC);
+}
+
+static void sqlite_exec_b_flag(void *s, int at, int on)
+{
+    sqlite3_bind_int(s, at, on);
+}
+
+static void sqlite_exec_b_real(void *s, int at, double d)
+{
+    sqlite3_bind_double(s, at, d);
+}
+
+static const struct turnrow_binder sqlite_exec_binder = {sqlite_exec_b_int,  sqlite_exec_b_string,
+                                                         sqlite_exec_b_json, sqlite_exec_b_text,
+                                                         sqlite_exec_b_flag, sqlite_exec_b_real};
+
+/* Turn t's columns as ST_INSERT's ?2..?21 (its seq last); ?1, the session, is the caller's. */
 static void sqlite_exec_bind_turn(sqlite3_stmt *s, json_t *t)
 {
-    json_t *meta = json_object_get(t, "metadata");
-    sqlite_exec_bind_int(s, 2, json_object_get(t, "turn_id"));
-    sqlite_exec_bind_int(s, 3, json_object_get(t, "turn_idx"));
-    sqlite_exec_bind_text(s, 4, json_object_get(t, "role"));
-    sqlite_exec_bind_text(s, 5, json_object_get(t, "content"));
-    sqlite_exec_bind_text(s, 6, json_object_get(t, "source"));
-    sqlite3_bind_int(s, 7, json_is_true(json_object_get(t, "interrupted")));
-    sqlite_exec_bind_int(s, 8, json_object_get(t, "interrupt_timestamp"));
-    sqlite_exec_bind_text(s, 9, json_object_get(t, "original"));
-    if (json_is_object(meta))
-        sqlite_exec_bind_json(s, 10, meta);
-    else
-        sqlite3_bind_text(s, 10, "{}", 2, SQLITE_STATIC);
-    sqlite_exec_bind_json(s, 11, json_object_get(t, "tool_calls"));
-    sqlite_exec_bind_text(s, 12, json_object_get(t, "tool_call_id"));
-    sqlite_exec_bind_text(s, 13, json_object_get(t, "name"));
-    sqlite_exec_bind_int(s, 14, json_object_get(t, "timestamp"));
-    sqlite3_bind_double(s, 15, json_number_value(json_object_get(t, "importance")));
-    sqlite_exec_bind_text(s, 16, json_object_get(t, "model"));
-    sqlite_exec_bind_json(s, 17, json_object_get(t, "usage"));
-    sqlite_exec_bind_text(s, 18, json_object_get(t, "finish_reason"));
-    sqlite_exec_bind_int(s, 19, json_object_get(t, "ttft_us"));
-    sqlite_exec_bind_int(s, 20, json_object_get(t, "latency_us"));
-    sqlite_exec_bind_int(s, 21, json_object_get(t, "seq"));
+    turnrow_bind(t, &sqlite_exec_binder, s, 2, 21);
 }
 
 /* A replaced reply's own columns (ST_REPLACE's ?7..?13). */

@@ -8,20 +8,23 @@
 /* The roles counted by kind; another role is compared by its text. */
 enum turnlist_kind { TURNLIST_OTHER, TURNLIST_USER, TURNLIST_ASSISTANT, TURNLIST_TOOL };
 
+/* What the list keeps beside a turn's view (views[i].t is the turn, referenced). */
 struct turnlist_item {
-    struct reconcile_view v; /* v.t is the turn, referenced */
     enum turnlist_kind kind;
-    size_t bytes; /* jsize_tree(v.t) */
+    size_t bytes; /* jsize_tree(views[i].t) */
 };
 
 /* An entry's first allocation, in turns: a working set may hold many short sessions
  * (memory.max_turns counts each as at least one turn). */
 #define TURNLIST_FIRST_CAP 4
 
-/* items[start .. start + n) are the turns: the oldest leave by moving start, so trimming one
- * turn a request (a long call) moves nothing; the array is compacted when half of it is free
- * at the front, so each turn is moved at most about once. */
+/* views[start .. start + n) are the turns, items[] beside them: the oldest leave by moving
+ * start, so trimming one turn a request (a long call) moves nothing; the arrays are compacted
+ * when half of them is free at the front, so each turn is moved at most about once. The
+ * views are an array of their own so that a window is matched against them where they are
+ * (turnlist_views): copying 256 of them cost a request more than matching did. */
 struct turnlist {
+    struct reconcile_view *views;
     struct turnlist_item *items;
     size_t start, n, cap;
     size_t bytes; /* of the turns held */
@@ -38,10 +41,12 @@ static enum turnlist_kind turnlist_kind_of(const char *role)
     return strcmp(role, "tool") == 0 ? TURNLIST_TOOL : TURNLIST_OTHER;
 }
 
-static void turnlist_item_read(struct turnlist *l, struct turnlist_item *it, json_t *t)
+/* Turn t into slot k of the arrays. */
+static void turnlist_item_read(struct turnlist *l, size_t k, json_t *t)
 {
-    reconcile_view_read(&it->v, json_incref(t));
-    it->kind = turnlist_kind_of(it->v.role);
+    struct turnlist_item *it = &l->items[k];
+    reconcile_view_read(&l->views[k], json_incref(t));
+    it->kind = turnlist_kind_of(l->views[k].role);
     it->bytes = jsize_tree(t);
     l->bytes += it->bytes;
 }
@@ -62,6 +67,7 @@ void turnlist_destroy(struct turnlist *l)
     if (l == NULL)
         return;
     turnlist_clear(l);
+    free(l->views);
     free(l->items);
     free(l);
 }
@@ -78,22 +84,24 @@ void turnlist_set(struct turnlist *l, json_t *turns)
 void turnlist_append(struct turnlist *l, json_t *turn)
 {
     if (l->start + l->n == l->cap && l->start > 0 && l->start >= l->n) {
+        memmove(l->views, l->views + l->start, l->n * sizeof(*l->views));
         memmove(l->items, l->items + l->start, l->n * sizeof(*l->items));
         l->start = 0;
     }
     if (l->start + l->n == l->cap) { /* from a few: most sessions are short */
         l->cap = l->cap ? l->cap * 2 : TURNLIST_FIRST_CAP;
+        l->views = xrealloc(l->views, l->cap * sizeof(*l->views));
         l->items = xrealloc(l->items, l->cap * sizeof(*l->items));
     }
-    turnlist_item_read(l, &l->items[l->start + l->n++], turn);
+    turnlist_item_read(l, l->start + l->n++, turn);
 }
 
 void turnlist_replace(struct turnlist *l, size_t i, json_t *t)
 {
-    struct turnlist_item *it = &l->items[l->start + i];
-    json_t *old = it->v.t;
-    l->bytes -= it->bytes;
-    turnlist_item_read(l, it, t);
+    size_t k = l->start + i;
+    json_t *old = l->views[k].t;
+    l->bytes -= l->items[k].bytes;
+    turnlist_item_read(l, k, t);
     json_decref(old);
 }
 
@@ -101,7 +109,7 @@ void turnlist_keep_last(struct turnlist *l, size_t keep)
 {
     while (l->n > keep) {
         l->bytes -= l->items[l->start].bytes;
-        json_decref(l->items[l->start].v.t);
+        json_decref(l->views[l->start].t);
         l->start++;
         l->n--;
     }
@@ -127,29 +135,31 @@ size_t turnlist_size(const struct turnlist *l)
 
 json_t *turnlist_get(const struct turnlist *l, size_t i)
 {
-    return i < l->n ? l->items[l->start + i].v.t : NULL;
+    return i < l->n ? l->views[l->start + i].t : NULL;
 }
 
 int64_t turnlist_turn_id(const struct turnlist *l, size_t i)
 {
-    return i < l->n ? l->items[l->start + i].v.turn_id : -1;
+    return i < l->n ? l->views[l->start + i].turn_id : -1;
 }
 
-static int turnlist_item_is(const struct turnlist_item *it, enum turnlist_kind kind,
+/* Whether slot k holds a turn of that kind and role. */
+static int turnlist_item_is(const struct turnlist *l, size_t k, enum turnlist_kind kind,
                             const char *role)
 {
-    return it->kind == kind && (kind != TURNLIST_OTHER || strcmp(it->v.role, role) == 0);
+    return l->items[k].kind == kind &&
+           (kind != TURNLIST_OTHER || strcmp(l->views[k].role, role) == 0);
 }
 
 int turnlist_role_is(const struct turnlist *l, size_t i, const char *role)
 {
-    return i < l->n && turnlist_item_is(&l->items[l->start + i], turnlist_kind_of(role), role);
+    return i < l->n && turnlist_item_is(l, l->start + i, turnlist_kind_of(role), role);
 }
 
 long turnlist_find_seq(const struct turnlist *l, int64_t seq)
 {
     for (size_t i = l->n; i-- > 0;) {
-        if (l->items[l->start + i].v.seq == seq)
+        if (l->views[l->start + i].seq == seq)
             return (long)i;
     }
     return -1;
@@ -159,10 +169,8 @@ int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *ro
 {
     enum turnlist_kind kind = turnlist_kind_of(role);
     int64_t n = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        const struct turnlist_item *it = &l->items[l->start + i];
-        n += it->v.turn_id == turn_id && turnlist_item_is(it, kind, role);
-    }
+    for (size_t k = l->start; k < l->start + l->n; k++)
+        n += l->views[k].turn_id == turn_id && turnlist_item_is(l, k, kind, role);
     return n;
 }
 
@@ -170,18 +178,23 @@ json_t *turnlist_array(const struct turnlist *l)
 {
     json_t *out = json_array();
     for (size_t i = 0; i < l->n; i++)
-        json_array_append(out, l->items[l->start + i].v.t);
+        json_array_append(out, l->views[l->start + i].t);
     return out;
 }
 
-struct reconcile_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n)
+const struct reconcile_view *turnlist_views(const struct turnlist *l, size_t *n)
+{
+    *n = l->n;
+    return l->views != NULL ? l->views + l->start : NULL;
+}
+
+struct reconcile_view *turnlist_views_from(const struct turnlist *l, int64_t oldest, size_t *n)
 {
     struct reconcile_view *out = xmalloc((l->n + 1) * sizeof(*out));
     *n = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        const struct turnlist_item *it = &l->items[l->start + i];
-        if (it->v.turn_id >= oldest)
-            out[(*n)++] = it->v;
+    for (size_t k = l->start; k < l->start + l->n; k++) {
+        if (l->views[k].turn_id >= oldest)
+            out[(*n)++] = l->views[k];
     }
     return out;
 }

@@ -61,9 +61,11 @@ int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *ro
 
 /* A new array of every turn, in order. */
 json_t *turnlist_array(const struct turnlist *l);
-/* The views of the turns whose turn_id is at least oldest (INT64_MIN: all), in order, *n of
- * them: what a window is reconciled against (reconcile_run_views). The array is new (free()
- * it); the turns are the list's, so use it before the list changes. */
-struct reconcile_view *turnlist_views(const struct turnlist *l, int64_t oldest, size_t *n);
+/* What a window is reconciled against (reconcile_run_views): turnlist_views(), the views of
+ * every turn, in order, *n of them, where the list keeps them (borrowed: use them before the
+ * list changes; NULL when it never held a turn); turnlist_views_from(), those of the turns
+ * whose turn_id is at least oldest, in a new array (free() it; its turns are the list's). */
+const struct reconcile_view *turnlist_views(const struct turnlist *l, size_t *n);
+struct reconcile_view *turnlist_views_from(const struct turnlist *l, int64_t oldest, size_t *n);
 
 #endif

@@ -54,8 +54,12 @@ static void assert_seqs(json_t *turns, const char *want)
 /* The seqs of the views from oldest on, each checked against its turn, joined by commas. */
 static void assert_views(const struct turnlist *l, int64_t oldest, const char *want)
 {
-    size_t n;
-    struct reconcile_view *v = turnlist_views(l, oldest, &n);
+    size_t n, nall;
+    struct reconcile_view *v = turnlist_views_from(l, oldest, &n);
+    const struct reconcile_view *all = turnlist_views(l, &nall);
+    assert_int_equal(nall, turnlist_size(l));
+    for (size_t i = 0; i < nall; i++) /* every view where the list keeps it, in order */
+        assert_ptr_equal(all[i].t, turnlist_get(l, i));
     json_t *turns = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *t = v[i].t;
@@ -183,7 +187,7 @@ static void test_set_and_replace(void **state)
     assert_int_equal(turnlist_find_seq(l, 11), 1);
     assert_int_equal(turnlist_count(l, 4, "assistant"), 1);
     size_t n;
-    struct reconcile_view *v = turnlist_views(l, 4, &n); /* matching sees what was heard */
+    struct reconcile_view *v = turnlist_views_from(l, 4, &n); /* matching sees what was heard */
     assert_int_equal(n, 2);
     assert_string_equal(v[1].content, "a long");
     free(v);
