@@ -18,7 +18,8 @@ struct walbuf_file {
     unsigned char *buf; /* held bytes, for the offsets [off, off + len); WALBUF_CAP */
     size_t len;
     sqlite3_int64 off;
-    sqlite3_int64 commit_page; /* where the commit frame's page goes, once its header is out */
+    sqlite3_int64 commit_page; /* where the commit frame's page goes, its header held */
+    int after_read;            /* the file's last call was a read */
 };
 
 /* The default VFS's file follows ours, aligned as SQLite aligns the files it allocates. */
@@ -79,19 +80,25 @@ static int walbuf_write(sqlite3_file *pf, const void *p, int n, sqlite3_int64 of
 {
     struct walbuf_file *f = (struct walbuf_file *)pf;
     atomic_fetch_add_explicit(&walbuf_asked, 1, memory_order_relaxed);
+    int after_read = f->after_read;
+    f->after_read = 0;
     if (off == f->commit_page) { /* the commit frame's page: the transaction's last bytes */
         f->commit_page = -1;
-        int rc = walbuf_flush(f);
-        return rc != SQLITE_OK ? rc : walbuf_write_through(f, p, n, off);
+        int rc = walbuf_hold(f, p, n, off); /* after its header, when that is still held */
+        return rc != SQLITE_OK ? rc : walbuf_flush(f);
     }
     f->commit_page = -1;
     int rc = walbuf_hold(f, p, n, off);
-    if (rc == SQLITE_OK && walbuf_commit_header(p, n)) {
-        rc = walbuf_flush(f);
-        if (rc == SQLITE_OK)
-            f->commit_page = off + n;
-    }
-    return rc;
+    if (rc != SQLITE_OK || !walbuf_commit_header(p, n))
+        return rc;
+    /* Its page is SQLite's next write, and goes out with it. But a commit header written
+     * just after a read may be one rewritten in place (a spilled transaction's checksums,
+     * recomputed at its commit, each header after a read of its frame), which no page
+     * follows: SQLite publishes the commit next. That one goes out at once (and so, to be
+     * sure, does any other commit header that follows a read; its page then follows it
+     * straight through). */
+    f->commit_page = off + n;
+    return after_read ? walbuf_flush(f) : SQLITE_OK;
 }
 
 static int walbuf_close(sqlite3_file *pf)
@@ -108,6 +115,7 @@ static int walbuf_read(sqlite3_file *pf, void *p, int n, sqlite3_int64 off)
 {
     struct walbuf_file *f = (struct walbuf_file *)pf;
     int rc = walbuf_flush(f);
+    f->after_read = 1;
     return rc != SQLITE_OK ? rc : f->real->pMethods->xRead(f->real, p, n, off);
 }
 

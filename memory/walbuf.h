@@ -16,9 +16,14 @@
  * Why it is safe: readers, other processes and recovery learn of new frames only from the
  * WAL index header SQLite publishes after it wrote the transaction's commit frame — the frame
  * whose header carries the database size (bytes 4-7, zero in every other frame; SQLite's file
- * format). So a commit frame's header is never held: it goes out at once with everything
- * before it, and the commit frame's page follows straight through. By the time xWrite
- * returns for the commit frame, the whole transaction is in the file, as without walbuf.
+ * format). So the commit frame's page is never held: SQLite writes it right after the frame's
+ * header, and it goes out at once with that header and everything before it, in one write
+ * (one write a transaction, not two: the reply's commit is what a recorded response's end
+ * waits for). By the time xWrite returns for the commit frame's page, the whole transaction
+ * is in the file, as without walbuf. One commit header comes without its page: SQLite
+ * rewrites the frame headers of a transaction that spilled to the WAL before its commit
+ * (their checksums), each just after reading its frame, and publishes the commit after the
+ * last, the commit frame's; a commit header that follows a read goes out at once.
  * What stays held is only ever part of a transaction not yet committed, which SQLite
  * itself would discard after a crash (recovery keeps the frames up to the last commit frame
  * whose checksums hold); a failed write of it is reported to SQLite, which rolls that
