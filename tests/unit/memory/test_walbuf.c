@@ -230,6 +230,34 @@ static void test_frames_go_out_together(void **state)
     dir_remove(&d);
 }
 
+/* A commit of one frame whose header follows a read of the WAL (a writer with a cold page
+ * cache reads the page it changes from the WAL): the header goes out at once, as a rewritten
+ * checksum's must (no page follows one), and the page straight after it, so the commit is
+ * in the file when SQLite publishes it. */
+static void test_one_frame_commit_after_a_read(void **state)
+{
+    (void)state;
+    struct dir d;
+    dir_make(&d);
+    sqlite3 *w = open_writer(d.db);
+    insert_rows(w, 1, 5, 10);
+    sqlite3 *r = open_plain(d.db, SQLITE_OPEN_READONLY); /* keeps the WAL past the close */
+    assert_int_equal(query_int(r, "SELECT count(*) FROM t"), 5);
+    sqlite3_close(w);
+    w = open_writer(d.db); /* a cold cache: the table's page is read from the WAL */
+    struct walbuf_stats a, b;
+    walbuf_stats(&a);
+    exec(w, "UPDATE t SET v = zeroblob(20) WHERE k = 3");
+    walbuf_stats(&b);
+    assert_int_equal(b.asked - a.asked, 2); /* one frame: its header, its page */
+    assert_int_equal(b.made - a.made, 2);
+    assert_int_equal(query_int(r, "SELECT length(v) FROM t WHERE k = 3"), 20);
+    assert_int_equal(rows_after_crash(&d), 5);
+    sqlite3_close(r);
+    sqlite3_close(w);
+    dir_remove(&d);
+}
+
 /* Files other than a WAL are the default VFS's own; a database without WAL works as ever. */
 static void test_rollback_journal_database(void **state)
 {
@@ -258,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_rollback_leaves_nothing),
         cmocka_unit_test(test_process_death_keeps_commits),
         cmocka_unit_test(test_frames_go_out_together),
+        cmocka_unit_test(test_one_frame_commit_after_a_read),
         cmocka_unit_test(test_rollback_journal_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
