@@ -65,3 +65,50 @@ bench_port() {
     cat "$2" >&2
     return 1
 }
+
+# bench_free_port: a free TCP port on loopback
+bench_free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# bench_nginx_conf DIR MOCK_PORT PORT: the nginx bench/ compares memproxy with, in DIR/nginx.conf
+# (its temporary folders and log in DIR): one process, no logs on the request path, kept-alive
+# connections both ways (nginx closes a client's connection after 1,000 requests by default,
+# and mpbench counts on one), proxy_pass to the mock on MOCK_PORT, listening on PORT.
+bench_nginx_conf() {
+    local d=$1
+    mkdir -p "$d"
+    cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 600s;
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    client_body_buffer_size 64k;
+    client_max_body_size 1m;
+    upstream mock {
+        server 127.0.0.1:$2;
+        keepalive 64;
+        keepalive_requests 100000000;
+    }
+    server {
+        listen 127.0.0.1:$3;
+        location / {
+            proxy_pass http://mock;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}

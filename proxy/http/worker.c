@@ -57,8 +57,8 @@ static void worker_read_back(void *arg, int failed)
     worker_release(w);
 }
 
-static void worker_read_in(struct worker *w, int lane, worker_read_fn fn, worker_read_done done,
-                           void *arg)
+static void worker_read_in(struct worker *w, enum readpool_lane lane, worker_read_fn fn,
+                           worker_read_done done, void *arg)
 {
     if (w->pool == NULL) {
         memory_reader_clear(w->reader);
@@ -70,7 +70,7 @@ static void worker_read_in(struct worker *w, int lane, worker_read_fn fn, worker
     *rd = (struct worker_reading){
         .w = w, .t_start = util_now_us(), .fn = fn, .done = done, .arg = arg};
     worker_hold(w);
-    readpool_run(w->pool, (enum readpool_lane)lane, w->base, worker_read_run, worker_read_back, rd);
+    readpool_run(w->pool, lane, w->base, worker_read_run, worker_read_back, rd);
 }
 
 void worker_read(struct worker *w, worker_read_fn fn, worker_read_done done, void *arg)

@@ -94,14 +94,21 @@ static void run_until(struct env *v, size_t n)
     assert_int_equal(v->ndone, n);
 }
 
+/* The environment and a pool of threads readers over it. */
+static struct readpool *pool_open(struct env *v, size_t threads)
+{
+    char *err = NULL;
+    env_open(v);
+    struct readpool *p = readpool_create(v->m, threads, &err);
+    assert_non_null(p);
+    return p;
+}
+
 static void test_read_off_the_loop_done_on_it(void **state)
 {
     (void)state;
     struct env v;
-    char *err = NULL;
-    env_open(&v);
-    struct readpool *p = readpool_create(v.m, 1, &err);
-    assert_non_null(p);
+    struct readpool *p = pool_open(&v, 1);
     struct job a = {.v = &v, .name = 'a'};
     readpool_run(p, READPOOL_REST, v.base, job_read, job_done, &a);
     run_until(&v, 1);
@@ -116,10 +123,7 @@ static void test_calls_go_ahead_of_rest_reads(void **state)
 {
     (void)state;
     struct env v;
-    char *err = NULL;
-    env_open(&v);
-    struct readpool *p = readpool_create(v.m, 1, &err);
-    assert_non_null(p);
+    struct readpool *p = pool_open(&v, 1);
     /* a holds the only thread; b and c (REST) queue, then d and e (calls) */
     struct job a = {.v = &v, .name = 'a', .gated = 1}, b = {.v = &v, .name = 'b'},
                c = {.v = &v, .name = 'c'}, d = {.v = &v, .name = 'd'}, e = {.v = &v, .name = 'e'};
@@ -140,10 +144,7 @@ static void test_destroy_runs_what_is_queued(void **state)
 {
     (void)state;
     struct env v;
-    char *err = NULL;
-    env_open(&v);
-    struct readpool *p = readpool_create(v.m, 2, &err);
-    assert_non_null(p);
+    struct readpool *p = pool_open(&v, 2);
     struct job jobs[6];
     for (int i = 0; i < 6; i++) {
         jobs[i] = (struct job){.v = &v, .name = (char)('a' + i)};
