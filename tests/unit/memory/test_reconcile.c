@@ -328,6 +328,51 @@ static void test_repeated_exchange(void **state)
     json_decref(store);
 }
 
+/* An older window sent again while newer turns are stored (a request replayed while its reply
+ * was being recorded): it lies wholly inside the stored turns, nothing is new. Starting with a
+ * question it is found by its content; starting with a reply the caller heard only in part,
+ * by what was heard of it, and that reply is marked cut. Without the fingerprint, alignment
+ * alone decides (reconcile_align's third step). */
+static void test_older_window_replayed(void **state)
+{
+    (void)state;
+    json_t *store = json_array();
+    struct reconcile_result r;
+    json_t *w1 = msgs_of("[{\"role\":\"user\",\"content\":\"Is the shop open?\"}]");
+    reconcile_run(store, w1, 0, NOW, &r);
+    apply(store, &r);
+    reconcile_result_clear(&r);
+    record_reply(store, "Yes, until six tonight.", 1, 0);
+    json_t *w2 = msgs_of("[{\"role\":\"user\",\"content\":\"Is the shop open?\"},"
+                         "{\"role\":\"assistant\",\"content\":\"Yes, until six tonight.\"},"
+                         "{\"role\":\"user\",\"content\":\"And tomorrow?\"}]");
+    reconcile_run(store, w2, 0, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts), 1);
+    apply(store, &r);
+    reconcile_result_clear(&r);
+    record_reply(store, "Tomorrow from nine.", 2, 0);
+    assert_int_equal(json_array_size(store), 4);
+
+    reconcile_run(store, w1, 0, NOW, &r); /* the first question alone, again */
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    reconcile_result_clear(&r);
+    json_t *w3 = msgs_of("[{\"role\":\"assistant\",\"content\":\"Yes, until\"},"
+                         "{\"role\":\"user\",\"content\":\"And tomorrow?\"}]");
+    reconcile_run(store, w3, 0, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts), 0);
+    assert_int_equal(json_array_size(r.updates), 1);
+    apply(store, &r);
+    reconcile_result_clear(&r);
+    json_t *cut = json_array_get(store, 1);
+    assert_string_equal(str(cut, "content"), "Yes, until");
+    assert_string_equal(str(cut, "original"), "Yes, until six tonight.");
+    assert_int_equal(json_array_size(store), 4);
+    json_decref(w1);
+    json_decref(w2);
+    json_decref(w3);
+    json_decref(store);
+}
+
 /* Many messages of one turn (a tool-heavy turn, or a client that gives every message the same
  * id): each gets its own index among its turn's messages of its role, in order, whether it
  * is new, already stored, or new after stored ones; a window that says them again adds
@@ -440,6 +485,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_normal_mode_alignment),
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_repeated_exchange),
+        cmocka_unit_test(test_older_window_replayed),
         cmocka_unit_test(test_reworded_replies),
         cmocka_unit_test(test_window_hash_is_stable),
         cmocka_unit_test(test_window_oldest),
