@@ -12,6 +12,9 @@
  *                  reply (one INSERT of two rows as wide as memproxy's, with its two unique
  *                  indexes), COMMIT, pipelined: what storing one exchange of a call costs in
  *                  the fewest statements, in tables shaped like memproxy's (docs/deploy.md)
+ *   the same, prepared
+ *                  the exchange with statements the connection prepared once and one INSERT
+ *                  a turn, as memproxy's writer prepares its own (storage.prepared_statements)
  *
  *   pgfloor URL [--rounds N] [--gap-us US]
  *
@@ -119,14 +122,25 @@ static const char *const call_schema[] = {
     "'call', 0, 0)",
 };
 
+/* Exchange i's numbers as text: its question's and reply's seq, its turn id, a window hash. */
+struct call_nums {
+    char q[16], a[16], t[16], h[24];
+};
+
+static void call_nums_of(struct call_nums *n, int i)
+{
+    snprintf(n->q, sizeof(n->q), "%d", 2 * i);
+    snprintf(n->a, sizeof(n->a), "%d", 2 * i + 1);
+    snprintf(n->t, sizeof(n->t), "%d", i);
+    snprintf(n->h, sizeof(n->h), "%d", i * 7919);
+}
+
 /* One exchange of a call stored in the fewest statements, pipelined. */
 static void call_rows(PGconn *pg, int i)
 {
-    char q[16], a[16], t[16], h[24];
-    snprintf(q, sizeof(q), "%d", 2 * i);
-    snprintf(a, sizeof(a), "%d", 2 * i + 1);
-    snprintf(t, sizeof(t), "%d", i);
-    snprintf(h, sizeof(h), "%d", i * 7919);
+    struct call_nums n;
+    call_nums_of(&n, i);
+    const char *q = n.q, *a = n.a, *t = n.t, *h = n.h;
     const char *key[] = {"a", "call"};
     const char *win[] = {h};
     const char *rows[] = {q,
@@ -157,7 +171,63 @@ static void call_rows(PGconn *pg, int i)
     drain(pg);
 }
 
-enum kind { K_TRIP, K_COMMIT, K_PIPELINED, K_STEPWISE, K_CALL, K__COUNT };
+/* The same exchange with statements the connection prepared once and one INSERT a turn, as
+ * memproxy's writer prepares its own by default (storage.prepared_statements; its statements
+ * do more: the session row's upsert, a stopped session reopened by an INSERT). */
+static const char *const call_prepared[][2] = {
+    {"floor_version", "UPDATE pgfloor_sessions SET version = version + 1 WHERE tenant = $1 AND "
+                      "id = $2 RETURNING sid, status, version"},
+    {"floor_window", "INSERT INTO pgfloor_windows VALUES (1, $1) ON CONFLICT (sid) DO UPDATE "
+                     "SET hash = excluded.hash"},
+    {"floor_turn", "INSERT INTO pgfloor_messages (sid, seq, turn_id, turn_idx, role, content, "
+                   "source, metadata, timestamp_ms, importance, model, usage, finish_reason, "
+                   "ttft_us, latency_us) VALUES (1, $1, $2, 0, $3, $4, $5, '{}', 1763800140000, "
+                   "0.5, $6, $7, $8, $9, $10)"},
+};
+
+static void call_prepare(PGconn *pg)
+{
+    for (size_t j = 0; j < sizeof(call_prepared) / sizeof(*call_prepared); j++) {
+        PGresult *r = PQprepare(pg, call_prepared[j][0], call_prepared[j][1], 0, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            fprintf(stderr, "pgfloor: prepare: %s", PQerrorMessage(pg));
+            exit(1);
+        }
+        PQclear(r);
+    }
+}
+
+static void call_rows_prepared(PGconn *pg, int i)
+{
+    struct call_nums n;
+    call_nums_of(&n, i);
+    const char *q = n.q, *a = n.a, *t = n.t, *h = n.h;
+    const char *key[] = {"a", "call"};
+    const char *win[] = {h};
+    const char *question[] = {
+        q,    t,    "user", "a turn of a call, as long as a short sentence is", "asr", NULL, NULL,
+        NULL, NULL, NULL};
+    const char *reply[] = {a,
+                           t,
+                           "assistant",
+                           "its reply, a little longer than the question was, in a sentence",
+                           "llm",
+                           "gpt-4o-mini",
+                           "{\"prompt_tokens\": 120, \"completion_tokens\": 14}",
+                           "stop",
+                           "212000",
+                           "480000"};
+    PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, "floor_version", 2, key, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, "floor_window", 1, win, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, "floor_turn", 10, question, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, "floor_turn", 10, reply, NULL, NULL, 0);
+    PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    PQpipelineSync(pg);
+    drain(pg);
+}
+
+enum kind { K_TRIP, K_COMMIT, K_PIPELINED, K_STEPWISE, K_CALL, K_CALL_PREPARED, K__COUNT };
 
 static void once(PGconn *pg, enum kind k, int i)
 {
@@ -173,6 +243,9 @@ static void once(PGconn *pg, enum kind k, int i)
         break;
     case K_CALL:
         call_rows(pg, i);
+        break;
+    case K_CALL_PREPARED:
+        call_rows_prepared(pg, i);
         break;
     case K_STEPWISE:
     case K__COUNT:
@@ -204,11 +277,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "pgfloor: %s", PQerrorMessage(pg));
         return 1;
     }
-    static const char *const names[] = {"round trip (SELECT 1)", "commit (one INSERT, autocommit)",
-                                        "transaction pipelined (BEGIN, 2 INSERTs, COMMIT)",
-                                        "transaction stepwise (the same, 4 round trips)",
-                                        "a call's rows pipelined (session row, window, question "
-                                        "and reply)"};
+    static const char *const names[] = {
+        "round trip (SELECT 1)",
+        "commit (one INSERT, autocommit)",
+        "transaction pipelined (BEGIN, 2 INSERTs, COMMIT)",
+        "transaction stepwise (the same, 4 round trips)",
+        "a call's rows pipelined (session row, window, question "
+        "and reply)",
+        "the same, prepared once as memproxy does (storage.prepared_"
+        "statements), one INSERT a turn"};
     uint64_t *s = malloc((size_t)rounds * sizeof(*s));
     PGresult *v = PQexec(pg, "SHOW synchronous_commit");
     printf("| PostgreSQL (%s, synchronous_commit %s%s) | p50 (us) | p99 (us) |\n|---|---|---|\n",
@@ -218,9 +295,12 @@ int main(int argc, char **argv)
     for (int k = 0; k < K__COUNT; k++) {
         run(pg, "DROP TABLE IF EXISTS pgfloor");
         run(pg, "CREATE TABLE pgfloor (id bigint PRIMARY KEY, body text NOT NULL)");
-        for (size_t j = 0; k == K_CALL && j < sizeof(call_schema) / sizeof(*call_schema); j++)
+        int call = k == K_CALL || k == K_CALL_PREPARED;
+        for (size_t j = 0; call && j < sizeof(call_schema) / sizeof(*call_schema); j++)
             run(pg, call_schema[j]);
-        if (k == K_PIPELINED || k == K_CALL)
+        if (k == K_CALL_PREPARED)
+            call_prepare(pg);
+        if (k == K_PIPELINED || call)
             PQenterPipelineMode(pg);
         for (int i = 0; i < rounds; i++) {
             struct timespec gap = {.tv_sec = gap_us / 1000000, .tv_nsec = gap_us % 1000000 * 1000L};
@@ -230,7 +310,7 @@ int main(int argc, char **argv)
             once(pg, (enum kind)k, i);
             s[i] = now_ns() - t0;
         }
-        if (k == K_PIPELINED || k == K_CALL)
+        if (k == K_PIPELINED || call)
             PQexitPipelineMode(pg);
         qsort(s, (size_t)rounds, sizeof(*s), cmp_u64);
         printf("| %s | %.1f | %.1f |\n", names[k], s[rounds / 2] / 1e3,
