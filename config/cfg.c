@@ -114,6 +114,12 @@ static const struct cfg_option cfg_options[] = {
      "microseconds apart) a reply's commit waits this long for the next ones to share it, "
      "and a request's own turns (its window's new messages) wait for its reply's commit, this "
      "long at most; 0 = never. One request at a time never waits."},
+    {CFG_SEC_TOP, "storage.commit_spin_us", T_INT, TOP(commit_spin_us), "100", 0, 10000,
+     "One recorded request at a time (no other reply on its way, nothing else ready for the "
+     "worker), the worker waits this many microseconds at most for its reply's commit, "
+     "yielding its CPU, instead of sleeping until the writer wakes it (a wake-up through the "
+     "kernel, and on a VM the wake-up of an idle CPU); then it sleeps as before. 0 = always "
+     "sleep. SQLite only."},
     {CFG_SEC_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},
     {CFG_SEC_TOP, "sessions.user_fields", T_STRLIST, TOP(session_user_fields), "", 0, 0,

@@ -128,6 +128,7 @@ struct cfg {
     long db_pool; /* storage.pool: threads (connections) of the read pool */
     long busy_timeout_ms;
     long commit_delay_us;
+    long commit_spin_us;
     int sessions_require;
     struct cfg_strlist session_id_fields;
     struct cfg_strlist session_user_fields;

@@ -785,7 +785,8 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
                             .busy_timeout_ms = o->busy_timeout_ms,
                             .retention_ms = (int64_t)o->retention_days * 86400000LL,
                             .touch_ms = o->touch_ms,
-                            .commit_delay_us = o->commit_delay_us};
+                            .commit_delay_us = o->commit_delay_us,
+                            .commit_spin_us = o->commit_spin_us};
     struct store *st = store_open(o->path, &so, err);
     if (st == NULL)
         return NULL;
@@ -809,6 +810,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->batches_ok = c.ok;
     out->batches_failed = c.failed;
     out->commit_delays = c.delayed;
+    out->commit_spins = c.spun;
     out->checkpoints = c.checkpoints;
     out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;

@@ -62,6 +62,7 @@ struct memory_opts {
     int64_t touch_ms;          /* a session's updated time may lag its last request by this much
                                   (at most a minute; idle stops want it finer) */
     int64_t commit_delay_us;   /* group commit under load (store.h, store_opts) */
+    int64_t commit_spin_us;    /* a reply's commit awaited without sleeping (store_opts) */
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
@@ -72,6 +73,7 @@ struct memory_stats {
     uint64_t batches_ok;       /* requests' and replies' writes committed */
     uint64_t batches_failed;   /* writes that could not be committed (logged) */
     uint64_t commit_delays;    /* transactions held for storage.commit_delay_us */
+    uint64_t commit_spins;     /* reply commits a worker waited for without sleeping */
     uint64_t checkpoints;      /* WAL checkpoints the writer ran */
     uint64_t reach_back_turns; /* turns read for turn-id windows older than the working set */
     int64_t replies_pending;   /* recorded requests under way whose reply is not written yet */

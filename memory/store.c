@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,6 +32,13 @@ struct store_inbox {
     unsigned wakes; /* on the base's thread */
     pthread_mutex_t mu;
     struct store_batch *head, *tail;
+    /* The wait for a commit without sleeping (store_opts.commit_spin_us): while spinning
+     * (under mu) the base's thread is in store_inbox_spin, looking at the list, and efd is
+     * not written; spin_ev runs that wait once the callback that submitted has returned. */
+    int spinning;
+    struct event *spin_ev;
+    struct store *st;
+    atomic_int pending; /* its awaited batches submitted and not yet reported */
     struct store_inbox *next;
 };
 
@@ -59,7 +67,7 @@ struct store {
     struct store_inbox *inboxes; /* attached bases (store_attach) */
     pthread_rwlock_t inboxes_lock;
     /* written by the writer, read by /metrics */
-    atomic_uint_fast64_t n_tx, n_ok, n_failed, n_delayed;
+    atomic_uint_fast64_t n_tx, n_ok, n_failed, n_delayed, n_spun;
     atomic_int_fast64_t expected; /* store_expect */
     int stopping;
     int64_t next_purge_ms;
@@ -89,7 +97,7 @@ static void store_inbox_put(struct store_inbox *in, struct store_batch *b)
     static const uint64_t one = 1;
     b->next = NULL;
     pthread_mutex_lock(&in->mu);
-    int was_empty = in->head == NULL;
+    int was_empty = in->head == NULL && !in->spinning;
     if (in->tail != NULL)
         in->tail->next = b;
     else
@@ -110,6 +118,7 @@ static void store_inbox_run(struct store_inbox *in)
     while (b != NULL) {
         struct store_batch *next = b->next;
         store_report(b);
+        atomic_fetch_sub_explicit(&in->pending, 1, memory_order_relaxed);
         b = next;
     }
 }
@@ -121,6 +130,39 @@ static void store_inbox_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if ((!in->edge || ++in->wakes % 65536 == 0) && read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
         log_warn("store: reading a completion eventfd: %s", strerror(errno));
+    store_inbox_run(in);
+}
+
+/* On the base's thread, after the callback that submitted an awaited batch returned: when
+ * nothing else is under way (no other reply expected, no other batch of this base's waiting
+ * for the writer, no other event ready on the loop), wait here for the completion, yielding
+ * the CPU (to the writer, where they share one), up to commit_spin_us; then run what came.
+ * Whatever comes after the wait ends wakes the loop as before: the writer writes efd unless
+ * it saw spinning set, and spinning is cleared under the same lock the list is read under,
+ * so a completion is either taken here or signalled. */
+static void store_inbox_spin(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_inbox *in = arg;
+    struct store *st = in->st;
+    (void)fd;
+    (void)what;
+    if (atomic_load_explicit(&st->expected, memory_order_relaxed) > 0 ||
+        atomic_load_explicit(&in->pending, memory_order_relaxed) != 1 ||
+        event_base_get_num_events(in->base, EVENT_BASE_COUNT_ACTIVE) > 0)
+        return;
+    uint64_t end = util_now_ns() + (uint64_t)st->opts.commit_spin_us * 1000u;
+    pthread_mutex_lock(&in->mu);
+    in->spinning = 1;
+    while (in->head == NULL && util_now_ns() < end) {
+        pthread_mutex_unlock(&in->mu);
+        sched_yield();
+        pthread_mutex_lock(&in->mu);
+    }
+    in->spinning = 0;
+    int got = in->head != NULL;
+    pthread_mutex_unlock(&in->mu);
+    if (got)
+        atomic_fetch_add_explicit(&st->n_spun, 1, memory_order_relaxed);
     store_inbox_run(in);
 }
 
@@ -168,6 +210,10 @@ int store_attach(struct store *st, struct event_base *base)
         return -1;
     }
     pthread_mutex_init(&in->mu, NULL);
+    in->st = st;
+    in->spin_ev = event_new(base, -1, 0, store_inbox_spin, in);
+    if (in->spin_ev == NULL) /* a user event: only memory can be missing */
+        log_fatal("store: out of memory (event_new)");
     pthread_rwlock_wrlock(&st->inboxes_lock);
     in->next = st->inboxes;
     st->inboxes = in;
@@ -191,6 +237,7 @@ void store_detach(struct store *st, struct event_base *base)
     if (in == NULL)
         return;
     store_inbox_run(in); /* anything its loop did not run (the caller drained first) */
+    event_free(in->spin_ev);
     event_free(in->ev);
     close(in->efd);
     pthread_mutex_destroy(&in->mu);
@@ -358,6 +405,7 @@ void store_counts(struct store *st, struct store_counts *out)
     out->ok = atomic_load_explicit(&st->n_ok, memory_order_relaxed);
     out->failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
     out->delayed = atomic_load_explicit(&st->n_delayed, memory_order_relaxed);
+    out->spun = atomic_load_explicit(&st->n_spun, memory_order_relaxed);
     out->checkpoints = st->be->checkpoints(st->db);
     out->expected = atomic_load_explicit(&st->expected, memory_order_relaxed);
 }
@@ -392,6 +440,9 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     b->arg = arg;
     b->inbox = base != NULL && cb != NULL ? store_inbox_of(st, base) : NULL;
     int awaited = st->opts.commit_delay_us > 0 && b->inbox != NULL;
+    struct store_inbox *spin = b->inbox; /* b may be freed by the writer once queued */
+    if (spin != NULL)
+        atomic_fetch_add_explicit(&spin->pending, 1, memory_order_relaxed);
     pthread_mutex_lock(&st->mu);
     /* read under the lock, so that arrival times follow the queue's order */
     uint64_t now = awaited ? util_now_ns() : 0;
@@ -421,6 +472,8 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
      * sleep on the mutex, and its unlock would then cost a second wake-up */
     if (wake)
         sem_post(&st->wake);
+    if (spin != NULL && st->opts.commit_spin_us > 0 && !st->be->shared)
+        event_active(spin->spin_ev, 0, 0);
 }
 
 /* ---- open and close ---- */

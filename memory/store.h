@@ -42,6 +42,7 @@ struct store_counts {
     uint64_t transactions; /* committed */
     uint64_t ok, failed;   /* batches committed, batches failed */
     uint64_t delayed;      /* groups held by commit_delay_us */
+    uint64_t spun;         /* completions a loop waited for without sleeping (commit_spin_us) */
     uint64_t checkpoints;  /* WAL checkpoints the writer ran (after reporting its group) */
     int64_t expected;      /* replies on their way now (store_expect) */
 };

@@ -42,6 +42,13 @@ struct store_opts {
      * request at a time and replies ending far apart are never held. See store_gather() in
      * store.c. */
     int64_t commit_delay_us;
+    /* One request at a time, a worker's loop waits this long at most for its awaited batch's
+     * completion, yielding its CPU, instead of sleeping until the writer wakes it: a wake-up
+     * is a system call and, where the loop's CPU went idle, the VM's wake-up of that CPU
+     * (bench/floor: ~5-20 us). Only when no other reply is expected and nothing else is ready
+     * on the loop; SQLite only (a shared database's commit is hundreds of microseconds). 0:
+     * never. See store_inbox_spin() in store.c. */
+    int64_t commit_spin_us;
 };
 
 /* A reader as the store sees it: the backend's own reader starts with this. */

@@ -338,6 +338,10 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "storage.commit_delay_us so that replies arriving close together share them.\n"
                    "# TYPE memproxy_store_commit_delays_total counter\n"
                    "memproxy_store_commit_delays_total %llu\n"
+                   "# HELP memproxy_store_commit_spins_total Reply commits a worker waited for "
+                   "without sleeping (storage.commit_spin_us, one request at a time).\n"
+                   "# TYPE memproxy_store_commit_spins_total counter\n"
+                   "memproxy_store_commit_spins_total %llu\n"
                    "# HELP memproxy_store_checkpoints_total WAL checkpoints the writer ran, "
                    "each after reporting the commit that filled the WAL.\n"
                    "# TYPE memproxy_store_checkpoints_total counter\n"
@@ -348,7 +352,8 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "memproxy_store_replies_pending %lld\n",
                    (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
-                   (unsigned long long)m->checkpoints, (long long)m->replies_pending);
+                   (unsigned long long)m->commit_spins, (unsigned long long)m->checkpoints,
+                   (long long)m->replies_pending);
     metrics_printf(
         o,
         "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"

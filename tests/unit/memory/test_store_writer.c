@@ -1,6 +1,6 @@
 /* Unit tests: the SQLite store's writer thread (memory/store.c): group commit, a failed batch
- * among others, completions on the writer or on a base, the commit delay under load, deferred
- * turns, the WAL checkpoint after a report. */
+ * among others, completions on the writer or on a base, the commit delay under load, the wait
+ * for a commit without sleeping, deferred turns, the WAL checkpoint after a report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -308,6 +308,103 @@ static void test_commit_delay(void **state)
     free(path);
 }
 
+/* storage.commit_spin_us: one request at a time, the loop that submitted an awaited batch
+ * waits for its completion without sleeping. The writer is held (a batch before it whose
+ * completion runs on the writer waits for a gate a thread opens 100 ms later), so a loop that
+ * turned once without waiting would return before the completion exists. While another reply
+ * is expected the loop does not wait, and the completion comes through its wake-up. */
+static void *open_later(void *arg)
+{
+    usleep(100000);
+    gate_open(arg);
+    return NULL;
+}
+
+/* A store whose loops wait up to spin_us for their commits, with base attached. */
+static struct store *open_spinning(const char *path, int64_t spin_us, struct event_base *base)
+{
+    struct store *st = storetest_open_with(path, (struct store_opts){.commit_spin_us = spin_us});
+    assert_int_equal(store_attach(st, base), 0);
+    return st;
+}
+
+static void test_commit_spin(void **state)
+{
+    (void)state;
+    char *path = storetest_path();
+    /* long enough for any writer (the wait ends when the completion arrives) */
+    struct event_base *base = event_base_new();
+    struct store *st = open_spinning(path, 10000000, base);
+    struct gate g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    struct store_batch *held = store_batch_new("t", "held");
+    store_batch_session(held, "1002", NULL);
+    store_submit(st, held, NULL, gate_wait, &g); /* runs on the writer, holding it */
+    pthread_t opener;
+    assert_int_equal(pthread_create(&opener, NULL, open_later, &g), 0);
+    norder = 0;
+    submit_reply(st, base, 1);
+    event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    assert_int_equal(norder, 1);
+    pthread_join(opener, NULL);
+
+    uint64_t spun = counts_of(st).spun;
+    store_expect(st, 1); /* another reply on its way: nobody waits */
+    submit_reply(st, base, 2);
+    while (norder < 2)
+        event_base_loop(base, EVLOOP_ONCE);
+    assert_int_equal(counts_of(st).spun, spun);
+    store_expect(st, -1);
+    assert_int_equal(order[0], 1);
+    assert_int_equal(order[1], 2);
+    store_detach(st, base);
+    event_base_free(base);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
+static void on_counted(void *arg, int ok)
+{
+    (void)ok;
+    (*(int *)arg)++;
+}
+
+static void on_expired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    *(int *)arg = 1;
+}
+
+static void test_commit_spin_too_short(void **state)
+{
+    (void)state;
+    char *path = storetest_path();
+    struct event_base *base = event_base_new();
+    struct store *st = open_spinning(path, 1, base);
+    int done = 0, expired = 0;
+    struct timeval limit = {10, 0};
+    struct event *guard = evtimer_new(base, on_expired, &expired);
+    for (int i = 1; i <= 300; i++) {
+        struct store_batch *b = store_batch_new("t", "short");
+        json_t *t = storetest_turn("user", "hi", i, 0, i);
+        store_batch_insert(b, t);
+        json_decref(t);
+        store_submit(st, b, base, on_counted, &done);
+        evtimer_add(guard, &limit);
+        while (done < i && !expired)
+            event_base_loop(base, EVLOOP_ONCE);
+        assert_int_equal(done, i);
+        evtimer_del(guard);
+    }
+    event_free(guard);
+    store_detach(st, base);
+    event_base_free(base);
+    store_close(st);
+    unlink(path);
+    free(path);
+}
+
 /* A request's own turns (a deferred batch) under load wait for the next batch that wakes the
  * writer and share its transaction, or commit_delay_us at most; one request at a time, or
  * at a stop, they are committed at once. */
@@ -445,6 +542,8 @@ int main(void)
         cmocka_unit_test(test_failed_batch),
         cmocka_unit_test(test_attached_base),
         cmocka_unit_test(test_commit_delay),
+        cmocka_unit_test(test_commit_spin),
+        cmocka_unit_test(test_commit_spin_too_short),
         cmocka_unit_test(test_deferred_turns),
         cmocka_unit_test(test_checkpoint_after_report),
     };
