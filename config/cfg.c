@@ -116,7 +116,8 @@ static const struct cfg_option cfg_options[] = {
      "long at most; 0 = never. One request at a time never waits."},
     {CFG_SEC_TOP, "storage.commit_spin_us", T_INT, TOP(commit_spin_us), "100", 0, 10000,
      "One recorded request at a time (no other reply on its way, nothing else ready for the "
-     "worker), the worker waits this many microseconds at most for its reply's commit, "
+     "worker, its replies more than twice this apart), the worker waits this many "
+     "microseconds at most for its reply's commit, "
      "yielding its CPU, instead of sleeping until the writer wakes it (a wake-up through the "
      "kernel, and on a VM the wake-up of an idle CPU); then it sleeps as before. 0 = always "
      "sleep. SQLite only."},

@@ -39,6 +39,8 @@ struct store_inbox {
     struct event *spin_ev;
     struct store *st;
     atomic_int pending; /* its awaited batches submitted and not yet reported */
+    uint64_t last_ns;   /* on the base's thread: when it last submitted one */
+    int sparse;         /* ... and that came spin_us * 2 or more after the one before */
     struct store_inbox *next;
 };
 
@@ -134,19 +136,21 @@ static void store_inbox_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* On the base's thread, after the callback that submitted an awaited batch returned: when
- * nothing else is under way (no other reply expected, no other batch of this base's waiting
- * for the writer, no other event ready on the loop), wait here for the completion, yielding
- * the CPU (to the writer, where they share one), up to commit_spin_us; then run what came.
- * Whatever comes after the wait ends wakes the loop as before: the writer writes efd unless
- * it saw spinning set, and spinning is cleared under the same lock the list is read under,
- * so a completion is either taken here or signalled. */
+ * nothing else is under way (store_inbox_arm found the batches sparse; no other reply
+ * expected, no other batch of this base's waiting for the writer, no other event ready on
+ * the loop), wait here for the completion, yielding the CPU (to the writer, where they share
+ * one), up to commit_spin_us; then run what came. Whatever comes after the wait ends wakes
+ * the loop as before: the writer writes efd unless it saw spinning set, and spinning is
+ * cleared under the same lock the list is read under, so a completion is either taken here
+ * or signalled. */
 static void store_inbox_spin(evutil_socket_t fd, short what, void *arg)
 {
     struct store_inbox *in = arg;
     struct store *st = in->st;
     (void)fd;
     (void)what;
-    if (atomic_load_explicit(&st->expected, memory_order_relaxed) > 0 ||
+    if (!atomic_load_explicit(&in->sparse, memory_order_relaxed) ||
+        atomic_load_explicit(&st->expected, memory_order_relaxed) > 0 ||
         atomic_load_explicit(&in->pending, memory_order_relaxed) != 1 ||
         event_base_get_num_events(in->base, EVENT_BASE_COUNT_ACTIVE) > 0)
         return;
@@ -164,6 +168,20 @@ static void store_inbox_spin(evutil_socket_t fd, short what, void *arg)
     if (got)
         atomic_fetch_add_explicit(&st->n_spun, 1, memory_order_relaxed);
     store_inbox_run(in);
+}
+
+/* After an awaited batch was queued for in's base (on its thread): its wait, if submits come
+ * far enough apart that the worker is not busy with others (under load they come closer
+ * than the wait could last, and a worker waiting there would leave the requests already in
+ * its sockets unread). */
+static void store_inbox_arm(struct store *st, struct store_inbox *in)
+{
+    uint64_t now = util_now_ns();
+    uint64_t before = atomic_exchange_explicit(&in->last_ns, now, memory_order_relaxed);
+    int sparse = now - before >= (uint64_t)st->opts.commit_spin_us * 2000u;
+    atomic_store_explicit(&in->sparse, sparse, memory_order_relaxed);
+    if (sparse)
+        event_active(in->spin_ev, 0, 0);
 }
 
 /* Hand the result to the submitter's thread: through its base's inbox when attached, else
@@ -473,7 +491,7 @@ void store_submit(struct store *st, struct store_batch *b, struct event_base *ba
     if (wake)
         sem_post(&st->wake);
     if (spin != NULL && st->opts.commit_spin_us > 0 && !st->be->shared)
-        event_active(spin->spin_ev, 0, 0);
+        store_inbox_arm(st, spin);
 }
 
 /* ---- open and close ---- */

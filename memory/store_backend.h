@@ -45,9 +45,11 @@ struct store_opts {
     /* One request at a time, a worker's loop waits this long at most for its awaited batch's
      * completion, yielding its CPU, instead of sleeping until the writer wakes it: a wake-up
      * is a system call and, where the loop's CPU went idle, the VM's wake-up of that CPU
-     * (bench/floor: ~5-20 us). Only when no other reply is expected and nothing else is ready
-     * on the loop; SQLite only (a shared database's commit is hundreds of microseconds). 0:
-     * never. See store_inbox_spin() in store.c. */
+     * (bench/floor: ~5-20 us). Only when no other reply is expected, nothing else is ready
+     * on the loop and the loop's awaited batches come more than twice this apart (under load
+     * they come closer, and a loop waiting here would leave its sockets unread); SQLite only
+     * (a shared database's commit is hundreds of microseconds). 0: never. See
+     * store_inbox_spin() in store.c. */
     int64_t commit_spin_us;
 };
 
