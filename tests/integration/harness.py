@@ -65,11 +65,24 @@ def pg_psql(db, sql):
     return out.stdout
 
 
+def _pg_drop_made():
+    """On a server the run was given (MEMPROXY_TEST_PG), drop the databases it made: a
+    developer's long-lived server otherwise keeps every run's (gigabytes after some days).
+    A server the run started goes away whole."""
+    for name in sorted(_pg["made"]):
+        try:
+            pg_psql("postgres", 'DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+        except (AssertionError, OSError, subprocess.SubprocessError):
+            pass  # the server went first: nothing left to tidy
+
+
 def pg_database_for(db_path):
     """The database standing for the SQLite file db_path (made on first use): its URL."""
     name = "t_%d_%s" % (os.getpid(), hashlib.sha1(db_path.encode()).hexdigest()[:16])
     if name not in _pg["made"]:
         pg_psql("postgres", 'CREATE DATABASE "%s"' % name)
+        if not _pg["made"] and _pg["cluster"] is None:
+            atexit.register(_pg_drop_made)
         _pg["made"].add(name)
     return "%s/%s" % (pg_base_url(), name)
 
