@@ -111,15 +111,15 @@ static const char *const call_schema[] = {
     "CREATE INDEX ON pgfloor_sessions (updated_ms)",
     "CREATE INDEX ON pgfloor_sessions (tenant, user_id, created_ms)",
     "CREATE TABLE pgfloor_windows (sid bigint PRIMARY KEY, hash bigint NOT NULL)",
-    "CREATE TABLE pgfloor_messages (sid bigint NOT NULL, seq bigint NOT NULL, turn_id bigint "
-    "NOT NULL, turn_idx bigint NOT NULL, role text NOT NULL, content text NOT NULL, source text, "
-    "interrupted smallint NOT NULL DEFAULT 0, interrupt_ms bigint, original text, metadata text "
-    "NOT NULL DEFAULT '{}', tool_calls text, tool_call_id text, name text, timestamp_ms bigint "
-    "NOT NULL, importance double precision NOT NULL, model text, usage text, finish_reason "
-    "text, ttft_us bigint, latency_us bigint, PRIMARY KEY (sid, seq), UNIQUE (sid, turn_id, "
-    "role, turn_idx))",
-    "INSERT INTO pgfloor_sessions (sid, tenant, id, created_ms, updated_ms) VALUES (1, 'a', "
-    "'call', 0, 0)",
+    ("CREATE TABLE pgfloor_messages (sid bigint NOT NULL, seq bigint NOT NULL, turn_id bigint "
+     "NOT NULL, turn_idx bigint NOT NULL, role text NOT NULL, content text NOT NULL, source text, "
+     "interrupted smallint NOT NULL DEFAULT 0, interrupt_ms bigint, original text, metadata text "
+     "NOT NULL DEFAULT '{}', tool_calls text, tool_call_id text, name text, timestamp_ms bigint "
+     "NOT NULL, importance double precision NOT NULL, model text, usage text, finish_reason "
+     "text, ttft_us bigint, latency_us bigint, PRIMARY KEY (sid, seq), UNIQUE (sid, turn_id, "
+     "role, turn_idx))"),
+    ("INSERT INTO pgfloor_sessions (sid, tenant, id, created_ms, updated_ms) VALUES (1, 'a', "
+     "'call', 0, 0)"),
 };
 
 /* Exchange i's numbers as text: its question's and reply's seq, its turn id, a window hash. */

@@ -38,9 +38,9 @@ struct store_inbox {
     int spinning;
     struct event *spin_ev;
     struct store *st;
-    atomic_int pending; /* its awaited batches submitted and not yet reported */
-    uint64_t last_ns;   /* on the base's thread: when it last submitted one */
-    int sparse;         /* ... and that came spin_us * 2 or more after the one before */
+    atomic_int pending;       /* its awaited batches submitted and not yet reported */
+    _Atomic uint64_t last_ns; /* when one was last submitted (any thread may submit) */
+    atomic_int sparse;        /* ... and it came spin_us * 2 or more after the one before */
     struct store_inbox *next;
 };
 
