@@ -170,7 +170,7 @@ static void store_inbox_spin(evutil_socket_t fd, short what, void *arg)
     store_inbox_run(in);
 }
 
-/* After an awaited batch was queued for in's base (on its thread): its wait, if submits come
+/* After an awaited batch was queued for in's base (from any thread): its wait, if submits come
  * far enough apart that the worker is not busy with others (under load they come closer
  * than the wait could last, and a worker waiting there would leave the requests already in
  * its sockets unread). */
