@@ -119,7 +119,7 @@ static const struct cfg_option cfg_options[] = {
      "worker, its replies more than twice this apart), the worker waits this many "
      "microseconds at most for its reply's commit, "
      "yielding its CPU, instead of sleeping until the writer wakes it (a wake-up through the "
-     "kernel, and on a VM the wake-up of an idle CPU); then it sleeps as before. 0 = always "
+     "kernel, and on a VM the wake-up of an idle CPU); then it sleeps until woken. 0 = always "
      "sleep. SQLite only."},
     {CFG_SEC_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},

@@ -140,7 +140,7 @@ static void store_inbox_cb(evutil_socket_t fd, short what, void *arg)
  * expected, no other batch of this base's waiting for the writer, no other event ready on
  * the loop), wait here for the completion, yielding the CPU (to the writer, where they share
  * one), up to commit_spin_us; then run what came. Whatever comes after the wait ends wakes
- * the loop as before: the writer writes efd unless it saw spinning set, and spinning is
+ * the loop through efd: the writer writes efd unless it saw spinning set, and spinning is
  * cleared under the same lock the list is read under, so a completion is either taken here
  * or signalled. */
 static void store_inbox_spin(evutil_socket_t fd, short what, void *arg)
