@@ -456,15 +456,19 @@ static void upstream_setup_plain(struct upstream_xfer *x, const struct upstream_
 /*
  * A configured upstream's URLs, parsed once. Given a URL string, curl parses it again for
  * every transfer (curl_url_set, then a dozen curl_url_get): ~6k instructions, 3% of a
- * proxied request. Given a parsed handle (CURLOPT_CURLU) it copies it instead (and still
- * writes the URL's text from the copy, with its printf: ~7k more, callgrind). The handles
- * are the worker's (curl only reads them), one per target and path, a few in all; past
- * UPSTREAM_URLS_MAX pairs (not seen with memproxy's routes) a request passes its URL as text.
+ * proxied request. Given a parsed handle (CURLOPT_CURLU) it copies it instead. It also
+ * wants the URL as text (for the transfer's effective URL): curl 7.x writes that text from
+ * the handle with its printf when no text was set (~7k instructions, callgrind), so each
+ * entry keeps the text curl wrote for it once, and a transfer sets both; curl 8 writes the
+ * text from the handle either way, the same text. The handles are the worker's (curl only
+ * reads them), one per target and path, a few in all; past UPSTREAM_URLS_MAX pairs (not
+ * seen with memproxy's routes) a request passes its URL as text.
  */
 struct upstream_url {
     const struct cfg_upstream *target;
     char *path;
     CURLU *uh;
+    char *text; /* curl's text of uh (curl_url_get CURLUPART_URL) */
     struct upstream_url *next;
 };
 
@@ -479,12 +483,13 @@ static void upstream_target_url(char *url, const struct cfg_upstream *t, const c
 }
 
 /* The parsed URL of target + path, or NULL: parse it as text (curl reports a bad one). */
-static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t, const char *path)
+static const struct upstream_url *upstream_url_of(struct upstream *up, const struct cfg_upstream *t,
+                                                  const char *path)
 {
     struct upstream_url *u;
     for (u = up->urls; u != NULL; u = u->next)
         if (u->target == t && strcmp(u->path, path) == 0)
-            return u->uh;
+            return u;
     if (up->nurls >= UPSTREAM_URLS_MAX)
         return NULL;
     char url[UPSTREAM_URL_MAX];
@@ -493,8 +498,10 @@ static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t,
     if (uh == NULL)
         log_fatal("upstream: out of memory (curl_url)");
     /* the flags curl itself parses CURLOPT_URL with */
+    char *text = NULL;
     if (curl_url_set(uh, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
-        CURLUE_OK) {
+            CURLUE_OK ||
+        curl_url_get(uh, CURLUPART_URL, &text, 0) != CURLUE_OK) {
         curl_url_cleanup(uh);
         return NULL;
     }
@@ -502,10 +509,12 @@ static CURLU *upstream_url_of(struct upstream *up, const struct cfg_upstream *t,
     u->target = t;
     u->path = xstrdup(path);
     u->uh = uh;
+    u->text = xstrdup(text);
+    curl_free(text);
     u->next = up->urls;
     up->urls = u;
     up->nurls++;
-    return uh;
+    return u;
 }
 
 /* A request to a configured upstream: its URL, headers and timeouts. */
@@ -514,9 +523,10 @@ static void upstream_setup_target(struct upstream_xfer *x, const struct upstream
     const struct cfg_upstream *t = rq->target;
     size_t idx = (size_t)(t - x->up->cfg->upstreams);
     CURL *e = x->easy;
-    CURLU *uh = upstream_url_of(x->up, t, rq->path);
-    if (uh != NULL) {
-        curl_easy_setopt(e, CURLOPT_CURLU, uh);
+    const struct upstream_url *u = upstream_url_of(x->up, t, rq->path);
+    if (u != NULL) {
+        curl_easy_setopt(e, CURLOPT_URL, u->text); /* before CURLU: see struct upstream_url */
+        curl_easy_setopt(e, CURLOPT_CURLU, u->uh);
     } else {
         char url[UPSTREAM_URL_MAX];
         upstream_target_url(url, t, rq->path);
@@ -693,6 +703,7 @@ void upstream_destroy(struct upstream *up)
     while (up->urls != NULL) { /* after the easy handles, which may point at them */
         struct upstream_url *next = up->urls->next;
         curl_url_cleanup(up->urls->uh);
+        free(up->urls->text);
         free(up->urls->path);
         free(up->urls);
         up->urls = next;
