@@ -40,7 +40,8 @@ def scratch_dir(prefix):
 
 
 BACKEND = os.environ.get("MEMPROXY_TEST_BACKEND", "sqlite")
-_pg = {"url": os.environ.get("MEMPROXY_TEST_PG"), "cluster": None, "made": set()}
+# an empty MEMPROXY_TEST_PG means none given, as unset
+_pg = {"url": os.environ.get("MEMPROXY_TEST_PG") or None, "cluster": None, "made": set()}
 
 
 def pg_base_url():
