@@ -71,6 +71,11 @@ static const unsigned char *jtext_plain_run(const unsigned char *p, const unsign
     return p;
 }
 
+const char *jtext_plain_span(const char *p, const char *end)
+{
+    return (const char *)jtext_plain_run((const unsigned char *)p, (const unsigned char *)end);
+}
+
 static int jtext_digit(unsigned char c)
 {
     return c >= '0' && c <= '9';

@@ -74,6 +74,10 @@ char *jtext_dump_memo(const json_t *j, struct jmemo *memo, size_t *len);
  * answer for every text it reads. */
 int jtext_too_deep(const char *buf, size_t len, size_t max_nest);
 
+/* The first byte in [p, end) a JSON string cannot hold as it is (below 0x20, the quote, the
+ * backslash, or past ASCII), or end: the plain run of a string's text, eight bytes a step. */
+const char *jtext_plain_span(const char *p, const char *end);
+
 /* The JSON string whose opening quote is at *p (before end), read by jtext_load()'s rules:
  * its text in *s, *n — the input's own bytes when it holds no escape, else *scratch's
  * (grown as needed; the caller frees it; good until the next call with it) — and *p moved

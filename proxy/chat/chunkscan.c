@@ -39,9 +39,8 @@ static int cs_string(struct chunkscan_in *in, struct chunkscan_span *out, int ke
     cs_ws(in);
     if (in->p >= in->end || *in->p != '"')
         return 0;
-    /* plain printable ASCII, the usual key and token, is taken here; the rest by jtext */
-    for (q = in->p + 1; q < in->end && *q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\'; q++)
-        ;
+    /* plain ASCII, the usual key and token, is taken here; the rest by jtext */
+    q = jtext_plain_span(in->p + 1, in->end);
     if (q < in->end && *q == '"') {
         s = in->p + 1;
         n = (size_t)(q - s);
