@@ -812,6 +812,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->commit_delays = c.delayed;
     out->commit_spins = c.spun;
     out->checkpoints = c.checkpoints;
+    out->checkpoints_held = c.checkpoints_held;
     out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;
     workset_counts(m->ws, &out->sessions, &out->turns, &out->bytes);

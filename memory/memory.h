@@ -74,7 +74,8 @@ struct memory_stats {
     uint64_t batches_failed;   /* writes that could not be committed (logged) */
     uint64_t commit_delays;    /* transactions held for storage.commit_delay_us */
     uint64_t commit_spins;     /* reply commits a worker waited for without sleeping */
-    uint64_t checkpoints;      /* WAL checkpoints the writer ran */
+    uint64_t checkpoints;      /* WAL checkpoints beside the writer (its checkpointer) */
+    uint64_t checkpoints_held; /* ... and by the writer itself, holding the commits behind */
     uint64_t reach_back_turns; /* turns read for turn-id windows older than the working set */
     int64_t replies_pending;   /* recorded requests under way whose reply is not written yet */
     uint64_t sessions;         /* sessions in the working set */

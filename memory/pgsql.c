@@ -181,10 +181,11 @@ static void pgsql_close(void *arg)
     pgsql_db_free(arg);
 }
 
-static uint64_t pgsql_upkeep(void *arg)
+static void pgsql_upkeep(void *arg, uint64_t *aside, uint64_t *held)
 {
     struct pgsql_db *st = arg;
-    return atomic_load_explicit(&st->n_upkeep, memory_order_relaxed);
+    *aside = 0;
+    *held = atomic_load_explicit(&st->n_upkeep, memory_order_relaxed);
 }
 
 static struct store_reader *pgsql_reader_open(void *arg, char **err)

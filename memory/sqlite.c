@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "memory/purge.h"
+#include "memory/sqlite_ckpt.h"
 #include "memory/sqlite_exec.h"
 #include "memory/sqlite_read.h"
 #include "memory/sqlite_schema.h"
@@ -14,17 +15,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* The writer's checkpoints: when a commit leaves at least this many frames in the WAL, the
- * writer copies them into the database after it has reported the group (SQLite's own
- * automatic checkpoint, which it replaces on the write connection, uses the same count but
- * runs inside the COMMIT). Why after: a checkpoint syncs the WAL and then the database
- * (synchronous=NORMAL), ~3 ms of fdatasync on the benchmark's VM and more on a network disk;
- * inside the COMMIT every response waiting for that commit waited for the disk too, one
- * recorded reply in ~250 in a call (~4 frames a request) and in ~1,000 when the window is
- * replayed. The writer still runs it itself, between groups: a checkpoint beside a writer
- * that keeps appending never catches up with it, and the WAL restarts from its start only
- * once a checkpoint has copied every frame. */
-#define STORE_CKPT_FRAMES 1000
+/* The WAL's checkpoints: past SQLITE_CKPT_FRAMES frames after a commit, the checkpointer
+ * thread copies them into the database beside the writer (memory/sqlite_ckpt.h says why);
+ * past SQLITE_CKPT_FRAMES_MAX the writer does, between groups, after it has reported its
+ * group. SQLite's own automatic checkpoint, which the WAL hook replaces on the write
+ * connection, would run inside the COMMIT the group's replies wait for. */
 
 /* One chunk of retention's pass (purge.h) in a transaction of its own. */
 static int sqlite_purge(void *arg)
@@ -61,27 +56,40 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
-/* On the writer, with everything committed so far reported (STORE_CKPT_FRAMES). PASSIVE, as
- * SQLite's own: it copies what no reader still needs and never waits; a WAL a reader holds
- * back, or a checkpoint that failed (a full disk), is tried again after the next commit. */
+/* On the writer, with everything committed so far reported. The checkpointer is asked for a
+ * pass each SQLITE_CKPT_FRAMES frames the WAL grows, not after every commit: under steady
+ * load a pass that asked again at once would copy a few frames and sync the disk twice for
+ * them, one pass every ~3 requests one at a time, and its CPU would be taken from the worker's
+ * where they share a core (bench/reference pins them so). A WAL the checkpointer could not
+ * keep up with (steady load appends while it copies) gets the writer's own checkpoint, after
+ * the checkpointer's pass under way: nothing appends meanwhile, so it copies every frame a
+ * reader does not hold back, and the next commit starts the WAL over. A failed one is tried
+ * again after the next commit. */
 static int sqlite_settle(void *arg)
 {
     struct sqlite_db *st = arg;
-    if (st->wal_frames < STORE_CKPT_FRAMES)
+    if (st->wal_frames < SQLITE_CKPT_FRAMES)
+        st->ckpt_next = SQLITE_CKPT_FRAMES; /* the WAL started over */
+    if (st->wal_frames < st->ckpt_next)
         return 0;
-    st->wal_frames = 0;
-    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc == SQLITE_OK) {
-        atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
-        if (st->ckpt_failing)
-            log_info("store: checkpoints work again");
-        st->ckpt_failing = 0;
-    } else if (rc != SQLITE_BUSY && !st->ckpt_failing) {
-        log_warn("store: checkpoint: %s (the WAL grows until one succeeds)",
-                 sqlite3_errmsg(st->db));
-        st->ckpt_failing = 1;
+    if (st->wal_frames < SQLITE_CKPT_FRAMES_MAX) {
+        sqlite_ckpt_wake(st->ckpt);
+        st->ckpt_next = st->wal_frames + SQLITE_CKPT_FRAMES;
+        return 0;
     }
+    st->wal_frames = 0;
+    st->ckpt_next = SQLITE_CKPT_FRAMES;
+    sqlite_ckpt_idle(st->ckpt);
+    if (sqlite_ckpt_run(st->db, &st->ckpt_failing) == 0)
+        atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
     return 0;
+}
+
+/* From any thread (store_drain): the checkpointer's pass asked for or under way is done. */
+static void sqlite_settled(void *arg)
+{
+    struct sqlite_db *st = arg;
+    sqlite_ckpt_idle(st->ckpt);
 }
 
 /* Run the batches of list in one transaction: 0 when it committed; -1 when a batch or the
@@ -126,6 +134,7 @@ static void sqlite_setup(void)
 
 static void sqlite_db_free(struct sqlite_db *st)
 {
+    sqlite_ckpt_destroy(st->ckpt); /* first: it may be copying */
     sqlite_read_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
@@ -173,6 +182,10 @@ static void *sqlite_open(const char *path, const struct store_opts *opts, char *
         goto fail;
     st->embedded = sqlite_any_embedding(st->db);
     sqlite3_wal_hook(st->db, sqlite_wal_hook, st); /* in place of the automatic checkpoint */
+    st->ckpt_next = SQLITE_CKPT_FRAMES;
+    st->ckpt = sqlite_ckpt_create(path, err);
+    if (st->ckpt == NULL)
+        goto fail;
     st->wr = xcalloc(1, sizeof(*st->wr));
     st->wr->base.be = &sqlite_backend;
     st->wr->db = st->db;
@@ -192,10 +205,11 @@ static void sqlite_close(void *arg)
         sqlite_db_free(arg);
 }
 
-static uint64_t sqlite_checkpoints(void *arg)
+static void sqlite_checkpoints(void *arg, uint64_t *aside, uint64_t *held)
 {
     struct sqlite_db *st = arg;
-    return atomic_load_explicit(&st->n_ckpt, memory_order_relaxed);
+    *aside = sqlite_ckpt_count(st->ckpt);
+    *held = atomic_load_explicit(&st->n_ckpt, memory_order_relaxed);
 }
 
 static struct store_reader *sqlite_reader_open(void *arg, char **err)
@@ -218,6 +232,7 @@ const struct store_backend sqlite_backend = {
     .close = sqlite_close,
     .transaction = sqlite_transaction,
     .settle = sqlite_settle,
+    .settled = sqlite_settled,
     .purge = sqlite_purge,
     .checkpoints = sqlite_checkpoints,
     .reader_open = sqlite_reader_open,

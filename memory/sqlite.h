@@ -5,8 +5,9 @@
  * connections for the workers (sqlite_read.h); the schema and its migrations in
  * sqlite_schema.h; a batch's operations in sqlite_exec.h.
  *
- * Upkeep: the writer runs the WAL checkpoint itself after a group's completions are handed
- * over (settle), never inside the COMMIT those completions wait for; retention deletes in
+ * Upkeep: after a group's completions are handed over (settle), never inside the COMMIT those
+ * completions wait for, the WAL checkpoint: on a thread of its own beside the writer
+ * (sqlite_ckpt.h), or by the writer when steady load outgrew that thread; retention deletes in
  * transactions of a few hundred sessions so that commits queued meanwhile wait little.
  */
 #ifndef MEMPROXY_SQLITE_H

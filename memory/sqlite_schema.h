@@ -95,6 +95,8 @@ enum sqlite_rstmt {
 };
 
 /* The writer's connection, the writer thread's alone once open. */
+struct sqlite_ckpt;
+
 struct sqlite_db {
     char *path;
     struct store_opts opts;
@@ -103,10 +105,12 @@ struct sqlite_db {
     json_t *sids;             /* the writer's session cache (sqlite_exec.h) */
     int embedded;             /* the embeddings table may hold a row */
     struct sqlite_reader *wr; /* reads inside the writer's transaction (the stop-time dump) */
-    /* frames in the WAL after the last commit (the WAL hook), and whether the last
+    /* frames in the WAL after the last commit (the WAL hook), and whether the writer's last
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;
-    atomic_uint_fast64_t n_ckpt; /* read by /metrics */
+    int ckpt_next;               /* frames at which the checkpointer is asked again */
+    struct sqlite_ckpt *ckpt;    /* the checkpointer thread (memory/sqlite_ckpt.h) */
+    atomic_uint_fast64_t n_ckpt; /* the writer's own checkpoints; read by /metrics */
     struct purge_pass purge;     /* retention's pass under way (purge.h) */
 };
 

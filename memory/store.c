@@ -424,7 +424,7 @@ void store_counts(struct store *st, struct store_counts *out)
     out->failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
     out->delayed = atomic_load_explicit(&st->n_delayed, memory_order_relaxed);
     out->spun = atomic_load_explicit(&st->n_spun, memory_order_relaxed);
-    out->checkpoints = st->be->checkpoints(st->db);
+    st->be->checkpoints(st->db, &out->checkpoints, &out->checkpoints_held);
     out->expected = atomic_load_explicit(&st->expected, memory_order_relaxed);
 }
 
@@ -434,6 +434,8 @@ void store_drain(struct store *st)
     while (st->head != NULL || st->busy)
         pthread_cond_wait(&st->idle_cv, &st->mu);
     pthread_mutex_unlock(&st->mu);
+    if (st->be->settled != NULL)
+        st->be->settled(st->db);
 }
 
 void store_expect(struct store *st, int delta)

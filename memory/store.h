@@ -39,16 +39,18 @@ struct store_reader;
 struct store *store_open(const char *path, const struct store_opts *opts, char **err);
 /* Since open: */
 struct store_counts {
-    uint64_t transactions; /* committed */
-    uint64_t ok, failed;   /* batches committed, batches failed */
-    uint64_t delayed;      /* groups held by commit_delay_us */
-    uint64_t spun;         /* completions a loop waited for without sleeping (commit_spin_us) */
-    uint64_t checkpoints;  /* WAL checkpoints the writer ran (after reporting its group) */
-    int64_t expected;      /* replies on their way now (store_expect) */
+    uint64_t transactions;     /* committed */
+    uint64_t ok, failed;       /* batches committed, batches failed */
+    uint64_t delayed;          /* groups held by commit_delay_us */
+    uint64_t spun;             /* completions a loop waited for without sleeping (commit_spin_us) */
+    uint64_t checkpoints;      /* WAL checkpoints beside the writer (SQLite's checkpointer) */
+    uint64_t checkpoints_held; /* ... and on it, after reporting its group, holding the next */
+    int64_t expected;          /* replies on their way now (store_expect) */
 };
 void store_counts(struct store *st, struct store_counts *out);
 
-/* Wait until everything submitted so far is committed and its completion handed over. */
+/* Wait until everything submitted so far is committed and its completion handed over, and
+ * the upkeep that set off beside the writer is done (a WAL checkpoint). */
 void store_drain(struct store *st);
 /* Commit what is queued, stop the writer, close. */
 void store_close(struct store *st);

@@ -92,11 +92,16 @@ struct store_backend {
      * sessions, a chunk at a time). 1 when more is left: called again once the groups queued
      * meanwhile are committed, without waiting for the next group. */
     int (*settle)(void *db);
+    /* Optional, from any thread (store_drain): wait for upkeep settle set off beside the
+     * writer (SQLite's checkpointer thread) to be done. */
+    void (*settled)(void *db);
     /* Retention: one short transaction of the pass that deletes sessions idle past
      * opts.retention_ms (memory/purge.h); 1 when the pass goes on (called again once the
      * groups queued meanwhile are committed), 0 when it is over. */
     int (*purge)(void *db);
-    uint64_t (*checkpoints)(void *db); /* upkeep runs so far, for /metrics */
+    /* Upkeep runs so far, for /metrics: beside the writer (*aside) and on it, holding the
+     * commits behind them (*held). */
+    void (*checkpoints)(void *db, uint64_t *aside, uint64_t *held);
 
     struct store_reader *(*reader_open)(void *db, char **err);
     void (*reader_close)(struct store_reader *r);

@@ -342,10 +342,12 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "without sleeping (storage.commit_spin_us, one request at a time).\n"
                    "# TYPE memproxy_store_commit_spins_total counter\n"
                    "memproxy_store_commit_spins_total %llu\n"
-                   "# HELP memproxy_store_checkpoints_total WAL checkpoints the writer ran, "
-                   "each after reporting the commit that filled the WAL.\n"
+                   "# HELP memproxy_store_checkpoints_total WAL checkpoints (SQLite): by its "
+                   "thread beside the writer, or by the writer, holding the commits behind it, "
+                   "when the WAL outgrew that thread.\n"
                    "# TYPE memproxy_store_checkpoints_total counter\n"
-                   "memproxy_store_checkpoints_total %llu\n"
+                   "memproxy_store_checkpoints_total{by=\"checkpointer\"} %llu\n"
+                   "memproxy_store_checkpoints_total{by=\"writer\"} %llu\n"
                    "# HELP memproxy_store_replies_pending Recorded requests under way whose "
                    "reply is not written yet.\n"
                    "# TYPE memproxy_store_replies_pending gauge\n"
@@ -353,7 +355,7 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
                    (unsigned long long)m->commit_spins, (unsigned long long)m->checkpoints,
-                   (long long)m->replies_pending);
+                   (unsigned long long)m->checkpoints_held, (long long)m->replies_pending);
     metrics_printf(
         o,
         "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"

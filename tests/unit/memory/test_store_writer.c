@@ -13,6 +13,8 @@
 
 #include <event2/thread.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -475,12 +477,15 @@ static void test_deferred_turns(void **state)
     free(path);
 }
 
-/* The WAL's checkpoint: once a commit leaves 1,000 frames or more in the WAL, the writer copies
- * them into the database after the group's completions have run, not inside the COMMIT they
- * waited for (a checkpoint syncs the disk twice); the WAL then starts over from its start. */
+/* The WAL's checkpoint: once a commit leaves 1,000 frames or more in the WAL, the checkpointer
+ * thread copies them into the database beside the writer, after the group's completions have
+ * run, not inside the COMMIT they waited for (a checkpoint syncs the disk twice). Commits with
+ * a gap between them (store_drain waits for the checkpointer too) leave it time to copy every
+ * frame: the writer never runs one itself, and the WAL starts over from its start. */
 struct ckpt_seen {
     struct store *st;
     uint64_t at_report; /* checkpoints counted when the completion ran */
+    atomic_int done;
 };
 
 static void ckpt_report(void *arg, int ok)
@@ -488,6 +493,7 @@ static void ckpt_report(void *arg, int ok)
     struct ckpt_seen *s = arg;
     (void)ok;
     s->at_report = counts_of(s->st).checkpoints;
+    atomic_store(&s->done, 1);
 }
 
 static off_t file_size(const char *path)
@@ -496,23 +502,29 @@ static off_t file_size(const char *path)
     return stat(path, &sb) == 0 ? sb.st_size : -1;
 }
 
+/* Submit a turn of text (a row of its own on each page: ~3 frames a commit) as commit i. */
+static void ckpt_submit(struct store *st, const char *text, int i, struct ckpt_seen *s)
+{
+    struct store_batch *b = store_batch_new("t", "long");
+    json_t *t = storetest_turn(i % 2 ? "user" : "assistant", text, (i + 1) / 2, 0, i);
+    store_batch_insert(b, t);
+    json_decref(t);
+    store_submit(st, b, NULL, ckpt_report, s); /* reported on the writer */
+}
+
 static void test_checkpoint_after_report(void **state)
 {
     (void)state;
     char *path = storetest_path(), *wal = xasprintf("%s-wal", path), text[3000];
     struct store *st = storetest_open(path);
     memset(text, 'x', sizeof(text) - 1);
-    text[sizeof(text) - 1] = '\0'; /* a row of its own on each page: ~3 frames a commit */
+    text[sizeof(text) - 1] = '\0';
     int after_report = 0, ok = 0;
     off_t db0 = 0;
     for (int i = 1; i <= 1500; i++) {
         struct ckpt_seen s = {.st = st};
-        struct store_batch *b = store_batch_new("t", "long");
-        json_t *t = storetest_turn(i % 2 ? "user" : "assistant", text, (i + 1) / 2, 0, i);
-        store_batch_insert(b, t);
-        json_decref(t);
-        store_submit(st, b, NULL, ckpt_report, &s); /* reported on the writer */
-        store_drain(st);                            /* the group and its checkpoint done */
+        ckpt_submit(st, text, i, &s);
+        store_drain(st); /* the group, and the checkpoint it set off, done */
         if (i == 1)
             db0 = file_size(path);
         after_report += counts_of(st).checkpoints > s.at_report;
@@ -522,10 +534,39 @@ static void test_checkpoint_after_report(void **state)
     assert_int_equal(ok, 1500);
     assert_true(c.checkpoints >= 3);                  /* ~4,500 frames written */
     assert_int_equal(after_report, c.checkpoints);    /* each after its group's report */
+    assert_int_equal(c.checkpoints_held, 0);          /* none held a commit */
     assert_true(file_size(path) > db0 + 1000 * 4096); /* the pages are in the database */
     assert_true(file_size(wal) < 1100 * (4096 + 24)); /* and the WAL started over */
     store_close(st);
     assert_int_equal(turns_in_session(path, "long"), 1500);
+    unlink(path);
+    free(wal);
+    free(path);
+}
+
+/* Commits back to back, each waited for but not the checkpointer: whether or not it keeps up,
+ * the WAL stays within the writer's own bound (SQLITE_CKPT_FRAMES_MAX, 4,000 frames) and
+ * every turn is stored. */
+static void test_checkpoint_bounded(void **state)
+{
+    (void)state;
+    char *path = storetest_path(), *wal = xasprintf("%s-wal", path), text[3000];
+    struct store *st = storetest_open(path);
+    memset(text, 'x', sizeof(text) - 1);
+    text[sizeof(text) - 1] = '\0';
+    for (int i = 1; i <= 4000; i++) {
+        struct ckpt_seen s = {.st = st};
+        ckpt_submit(st, text, i, &s);
+        while (!atomic_load(&s.done))
+            sched_yield();
+    }
+    store_drain(st);
+    struct store_counts c = counts_of(st);
+    assert_int_equal((int)c.ok, 4000);
+    assert_true(c.checkpoints + c.checkpoints_held >= 2); /* ~12,000 frames written */
+    assert_true(file_size(wal) < 4200 * (4096 + 24));
+    store_close(st);
+    assert_int_equal(turns_in_session(path, "long"), 4000);
     unlink(path);
     free(wal);
     free(path);
@@ -545,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_commit_spin_too_short),
         cmocka_unit_test(test_deferred_turns),
         cmocka_unit_test(test_checkpoint_after_report),
+        cmocka_unit_test(test_checkpoint_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,131 @@
+#include "memory/sqlite_ckpt.h"
+
+#include "base/log.h"
+#include "base/util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct sqlite_ckpt {
+    sqlite3 *db; /* the thread's own connection */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake_cv; /* want or stop set */
+    pthread_cond_t idle_cv; /* a pass ended */
+    int want, busy, stop;   /* under mu */
+    int failing;            /* the thread's: its last pass failed (logged once) */
+    atomic_uint_fast64_t n;
+};
+
+int sqlite_ckpt_run(sqlite3 *db, int *failing)
+{
+    int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        if (*failing)
+            log_info("store: checkpoints work again");
+        *failing = 0;
+        return 0;
+    }
+    if (rc != SQLITE_BUSY && !*failing) {
+        log_warn("store: checkpoint: %s (the WAL grows until one succeeds)", sqlite3_errmsg(db));
+        *failing = 1;
+    }
+    return -1;
+}
+
+static void *sqlite_ckpt_main(void *arg)
+{
+    struct sqlite_ckpt *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->want && !c->stop)
+            pthread_cond_wait(&c->wake_cv, &c->mu);
+        if (c->stop)
+            break;
+        c->want = 0;
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        if (sqlite_ckpt_run(c->db, &c->failing) == 0)
+            atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        pthread_cond_broadcast(&c->idle_cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* The connection: the writer's durability for the copy (synchronous=NORMAL syncs the WAL
+ * before it and the database after it); never written through, so no WAL hook. */
+static int sqlite_ckpt_connect(struct sqlite_ckpt *c, const char *path, char **err)
+{
+    if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_exec(c->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK) {
+        *err = xasprintf("%s: cannot open for checkpoints: %s", path, sqlite3_errmsg(c->db));
+        return -1;
+    }
+    return 0;
+}
+
+struct sqlite_ckpt *sqlite_ckpt_create(const char *path, char **err)
+{
+    struct sqlite_ckpt *c = xcalloc(1, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake_cv, NULL);
+    pthread_cond_init(&c->idle_cv, NULL);
+    if (sqlite_ckpt_connect(c, path, err) != 0)
+        goto fail;
+    if (pthread_create(&c->thread, NULL, sqlite_ckpt_main, c) != 0) {
+        *err = xasprintf("%s: cannot start the checkpoint thread", path);
+        goto fail;
+    }
+    return c;
+fail:
+    sqlite3_close(c->db);
+    pthread_cond_destroy(&c->idle_cv);
+    pthread_cond_destroy(&c->wake_cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return NULL;
+}
+
+void sqlite_ckpt_destroy(struct sqlite_ckpt *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_signal(&c->wake_cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    sqlite3_close(c->db);
+    pthread_cond_destroy(&c->idle_cv);
+    pthread_cond_destroy(&c->wake_cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void sqlite_ckpt_wake(struct sqlite_ckpt *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->busy && !c->want) {
+        c->want = 1;
+        pthread_cond_signal(&c->wake_cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sqlite_ckpt_idle(struct sqlite_ckpt *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while ((c->busy || c->want) && !c->stop)
+        pthread_cond_wait(&c->idle_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t sqlite_ckpt_count(struct sqlite_ckpt *c)
+{
+    return atomic_load_explicit(&c->n, memory_order_relaxed);
+}

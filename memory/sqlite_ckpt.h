@@ -1,0 +1,55 @@
+/*
+ * sqlite_ckpt: the WAL's checkpoints on a thread of their own, beside the writer.
+ *
+ * Why: a checkpoint syncs the WAL, copies its pages into the database and syncs that
+ * (synchronous=NORMAL): ~3 ms of fdatasync each on the benchmark's VM, more on a network disk.
+ * Run by the writer between groups, it held every commit that came meanwhile: one at a time,
+ * a call-shaped client (~4.6 frames a request) met one every ~220 requests, and the reply
+ * behind it waited for the disk — half of what stood between the call's p99 and p50
+ * (bench/README.md). On its own connection and thread the checkpoint copies what was
+ * committed while the writer goes on committing: SQLite lets one checkpointer run beside one
+ * writer (WAL mode; the checkpointer takes no writer lock).
+ *
+ * What it cannot do alone: the WAL starts over from its beginning only when a write
+ * transaction begins with every frame copied. A checkpoint copies the frames there were when
+ * it began; under steady load the writer appends more while it runs, so the WAL would grow
+ * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
+ * call) leave it time to catch up and the WAL starts over as before. So the writer still
+ * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
+ * times where it asks this thread for one): after it waited for a pass under way, it copies
+ * the rest with nothing appending, and the next commit starts the WAL over.
+ *
+ * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
+ * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes. Both, and the rest,
+ * are the writer's to call (sqlite_ckpt_count from any thread).
+ */
+#ifndef MEMPROXY_SQLITE_CKPT_H
+#define MEMPROXY_SQLITE_CKPT_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* Frames in the WAL after a commit at which the checkpointer is asked for a pass (SQLite's own
+ * automatic checkpoint's count), and at which the writer runs one itself. */
+#define SQLITE_CKPT_FRAMES     1000
+#define SQLITE_CKPT_FRAMES_MAX 4000
+
+struct sqlite_ckpt;
+
+/* NULL with *err set when the connection cannot be opened or the thread not started. */
+struct sqlite_ckpt *sqlite_ckpt_create(const char *path, char **err);
+void sqlite_ckpt_destroy(struct sqlite_ckpt *c);
+/* Ask for a pass; nothing when one is under way (the writer asks again after its next
+ * commit). Never waits. */
+void sqlite_ckpt_wake(struct sqlite_ckpt *c);
+/* Wait until no pass is under way (before the writer's own: it must find the lock free). */
+void sqlite_ckpt_idle(struct sqlite_ckpt *c);
+/* Passes that succeeded. */
+uint64_t sqlite_ckpt_count(struct sqlite_ckpt *c);
+
+/* One PASSIVE checkpoint on db (copies what no reader still needs, never waits for one): 0
+ * when it ran, -1 when it failed or was busy. *failing logs a failure once, until one
+ * succeeds again (a full disk: the WAL grows until then). */
+int sqlite_ckpt_run(sqlite3 *db, int *failing);
+
+#endif
