@@ -56,32 +56,45 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
+/* The WAL past SQLITE_CKPT_FRAMES_MAX (the checkpointer did not keep up: steady load appends
+ * while it copies). First the thread copies the bulk while commits go on; once it is done, the
+ * writer copies what came meanwhile with nothing appending, so every frame a reader does not
+ * hold back is copied and the next commit starts the WAL over. Past twice the bound the writer
+ * waits for a pass under way and copies the rest at once. A failed one is tried again after
+ * the next commit. */
+static void sqlite_settle_bound(struct sqlite_db *st)
+{
+    if (st->wal_frames < 2 * SQLITE_CKPT_FRAMES_MAX) {
+        if (!st->ckpt_bulk) {
+            st->ckpt_bulk = sqlite_ckpt_wake(st->ckpt);
+            return;
+        }
+        if (sqlite_ckpt_busy(st->ckpt))
+            return;
+    }
+    st->ckpt_bulk = 0;
+    st->wal_frames = 0;
+    sqlite_ckpt_idle(st->ckpt);
+    if (sqlite_ckpt_run(st->db, &st->ckpt_failing) == 0)
+        atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
+}
+
 /* On the writer, with everything committed so far reported. The checkpointer is asked for a
  * pass each SQLITE_CKPT_FRAMES frames the WAL grows, not after every commit: under steady
- * load a pass that asked again at once would copy a few frames and sync the disk twice for
- * them, one pass every ~3 requests one at a time, and its CPU would be taken from the worker's
- * where they share a core (bench/reference pins them so). A WAL the checkpointer could not
- * keep up with (steady load appends while it copies) gets the writer's own checkpoint, after
- * the checkpointer's pass under way: nothing appends meanwhile, so it copies every frame a
- * reader does not hold back, and the next commit starts the WAL over. A failed one is tried
- * again after the next commit. */
+ * load a pass that asked again at once would copy a few frames and sync the disk for them,
+ * one pass every ~3 requests one at a time, and its CPU would be taken from the worker's
+ * where they share a core (bench/reference pins them so). */
 static int sqlite_settle(void *arg)
 {
     struct sqlite_db *st = arg;
     if (st->wal_frames < SQLITE_CKPT_FRAMES)
         st->ckpt_next = SQLITE_CKPT_FRAMES; /* the WAL started over */
-    if (st->wal_frames < st->ckpt_next)
-        return 0;
-    if (st->wal_frames < SQLITE_CKPT_FRAMES_MAX) {
+    if (st->wal_frames >= SQLITE_CKPT_FRAMES_MAX) {
+        sqlite_settle_bound(st);
+    } else if (st->wal_frames >= st->ckpt_next) {
         sqlite_ckpt_wake(st->ckpt);
         st->ckpt_next = st->wal_frames + SQLITE_CKPT_FRAMES;
-        return 0;
     }
-    st->wal_frames = 0;
-    st->ckpt_next = SQLITE_CKPT_FRAMES;
-    sqlite_ckpt_idle(st->ckpt);
-    if (sqlite_ckpt_run(st->db, &st->ckpt_failing) == 0)
-        atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
     return 0;
 }
 

@@ -107,14 +107,24 @@ void sqlite_ckpt_destroy(struct sqlite_ckpt *c)
     free(c);
 }
 
-void sqlite_ckpt_wake(struct sqlite_ckpt *c)
+int sqlite_ckpt_wake(struct sqlite_ckpt *c)
 {
     pthread_mutex_lock(&c->mu);
-    if (!c->busy && !c->want) {
+    int asked = !c->busy && !c->want;
+    if (asked) {
         c->want = 1;
         pthread_cond_signal(&c->wake_cv);
     }
     pthread_mutex_unlock(&c->mu);
+    return asked;
+}
+
+int sqlite_ckpt_busy(struct sqlite_ckpt *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int busy = c->busy || c->want;
+    pthread_mutex_unlock(&c->mu);
+    return busy;
 }
 
 void sqlite_ckpt_idle(struct sqlite_ckpt *c)

@@ -16,8 +16,11 @@
  * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
  * call) leave it time to catch up and the WAL starts over as before. So the writer still
  * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
- * times where it asks this thread for one): after it waited for a pass under way, it copies
- * the rest with nothing appending, and the next commit starts the WAL over.
+ * times where it asks this thread for one): it first has this thread copy the bulk while
+ * commits go on, then copies what came meanwhile with nothing appending (a sync of a few
+ * frames rather than of a thousand: ~1.5 ms held rather than ~5), and the next commit starts
+ * the WAL over. Past twice that bound it waits for a pass under way and copies the rest
+ * itself at once.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
  * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes. Both, and the rest,
@@ -39,9 +42,11 @@ struct sqlite_ckpt;
 /* NULL with *err set when the connection cannot be opened or the thread not started. */
 struct sqlite_ckpt *sqlite_ckpt_create(const char *path, char **err);
 void sqlite_ckpt_destroy(struct sqlite_ckpt *c);
-/* Ask for a pass; nothing when one is under way (the writer asks again after its next
+/* Ask for a pass: 1, or 0 when one is under way (the writer asks again after its next
  * commit). Never waits. */
-void sqlite_ckpt_wake(struct sqlite_ckpt *c);
+int sqlite_ckpt_wake(struct sqlite_ckpt *c);
+/* Whether a pass is asked for or under way. Never waits. */
+int sqlite_ckpt_busy(struct sqlite_ckpt *c);
 /* Wait until no pass is under way (before the writer's own: it must find the lock free). */
 void sqlite_ckpt_idle(struct sqlite_ckpt *c);
 /* Passes that succeeded. */

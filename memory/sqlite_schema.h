@@ -109,6 +109,7 @@ struct sqlite_db {
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;
     int ckpt_next;               /* frames at which the checkpointer is asked again */
+    int ckpt_bulk;               /* past the bound: the thread's pass for the bulk was asked */
     struct sqlite_ckpt *ckpt;    /* the checkpointer thread (memory/sqlite_ckpt.h) */
     atomic_uint_fast64_t n_ckpt; /* the writer's own checkpoints; read by /metrics */
     struct purge_pass purge;     /* retention's pass under way (purge.h) */
