@@ -18,7 +18,7 @@
  * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
  * times where it asks this thread for one): it first has this thread copy the bulk while
  * commits go on, then copies what came meanwhile with nothing appending (a sync of a few
- * frames rather than of a thousand: ~1.5 ms held rather than ~5), and the next commit starts
+ * frames rather than of a thousand: ~2 ms held rather than 4-6), and the next commit starts
  * the WAL over. Past twice that bound it waits for a pass under way and copies the rest
  * itself at once.
  *
