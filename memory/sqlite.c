@@ -17,9 +17,10 @@
 
 /* The WAL's checkpoints: past SQLITE_CKPT_FRAMES frames after a commit, the checkpointer
  * thread copies them into the database beside the writer (memory/sqlite_ckpt.h says why);
- * past SQLITE_CKPT_FRAMES_MAX the writer does, between groups, after it has reported its
- * group. SQLite's own automatic checkpoint, which the WAL hook replaces on the write
- * connection, would run inside the COMMIT the group's replies wait for. */
+ * past SQLITE_CKPT_FRAMES_MAX the writer finishes the job itself, between groups, after it
+ * has reported its group (sqlite_settle_bound). SQLite's own automatic checkpoint, which the
+ * WAL hook replaces on the write connection, would run inside the COMMIT the group's replies
+ * wait for. */
 
 /* One chunk of retention's pass (purge.h) in a transaction of its own. */
 static int sqlite_purge(void *arg)

@@ -14,7 +14,7 @@
  * transaction begins with every frame copied. A checkpoint copies the frames there were when
  * it began; under steady load the writer appends more while it runs, so the WAL would grow
  * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
- * call) leave it time to catch up and the WAL starts over as before. So the writer still
+ * call) leave it time to catch up, and the WAL starts over. So the writer still
  * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
  * times where it asks this thread for one): it first has this thread copy the bulk while
  * commits go on, then copies what came meanwhile with nothing appending (a sync of a few
