@@ -77,13 +77,26 @@ before(async () => {
   assert.equal((await rest('POST', '/v1/sessions/stopped-call/stop')).status, 200);
   await waitFor(async () => (await rest('GET', '/v1/webhooks/deliveries?session_id=stopped-call'))
     .body.deliveries.some((d) => d.status === 'failed'), 'the failed delivery');
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  browser = await launchChromium();
   page = await browser.newPage();
   page.on('console', (m) => console.log('page:', m.text()));
   page.on('pageerror', (e) => console.log('page error:', e.message));
   await page.setViewport({ width: 1100, height: 900 });
 });
+
+// Chromium, started headless. On a busy machine (the CI box runs other suites beside this
+// one) its start has taken longer than puppeteer's default 30 s once in a while: it gets
+// 120 s, and a second try if the first start hangs or dies.
+async function launchChromium() {
+  const options = { executablePath: CHROMIUM, headless: true, timeout: 120000,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] };
+  try {
+    return await puppeteer.launch(options);
+  } catch (e) {
+    console.log('chromium did not start (%s); trying once more', e.message);
+    return puppeteer.launch(options);
+  }
+}
 
 after(async () => {
   if (browser) await browser.close();
