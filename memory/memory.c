@@ -813,6 +813,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->commit_spins = c.spun;
     out->checkpoints = c.checkpoints;
     out->checkpoints_held = c.checkpoints_held;
+    out->transaction_time = c.transaction_time;
     out->reach_back_turns = atomic_load_explicit(&m->reach_back, memory_order_relaxed);
     out->replies_pending = c.expected;
     workset_counts(m->ws, &out->sessions, &out->turns, &out->bytes);

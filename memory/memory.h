@@ -35,6 +35,8 @@
 #ifndef MEMPROXY_MEMORY_H
 #define MEMPROXY_MEMORY_H
 
+#include "base/hist.h"
+
 #include <event2/event.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -76,6 +78,7 @@ struct memory_stats {
     uint64_t commit_spins;     /* reply commits a worker waited for without sleeping */
     uint64_t checkpoints;      /* WAL checkpoints beside the writer (its checkpointer) */
     uint64_t checkpoints_held; /* ... and by the writer itself, holding the commits behind */
+    struct hist_counts transaction_time; /* each of the writer's transactions (store.h) */
     uint64_t reach_back_turns; /* turns read for turn-id windows older than the working set */
     int64_t replies_pending;   /* recorded requests under way whose reply is not written yet */
     uint64_t sessions;         /* sessions in the working set */

@@ -70,6 +70,7 @@ struct store {
     pthread_rwlock_t inboxes_lock;
     /* written by the writer, read by /metrics */
     atomic_uint_fast64_t n_tx, n_ok, n_failed, n_delayed, n_spun;
+    struct hist tx_time;          /* the writer's: store_transaction */
     atomic_int_fast64_t expected; /* store_expect */
     int stopping;
     int64_t next_purge_ms;
@@ -264,10 +265,13 @@ void store_detach(struct store *st, struct event_base *base)
 
 /* ---- the writer ---- */
 
-/* One transaction of the backend's over list, counted when it committed. */
+/* One transaction of the backend's over list, timed, and counted when it committed. */
 static int store_transaction(struct store *st, struct store_batch *list)
 {
-    if (st->be->transaction(st->db, list) != 0)
+    uint64_t t0 = util_now_us();
+    int rc = st->be->transaction(st->db, list);
+    hist_observe(&st->tx_time, util_now_us() - t0);
+    if (rc != 0)
         return -1;
     atomic_fetch_add_explicit(&st->n_tx, 1, memory_order_relaxed);
     return 0;
@@ -424,6 +428,8 @@ void store_counts(struct store *st, struct store_counts *out)
     out->failed = atomic_load_explicit(&st->n_failed, memory_order_relaxed);
     out->delayed = atomic_load_explicit(&st->n_delayed, memory_order_relaxed);
     out->spun = atomic_load_explicit(&st->n_spun, memory_order_relaxed);
+    memset(&out->transaction_time, 0, sizeof(out->transaction_time));
+    hist_read(&st->tx_time, &out->transaction_time);
     st->be->checkpoints(st->db, &out->checkpoints, &out->checkpoints_held);
     out->expected = atomic_load_explicit(&st->expected, memory_order_relaxed);
 }

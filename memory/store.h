@@ -23,6 +23,7 @@
 #ifndef MEMPROXY_STORE_H
 #define MEMPROXY_STORE_H
 
+#include "base/hist.h"
 #include "memory/store_backend.h"
 
 #include <event2/event.h>
@@ -45,7 +46,10 @@ struct store_counts {
     uint64_t spun;             /* completions a loop waited for without sleeping (commit_spin_us) */
     uint64_t checkpoints;      /* WAL checkpoints beside the writer (SQLite's checkpointer) */
     uint64_t checkpoints_held; /* ... and on it, after reporting its group, holding the next */
-    int64_t expected;          /* replies on their way now (store_expect) */
+    /* How long each of the writer's transactions took, failed ones too: the statements and
+     * the commit (on PostgreSQL also the round trip and the server's sync to disk). */
+    struct hist_counts transaction_time;
+    int64_t expected; /* replies on their way now (store_expect) */
 };
 void store_counts(struct store *st, struct store_counts *out);
 

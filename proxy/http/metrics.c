@@ -1,5 +1,6 @@
 #include "proxy/http/metrics.h"
 
+#include "base/hist.h"
 #include "base/util.h"
 #include "memory/memory.h"
 
@@ -14,25 +15,13 @@
 #define METRICS_STATUS_MAX 599
 #define METRICS_NSTATUS    (METRICS_STATUS_MAX - METRICS_STATUS_MIN + 2)
 
-/* Upper bounds in microseconds. */
-static const uint64_t metrics_bounds_us[] = {
-    25,    50,     100,    250,    500,     1000,    2500,    5000,     10000,   25000,
-    50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
-#define METRICS_NBUCKETS (UTIL_ARRAY_LEN(metrics_bounds_us) + 1)
-
 static const char *const metrics_route_names[] = {"chat",    "models", "embeddings", "health",
                                                   "metrics", "rest",   "other"};
 static const char *const metrics_failure_names[] = {"unreachable", "timeout", "broken", "status"};
 
-struct metrics_hist {
-    _Atomic uint64_t buckets[METRICS_NBUCKETS];
-    _Atomic uint64_t sum_us;
-    _Atomic uint64_t count;
-};
-
 struct metrics {
     _Atomic uint64_t requests[METRICS_ROUTE__COUNT][METRICS_NSTATUS];
-    struct metrics_hist ttft, added, commit_wait;
+    struct hist ttft, added, commit_wait;
     _Atomic int64_t active_streams;
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
@@ -42,8 +31,8 @@ struct metrics {
     _Atomic uint64_t disconnects;
     _Atomic uint64_t hooks[METRICS_HOOK__COUNT];
     _Atomic uint64_t recalls[METRICS_RECALL__COUNT];
-    struct metrics_hist recall_wait;
-    struct metrics_hist read_wait; /* reads handed to the read pool (worker_read) */
+    struct hist recall_wait;
+    struct hist read_wait; /* reads handed to the read pool (worker_read) */
     _Atomic uint64_t embeds[METRICS_EMBED__COUNT];
     _Atomic uint64_t memo_hits, memo_misses, memo_bytes;
 };
@@ -78,24 +67,14 @@ void metrics_request(struct metrics *m, enum metrics_route route, int status)
     metrics_add(&m->requests[route][i], 1);
 }
 
-static void metrics_observe(struct metrics_hist *h, uint64_t us)
-{
-    size_t i = 0;
-    while (i < UTIL_ARRAY_LEN(metrics_bounds_us) && us > metrics_bounds_us[i])
-        i++;
-    metrics_add(&h->buckets[i], 1);
-    metrics_add(&h->sum_us, us);
-    metrics_add(&h->count, 1);
-}
-
 void metrics_ttft(struct metrics *m, uint64_t us)
 {
-    metrics_observe(&m->ttft, us);
+    hist_observe(&m->ttft, us);
 }
 
 void metrics_added_latency(struct metrics *m, uint64_t us)
 {
-    metrics_observe(&m->added, us);
+    hist_observe(&m->added, us);
 }
 
 void metrics_stream_delta(struct metrics *m, int delta)
@@ -149,17 +128,17 @@ void metrics_hook(struct metrics *m, enum metrics_hook outcome)
 void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us)
 {
     metrics_add(&m->recalls[outcome], 1);
-    metrics_observe(&m->recall_wait, waited_us);
+    hist_observe(&m->recall_wait, waited_us);
 }
 
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us)
 {
-    metrics_observe(&m->commit_wait, waited_us);
+    hist_observe(&m->commit_wait, waited_us);
 }
 
 void metrics_read_wait(struct metrics *m, uint64_t waited_us)
 {
-    metrics_observe(&m->read_wait, waited_us);
+    hist_observe(&m->read_wait, waited_us);
 }
 
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
@@ -211,29 +190,31 @@ static void metrics_render_requests(struct metrics_out *o, struct metrics *const
     }
 }
 
-static void metrics_render_hist(struct metrics_out *o, struct metrics *const *sets, size_t n,
-                                size_t offset, const char *name, const char *help)
+static void metrics_print_hist(struct metrics_out *o, const struct hist_counts *c, const char *name,
+                               const char *help)
 {
-    uint64_t cum = 0, sum = 0, count = 0;
+    uint64_t cum = 0;
     metrics_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    for (size_t b = 0; b < METRICS_NBUCKETS; b++) {
-        for (size_t k = 0; k < n; k++) {
-            struct metrics_hist *h = (struct metrics_hist *)((char *)sets[k] + offset);
-            cum += metrics_get(&h->buckets[b]);
-        }
-        if (b < UTIL_ARRAY_LEN(metrics_bounds_us))
-            metrics_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name,
-                           (double)metrics_bounds_us[b] / 1e6, (unsigned long long)cum);
+    for (size_t b = 0; b < HIST_NBUCKETS; b++) {
+        cum += c->buckets[b];
+        if (b < HIST_NBOUNDS)
+            metrics_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, (double)hist_bounds_us[b] / 1e6,
+                           (unsigned long long)cum);
         else
             metrics_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
     }
-    for (size_t k = 0; k < n; k++) {
-        struct metrics_hist *h = (struct metrics_hist *)((char *)sets[k] + offset);
-        sum += metrics_get(&h->sum_us);
-        count += metrics_get(&h->count);
-    }
-    metrics_printf(o, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum / 1e6, name,
-                   (unsigned long long)count);
+    metrics_printf(o, "%s_sum %.6f\n%s_count %llu\n", name, (double)c->sum_us / 1e6, name,
+                   (unsigned long long)c->count);
+}
+
+/* The histogram at offset in every worker's set, added up. */
+static void metrics_render_hist(struct metrics_out *o, struct metrics *const *sets, size_t n,
+                                size_t offset, const char *name, const char *help)
+{
+    struct hist_counts c = {0};
+    for (size_t k = 0; k < n; k++)
+        hist_read((const struct hist *)((const char *)sets[k] + offset), &c);
+    metrics_print_hist(o, &c, name, help);
 }
 
 static uint64_t metrics_sum(struct metrics *const *sets, size_t n, size_t offset)
@@ -356,6 +337,9 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
                    (unsigned long long)m->commit_spins, (unsigned long long)m->checkpoints,
                    (unsigned long long)m->checkpoints_held, (long long)m->replies_pending);
+    metrics_print_hist(o, &m->transaction_time, "memproxy_store_transaction_seconds",
+                       "Time each of the writer's transactions took, failed ones too: on "
+                       "PostgreSQL the round trip with the server's commit.");
     metrics_printf(
         o,
         "# HELP memproxy_memory_sessions Sessions in the in-memory working set.\n"

@@ -140,6 +140,14 @@ class AgoraConversation(StackTest):
         # each of the 6 responses' ends waited for its commit, and that wait is measured
         self.assertIn("memproxy_commit_wait_seconds_count 6", text)
         self.assertIn('memproxy_commit_wait_seconds_bucket{le="+Inf"} 6', text)
+        # and each of the writer's transactions took a measured time (none failed here)
+        values = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                      if line and not line.startswith("#"))
+        tx = int(values["memproxy_store_transactions_total"])
+        self.assertGreater(tx, 0)
+        self.assertEqual(int(values["memproxy_store_transaction_seconds_count"]), tx)
+        self.assertEqual(int(values['memproxy_store_transaction_seconds_bucket{le="+Inf"}']), tx)
+        self.assertGreater(float(values["memproxy_store_transaction_seconds_sum"]), 0)
 
 
 class Sessions(StackTest):
