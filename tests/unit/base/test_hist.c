@@ -47,8 +47,8 @@ static void test_hist_read_adds(void **state)
     hist_observe(&b, 2000);
     hist_read(&a, &c);
     hist_read(&b, &c);
-    assert_int_equal(c.buckets[4], 2); /* le 500 us */
-    assert_int_equal(c.buckets[6], 1); /* le 2500 us */
+    assert_int_equal(c.buckets[8], 2);  /* le 400 us */
+    assert_int_equal(c.buckets[13], 1); /* le 2500 us */
     assert_int_equal(c.count, 3);
     assert_int_equal(c.sum_us, 2800);
 }
