@@ -7,13 +7,6 @@ const uint64_t hist_bounds_us[HIST_NBOUNDS] = {
     500,    750,    1000,   1500,    2500,    5000,    10000,    25000,   50000,
     100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
 
-/* One writer: a relaxed load and store (hist.h). */
-static inline void hist_add(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-                          memory_order_relaxed);
-}
-
 void hist_observe(struct hist *h, uint64_t us)
 {
     size_t i = 0;

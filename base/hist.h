@@ -36,6 +36,14 @@ struct hist_counts {
     uint64_t count;
 };
 
+/* One writer's step of a counter: a relaxed load and store, no locked instruction (a
+ * histogram's buckets, and any plain counter kept by the same rule, as /metrics' are). */
+static inline void hist_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
 /* The writer's: count one observation of us microseconds. */
 void hist_observe(struct hist *h, uint64_t us);
 /* Any thread: add h's counts to *out. */

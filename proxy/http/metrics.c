@@ -37,13 +37,7 @@ struct metrics {
     _Atomic uint64_t memo_hits, memo_misses, memo_bytes;
 };
 
-/* Single writer per set: a relaxed load and store is enough and needs no locked instruction. */
-static inline void metrics_add(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-                          memory_order_relaxed);
-}
-
+/* Single writer per set: counted with hist_add (base/hist.h), no locked instruction. */
 static inline uint64_t metrics_get(_Atomic uint64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
@@ -64,7 +58,7 @@ void metrics_request(struct metrics *m, enum metrics_route route, int status)
     size_t i = status >= METRICS_STATUS_MIN && status <= METRICS_STATUS_MAX
                    ? (size_t)(status - METRICS_STATUS_MIN)
                    : METRICS_NSTATUS - 1;
-    metrics_add(&m->requests[route][i], 1);
+    hist_add(&m->requests[route][i], 1);
 }
 
 void metrics_ttft(struct metrics *m, uint64_t us)
@@ -85,27 +79,27 @@ void metrics_stream_delta(struct metrics *m, int delta)
 
 void metrics_upstream_failure(struct metrics *m, enum metrics_failure kind)
 {
-    metrics_add(&m->failures[kind], 1);
+    hist_add(&m->failures[kind], 1);
 }
 
 void metrics_fallback(struct metrics *m)
 {
-    metrics_add(&m->fallbacks, 1);
+    hist_add(&m->fallbacks, 1);
 }
 
 void metrics_fallback_reply(struct metrics *m)
 {
-    metrics_add(&m->fallback_replies, 1);
+    hist_add(&m->fallback_replies, 1);
 }
 
 void metrics_cache(struct metrics *m, int hit)
 {
-    metrics_add(&m->cache[hit ? 0 : 1], 1);
+    hist_add(&m->cache[hit ? 0 : 1], 1);
 }
 
 void metrics_summary(struct metrics *m, int stored)
 {
-    metrics_add(&m->summaries[stored ? 0 : 1], 1);
+    hist_add(&m->summaries[stored ? 0 : 1], 1);
 }
 
 void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t bytes)
@@ -117,17 +111,17 @@ void metrics_memo(struct metrics *m, uint64_t hits, uint64_t misses, uint64_t by
 
 void metrics_client_disconnect(struct metrics *m)
 {
-    metrics_add(&m->disconnects, 1);
+    hist_add(&m->disconnects, 1);
 }
 
 void metrics_hook(struct metrics *m, enum metrics_hook outcome)
 {
-    metrics_add(&m->hooks[outcome], 1);
+    hist_add(&m->hooks[outcome], 1);
 }
 
 void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t waited_us)
 {
-    metrics_add(&m->recalls[outcome], 1);
+    hist_add(&m->recalls[outcome], 1);
     hist_observe(&m->recall_wait, waited_us);
 }
 
@@ -143,7 +137,7 @@ void metrics_read_wait(struct metrics *m, uint64_t waited_us)
 
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n)
 {
-    metrics_add(&m->embeds[outcome], n);
+    hist_add(&m->embeds[outcome], n);
 }
 
 /* ---- rendering ---- */
