@@ -61,8 +61,8 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
  * while it copies). First the thread copies the bulk while commits go on; once it is done, the
  * writer copies what came meanwhile with nothing appending, so every frame a reader does not
  * hold back is copied and the next commit starts the WAL over. Past twice the bound the writer
- * waits for a pass under way and copies the rest at once. A failed one is tried again after
- * the next commit. */
+ * cuts a pass under way (the thread, at SCHED_IDLE, may not get the CPU the writer keeps
+ * busy) and copies the rest at once. A failed one is tried again after the next commit. */
 static void sqlite_settle_bound(struct sqlite_db *st)
 {
     if (st->wal_frames < 2 * SQLITE_CKPT_FRAMES_MAX) {
@@ -75,7 +75,7 @@ static void sqlite_settle_bound(struct sqlite_db *st)
     }
     st->ckpt_bulk = 0;
     st->wal_frames = 0;
-    sqlite_ckpt_idle(st->ckpt);
+    sqlite_ckpt_cut(st->ckpt); /* at SCHED_IDLE it may not get the CPU the writer holds */
     if (sqlite_ckpt_run(st->db, &st->ckpt_failing) == 0)
         atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
 }

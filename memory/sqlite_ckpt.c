@@ -3,9 +3,13 @@
 #include "base/log.h"
 #include "base/util.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 struct sqlite_ckpt {
     sqlite3 *db; /* the thread's own connection */
@@ -27,16 +31,27 @@ int sqlite_ckpt_run(sqlite3 *db, int *failing)
         *failing = 0;
         return 0;
     }
-    if (rc != SQLITE_BUSY && !*failing) {
+    if (rc != SQLITE_BUSY && rc != SQLITE_INTERRUPT && !*failing) { /* cut: sqlite_ckpt_cut */
         log_warn("store: checkpoint: %s (the WAL grows until one succeeds)", sqlite3_errmsg(db));
         *failing = 1;
     }
     return -1;
 }
 
+/* The thread runs only on a CPU nothing else wants (the header says why). Without it (a
+ * system that refuses SCHED_IDLE) it runs as the writer does, as before. */
+static void sqlite_ckpt_idle_policy(void)
+{
+    struct sched_param sp = {0};
+    int rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    if (rc != 0)
+        log_debug("store: the checkpoint thread keeps its priority: %s", strerror(rc));
+}
+
 static void *sqlite_ckpt_main(void *arg)
 {
     struct sqlite_ckpt *c = arg;
+    sqlite_ckpt_idle_policy();
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->want && !c->stop)
@@ -132,6 +147,28 @@ void sqlite_ckpt_idle(struct sqlite_ckpt *c)
     pthread_mutex_lock(&c->mu);
     while ((c->busy || c->want) && !c->stop)
         pthread_cond_wait(&c->idle_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sqlite_ckpt_cut(struct sqlite_ckpt *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->want = 0; /* asked for and not begun: not begun */
+    while (c->busy && !c->stop) {
+        /* again each millisecond: a pass clears the flag as it begins, so one sent just
+         * before that would be lost */
+        sqlite3_interrupt(c->db);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        int rc = pthread_cond_timedwait(&c->idle_cv, &c->mu, &until);
+        if (rc != 0 && rc != ETIMEDOUT)
+            break;
+    }
     pthread_mutex_unlock(&c->mu);
 }
 

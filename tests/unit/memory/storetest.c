@@ -9,6 +9,7 @@
 #include "storetest.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void storetest_done(void *arg, int ok)
@@ -27,6 +28,28 @@ char *storetest_path(void)
     char *path = xasprintf("%s/test.db", dir);
     free(dir);
     return path;
+}
+
+void storetest_remove(const char *path)
+{
+    static const char *const tails[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        char *f = xasprintf("%s%s", path, tails[i]);
+        unlink(f);
+        free(f);
+    }
+    char *dir = xstrdup(path);
+    *strrchr(dir, '/') = '\0';
+    assert_int_equal(rmdir(dir), 0);
+    free(dir);
+}
+
+void storetest_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+    if (rc != SQLITE_OK)
+        fail_msg("%s: %s", sql, err ? err : sqlite3_errstr(rc));
 }
 
 struct store *storetest_open_with(const char *path, struct store_opts o)

@@ -1,7 +1,7 @@
 /*
- * storetest: what the store's unit tests (test_store.c, test_store_writer.c) share: a fresh
- * database path, a store opened with given options, a turn in the stored shape, and a batch
- * committed synchronously.
+ * storetest: what the store's unit tests (test_store.c, test_store_writer.c, test_walbuf.c,
+ * test_sqlite_ckpt.c) share: a fresh database path, SQL run on a connection, a store opened
+ * with given options, a turn in the stored shape, and a batch committed synchronously.
  *
  * Ownership: storetest_path() returns a new string (free() it; the file is the caller's to
  * unlink); the stores are the caller's (store_close()); storetest_turn() returns a new
@@ -14,6 +14,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdint.h>
 
 /* A completion counter: done and ok count the reports; the base's loop breaks at want. */
@@ -25,6 +26,10 @@ void storetest_done(void *arg, int ok);
 
 /* A database path in a new temporary directory. */
 char *storetest_path(void);
+/* Remove that directory with what SQLite left in it (the database, its WAL and shm). */
+void storetest_remove(const char *path);
+/* Run sql on db (several statements may be given); fails the test on an error. */
+void storetest_exec(sqlite3 *db, const char *sql);
 /* A store with o's options (and a 5 s busy timeout); fails the test when it does not open. */
 struct store *storetest_open_with(const char *path, struct store_opts o);
 struct store *storetest_open_retention(const char *path, int64_t retention_ms);

@@ -10,6 +10,7 @@
 
 #include "base/util.h"
 #include "memory/walbuf.h"
+#include "storetest.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -37,14 +38,6 @@ static void dir_remove(struct dir *d)
     assert_int_equal(system(cmd), 0);
 }
 
-static void exec(sqlite3 *db, const char *sql)
-{
-    char *err = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
-    if (rc != SQLITE_OK)
-        fail_msg("%s: %s", sql, err ? err : sqlite3_errstr(rc));
-}
-
 static int64_t query_int(sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *s = NULL;
@@ -64,8 +57,9 @@ static sqlite3 *open_writer(const char *path)
     assert_int_equal(
         sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, WALBUF_VFS),
         SQLITE_OK);
-    exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0;"
-             "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);");
+    storetest_exec(
+        db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0;"
+            "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);");
     return db;
 }
 
@@ -84,9 +78,9 @@ static void insert_rows(sqlite3 *db, int from, int n, int size)
              "WITH RECURSIVE c(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM c WHERE i < %d) "
              "INSERT INTO t SELECT i, zeroblob(%d) FROM c",
              from, from + n - 1, size);
-    exec(db, "BEGIN");
-    exec(db, sql);
-    exec(db, "COMMIT");
+    storetest_exec(db, "BEGIN");
+    storetest_exec(db, sql);
+    storetest_exec(db, "COMMIT");
 }
 
 /* What SQLite's recovery makes of the files as they are on disk now (the database and its
@@ -142,19 +136,19 @@ static void test_spilled_transaction(void **state)
     struct dir d;
     dir_make(&d);
     sqlite3 *w = open_writer(d.db);
-    exec(w, "PRAGMA cache_size=8; PRAGMA cache_spill=1");
+    storetest_exec(w, "PRAGMA cache_size=8; PRAGMA cache_spill=1");
     insert_rows(w, 1, 10, 100);
-    exec(w, "BEGIN");
+    storetest_exec(w, "BEGIN");
     for (int pass = 0; pass < 4; pass++) { /* every pass writes the same pages again */
         char sql[200];
         snprintf(sql, sizeof(sql),
                  "WITH RECURSIVE c(i) AS (SELECT 1000 UNION ALL SELECT i + 1 FROM c WHERE i < "
                  "1199) INSERT OR REPLACE INTO t SELECT i, randomblob(%d) FROM c",
                  700 + pass);
-        exec(w, sql);
+        storetest_exec(w, sql);
     }
-    exec(w, "UPDATE t SET v = zeroblob(50) WHERE k <= 10");
-    exec(w, "COMMIT");
+    storetest_exec(w, "UPDATE t SET v = zeroblob(50) WHERE k <= 10");
+    storetest_exec(w, "COMMIT");
     sqlite3 *r = open_plain(d.db, SQLITE_OPEN_READONLY);
     assert_int_equal(query_int(r, "SELECT count(*) FROM t"), 210);
     assert_int_equal(query_int(r, "SELECT sum(length(v)) FROM t"), 10 * 50 + 200 * 703);
@@ -172,10 +166,10 @@ static void test_rollback_leaves_nothing(void **state)
     struct dir d;
     dir_make(&d);
     sqlite3 *w = open_writer(d.db);
-    exec(w, "PRAGMA cache_size=8");
+    storetest_exec(w, "PRAGMA cache_size=8");
     insert_rows(w, 1, 5, 10);
-    exec(w, "BEGIN; INSERT INTO t SELECT k + 100, randomblob(4000) FROM t;"
-            "INSERT INTO t SELECT k + 1000, randomblob(4000) FROM t; ROLLBACK");
+    storetest_exec(w, "BEGIN; INSERT INTO t SELECT k + 100, randomblob(4000) FROM t;"
+                      "INSERT INTO t SELECT k + 1000, randomblob(4000) FROM t; ROLLBACK");
     sqlite3 *r = open_plain(d.db, SQLITE_OPEN_READONLY);
     assert_int_equal(query_int(r, "SELECT count(*) FROM t"), 5);
     insert_rows(w, 6, 1, 10);
@@ -247,7 +241,7 @@ static void test_one_frame_commit_after_a_read(void **state)
     w = open_writer(d.db); /* a cold cache: the table's page is read from the WAL */
     struct walbuf_stats a, b;
     walbuf_stats(&a);
-    exec(w, "UPDATE t SET v = zeroblob(20) WHERE k = 3");
+    storetest_exec(w, "UPDATE t SET v = zeroblob(20) WHERE k = 3");
     walbuf_stats(&b);
     assert_int_equal(b.asked - a.asked, 2); /* one frame: its header, its page */
     assert_int_equal(b.made - a.made, 2);
@@ -269,7 +263,7 @@ static void test_rollback_journal_database(void **state)
     assert_int_equal(
         sqlite3_open_v2(d.db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, WALBUF_VFS),
         SQLITE_OK);
-    exec(db, "CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)");
+    storetest_exec(db, "CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)");
     insert_rows(db, 1, 50, 2000);
     sqlite3_close(db);
     db = open_plain(d.db, SQLITE_OPEN_READONLY);

@@ -1,0 +1,120 @@
+/* Unit tests: the checkpoint thread (memory/sqlite_ckpt.c). What the writer relies on: the
+ * thread runs at SCHED_IDLE, so it never takes the CPU from a request; and a pass asked for or
+ * under way can be cut at once, after which the writer's own pass copies every frame (the
+ * cut one's half-done work does not stand in its way) and the thread's next pass works. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "memory/sqlite_ckpt.h"
+#include "storetest.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A writer as the store opens one (WAL, synchronous=NORMAL, no automatic checkpoint) with
+ * rows commits of a 3 KB row each: about rows frames in the WAL. */
+static sqlite3 *writer_with_wal(const char *path, int rows)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    storetest_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                       "PRAGMA wal_autocheckpoint=0; CREATE TABLE t (v TEXT)");
+    for (int i = 0; i < rows; i++)
+        storetest_exec(db, "INSERT INTO t VALUES (printf('%.3000c', 'x'))");
+    return db;
+}
+
+/* Frames in the WAL and frames copied from it, as a PASSIVE checkpoint by db reports them
+ * (it copies what it can first). */
+static void wal_state(sqlite3 *db, int *log, int *copied)
+{
+    assert_int_equal(sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, log, copied),
+                     SQLITE_OK);
+}
+
+/* Threads of this process at SCHED_IDLE. */
+static int idle_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] != '.' && sched_getscheduler(atoi(e->d_name)) == SCHED_IDLE)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_runs_at_idle_priority(void **state)
+{
+    (void)state;
+    char *path = storetest_path();
+    sqlite3 *db = writer_with_wal(path, 10);
+    char *err = NULL;
+    struct sqlite_ckpt *c = sqlite_ckpt_create(path, &err);
+    assert_non_null(c);
+    for (int i = 0; i < 200 && idle_threads() == 0; i++)
+        usleep(5000); /* the thread sets its own policy as it starts */
+    assert_int_equal(idle_threads(), 1);
+    sqlite_ckpt_destroy(c);
+    assert_int_equal(idle_threads(), 0);
+    sqlite3_close(db);
+    storetest_remove(path);
+    free(path);
+}
+
+/* Cut before or during a pass (at once, and 1 ms into a pass of ~3,000 frames, which takes
+ * far longer: it never counts as done), and after one (most likely): in each case nothing of
+ * the thread is left running, the writer's own pass copies every frame, and a pass asked for
+ * afterwards works and is counted. */
+static void test_cut_then_the_writer_copies(void **state)
+{
+    (void)state;
+    static const int delays_us[] = {0, 1000, 200000};
+    for (size_t k = 0; k < sizeof(delays_us) / sizeof(delays_us[0]); k++) {
+        char *path = storetest_path();
+        sqlite3 *db = writer_with_wal(path, 3000);
+        char *err = NULL;
+        struct sqlite_ckpt *c = sqlite_ckpt_create(path, &err);
+        assert_non_null(c);
+        sqlite_ckpt_cut(c); /* nothing asked: returns at once */
+        assert_int_equal(sqlite_ckpt_wake(c), 1);
+        usleep(delays_us[k]);
+        sqlite_ckpt_cut(c);
+        assert_false(sqlite_ckpt_busy(c));
+        if (delays_us[k] <= 1000) /* a pass of 3,000 frames takes longer: it was cut */
+            assert_int_equal(sqlite_ckpt_count(c), 0);
+        int failing = 0, log = 0, copied = 0;
+        assert_int_equal(sqlite_ckpt_run(db, &failing), 0);
+        assert_int_equal(failing, 0);
+        wal_state(db, &log, &copied);
+        assert_true(log >= 3000);
+        assert_int_equal(copied, log);
+        storetest_exec(db, "INSERT INTO t VALUES ('after')"); /* the WAL starts over */
+        uint64_t before = sqlite_ckpt_count(c);
+        assert_int_equal(sqlite_ckpt_wake(c), 1);
+        sqlite_ckpt_idle(c);
+        assert_int_equal(sqlite_ckpt_count(c), before + 1);
+        sqlite_ckpt_destroy(c);
+        sqlite3_close(db);
+        storetest_remove(path);
+        free(path);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runs_at_idle_priority),
+        cmocka_unit_test(test_cut_then_the_writer_copies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
