@@ -61,13 +61,14 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
  * while it copies). First the thread copies the bulk while commits go on; once it is done, the
  * writer copies what came meanwhile with nothing appending, so every frame a reader does not
  * hold back is copied and the next commit starts the WAL over. Past twice the bound the writer
- * cuts a pass under way (the thread, at SCHED_IDLE, may not get the CPU the writer keeps
- * busy) and copies the rest at once. A failed one is tried again after the next commit. */
+ * waits for the second thread's pass under way, cuts the idle one's (at SCHED_IDLE it may not
+ * get the CPU the writer keeps busy) and copies the rest at once. A failed one is tried again
+ * after the next commit. */
 static void sqlite_settle_bound(struct sqlite_db *st)
 {
     if (st->wal_frames < 2 * SQLITE_CKPT_FRAMES_MAX) {
         if (!st->ckpt_bulk) {
-            st->ckpt_bulk = sqlite_ckpt_wake(st->ckpt);
+            st->ckpt_bulk = sqlite_ckpt_wake_cut(st->ckpt, st->ckpt_idle);
             return;
         }
         if (sqlite_ckpt_busy(st->ckpt))
@@ -75,7 +76,8 @@ static void sqlite_settle_bound(struct sqlite_db *st)
     }
     st->ckpt_bulk = 0;
     st->wal_frames = 0;
-    sqlite_ckpt_cut(st->ckpt); /* at SCHED_IDLE it may not get the CPU the writer holds */
+    sqlite_ckpt_cut(st->ckpt_idle); /* it may not get the CPU the writer holds */
+    sqlite_ckpt_idle(st->ckpt);
     if (sqlite_ckpt_run(st->db, &st->ckpt_failing) == 0)
         atomic_fetch_add_explicit(&st->n_ckpt, 1, memory_order_relaxed);
 }
@@ -93,8 +95,13 @@ static int sqlite_settle(void *arg)
     if (st->wal_frames >= SQLITE_CKPT_FRAMES_MAX) {
         sqlite_settle_bound(st);
     } else if (st->wal_frames >= st->ckpt_next) {
-        sqlite_ckpt_wake(st->ckpt);
+        /* under load (the writer's groups held more than two batches on average since the
+         * last pass, or the idle thread's last pass has not ended), the other thread's turn */
+        int loaded = st->ckpt_batches > 2 * st->ckpt_groups;
+        if (loaded || !sqlite_ckpt_wake(st->ckpt_idle))
+            sqlite_ckpt_wake_cut(st->ckpt, st->ckpt_idle);
         st->ckpt_next = st->wal_frames + SQLITE_CKPT_FRAMES;
+        st->ckpt_batches = st->ckpt_groups = 0;
     }
     return 0;
 }
@@ -103,6 +110,7 @@ static int sqlite_settle(void *arg)
 static void sqlite_settled(void *arg)
 {
     struct sqlite_db *st = arg;
+    sqlite_ckpt_idle(st->ckpt_idle);
     sqlite_ckpt_idle(st->ckpt);
 }
 
@@ -113,9 +121,11 @@ static int sqlite_transaction(void *arg, struct store_batch *list)
 {
     struct sqlite_db *st = arg;
     int ok = sqlite_exec_run(st, ST_BEGIN) == 0;
+    st->ckpt_groups++;
     for (struct store_batch *b = list; ok && b != NULL; b = b->next) {
         sqlite_exec_apply(st, b);
         ok = b->ok;
+        st->ckpt_batches++;
     }
     if (ok && sqlite_exec_run(st, ST_COMMIT) == 0)
         return 0;
@@ -148,7 +158,8 @@ static void sqlite_setup(void)
 
 static void sqlite_db_free(struct sqlite_db *st)
 {
-    sqlite_ckpt_destroy(st->ckpt); /* first: it may be copying */
+    sqlite_ckpt_destroy(st->ckpt); /* first: they may be copying */
+    sqlite_ckpt_destroy(st->ckpt_idle);
     sqlite_read_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
@@ -197,8 +208,10 @@ static void *sqlite_open(const char *path, const struct store_opts *opts, char *
     st->embedded = sqlite_any_embedding(st->db);
     sqlite3_wal_hook(st->db, sqlite_wal_hook, st); /* in place of the automatic checkpoint */
     st->ckpt_next = SQLITE_CKPT_FRAMES;
-    st->ckpt = sqlite_ckpt_create(path, err);
-    if (st->ckpt == NULL)
+    st->ckpt = sqlite_ckpt_create(path, 0, err);
+    if (st->ckpt != NULL)
+        st->ckpt_idle = sqlite_ckpt_create(path, 1, err);
+    if (st->ckpt == NULL || st->ckpt_idle == NULL)
         goto fail;
     st->wr = xcalloc(1, sizeof(*st->wr));
     st->wr->base.be = &sqlite_backend;
@@ -222,7 +235,7 @@ static void sqlite_close(void *arg)
 static void sqlite_checkpoints(void *arg, uint64_t *aside, uint64_t *held)
 {
     struct sqlite_db *st = arg;
-    *aside = sqlite_ckpt_count(st->ckpt);
+    *aside = sqlite_ckpt_count(st->ckpt) + sqlite_ckpt_count(st->ckpt_idle);
     *held = atomic_load_explicit(&st->n_ckpt, memory_order_relaxed);
 }
 

@@ -15,10 +15,12 @@ struct sqlite_ckpt {
     sqlite3 *db; /* the thread's own connection */
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t wake_cv; /* want or stop set */
-    pthread_cond_t idle_cv; /* a pass ended */
-    int want, busy, stop;   /* under mu */
-    int failing;            /* the thread's: its last pass failed (logged once) */
+    pthread_cond_t wake_cv;        /* want or stop set */
+    pthread_cond_t idle_cv;        /* a pass ended */
+    int want, busy, stop;          /* under mu */
+    struct sqlite_ckpt *cut_first; /* under mu: a thread whose pass this one's must end */
+    int idle;                      /* SCHED_IDLE */
+    int failing;                   /* the thread's: its last pass failed (logged once) */
     atomic_uint_fast64_t n;
 };
 
@@ -38,8 +40,8 @@ int sqlite_ckpt_run(sqlite3 *db, int *failing)
     return -1;
 }
 
-/* The thread runs only on a CPU nothing else wants (the header says why). Without it (a
- * system that refuses SCHED_IDLE) it runs as the writer does, as before. */
+/* An idle thread runs only on a CPU nothing else wants (the header says why). Without it (a
+ * system that refuses SCHED_IDLE) it runs as the writer does. */
 static void sqlite_ckpt_idle_policy(void)
 {
     struct sched_param sp = {0};
@@ -51,16 +53,21 @@ static void sqlite_ckpt_idle_policy(void)
 static void *sqlite_ckpt_main(void *arg)
 {
     struct sqlite_ckpt *c = arg;
-    sqlite_ckpt_idle_policy();
+    if (c->idle)
+        sqlite_ckpt_idle_policy();
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->want && !c->stop)
             pthread_cond_wait(&c->wake_cv, &c->mu);
         if (c->stop)
             break;
+        struct sqlite_ckpt *other = c->cut_first;
         c->want = 0;
         c->busy = 1;
+        c->cut_first = NULL;
         pthread_mutex_unlock(&c->mu);
+        if (other != NULL) /* it would hold the lock this pass needs */
+            sqlite_ckpt_cut(other);
         if (sqlite_ckpt_run(c->db, &c->failing) == 0)
             atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
         pthread_mutex_lock(&c->mu);
@@ -84,9 +91,10 @@ static int sqlite_ckpt_connect(struct sqlite_ckpt *c, const char *path, char **e
     return 0;
 }
 
-struct sqlite_ckpt *sqlite_ckpt_create(const char *path, char **err)
+struct sqlite_ckpt *sqlite_ckpt_create(const char *path, int idle, char **err)
 {
     struct sqlite_ckpt *c = xcalloc(1, sizeof(*c));
+    c->idle = idle;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->wake_cv, NULL);
     pthread_cond_init(&c->idle_cv, NULL);
@@ -122,16 +130,22 @@ void sqlite_ckpt_destroy(struct sqlite_ckpt *c)
     free(c);
 }
 
-int sqlite_ckpt_wake(struct sqlite_ckpt *c)
+int sqlite_ckpt_wake_cut(struct sqlite_ckpt *c, struct sqlite_ckpt *first)
 {
     pthread_mutex_lock(&c->mu);
     int asked = !c->busy && !c->want;
     if (asked) {
         c->want = 1;
+        c->cut_first = first;
         pthread_cond_signal(&c->wake_cv);
     }
     pthread_mutex_unlock(&c->mu);
     return asked;
+}
+
+int sqlite_ckpt_wake(struct sqlite_ckpt *c)
+{
+    return sqlite_ckpt_wake_cut(c, NULL);
 }
 
 int sqlite_ckpt_busy(struct sqlite_ckpt *c)

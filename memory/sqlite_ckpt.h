@@ -19,20 +19,25 @@
  * times where it asks this thread for one): it first has this thread copy the bulk while
  * commits go on, then copies what came meanwhile with nothing appending (a sync of a few
  * frames rather than of a thousand: ~2 ms held rather than 4-6), and the next commit starts
- * the WAL over. Past twice that bound it waits for a pass under way and copies the rest
- * itself at once.
+ * the WAL over. Past twice that bound it waits for a pass under way (cutting an idle one,
+ * below) and copies the rest itself at once.
  *
- * Its priority: SCHED_IDLE. It runs on a CPU nothing else wants, so a request that comes
- * while it copies is not held for the CPU behind it. Where memproxy shares a core with its
- * checkpoints (bench/reference pins it so), a call-shaped client one request at a time met a
- * pass every ~220 requests, and the requests during it waited for its page copies: with the
- * thread at the workers' priority the recorded p99 was 702-834 us in five rounds, at
- * SCHED_IDLE 512-645 (p50 unchanged). A thread that runs only when the CPU is idle must not
- * be waited for by one that keeps it busy: at its hard bound the writer cuts a pass under
- * way (sqlite_ckpt_cut) and copies itself rather than waiting for it.
+ * Two of them, by load. Where memproxy shares a core with its checkpoints (bench/reference
+ * pins it so), a pass at the workers' priority takes the CPU from the requests that come
+ * while it copies pages: a call-shaped client one request at a time met a pass every ~220
+ * requests, and its recorded p99 was 702-834 us in five rounds. So the passes of light load
+ * go to a thread at SCHED_IDLE, which runs only on a CPU nothing else wants: 512-645 us, p50
+ * unchanged. Under saturation that thread hardly runs, and with it alone the writer ended up
+ * copying the whole WAL itself at its bound, holding the commits behind it (commit waits over
+ * 25 ms: ~1% of them, against none). So under load (the writer's groups averaged more than
+ * two batches since the last pass, or the idle thread's last pass has not ended) a pass goes
+ * to a second thread at the writer's priority, as before there was an idle one, which first
+ * cuts the idle one's pass (sqlite_ckpt_wake_cut: a starved pass holds the lock it needs).
+ * The writer never waits for the idle thread itself: at its hard bound it cuts that one's.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
- * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes. Both, and the rest,
+ * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes; a thread whose pass
+ * cuts another's (sqlite_ckpt_wake_cut) must be destroyed before that one. Both, and the rest,
  * are the writer's to call (sqlite_ckpt_count from any thread).
  */
 #ifndef MEMPROXY_SQLITE_CKPT_H
@@ -48,12 +53,15 @@
 
 struct sqlite_ckpt;
 
-/* NULL with *err set when the connection cannot be opened or the thread not started. */
-struct sqlite_ckpt *sqlite_ckpt_create(const char *path, char **err);
+/* A thread at SCHED_IDLE when idle, else at its creator's priority. NULL with *err set when
+ * the connection cannot be opened or the thread not started. */
+struct sqlite_ckpt *sqlite_ckpt_create(const char *path, int idle, char **err);
 void sqlite_ckpt_destroy(struct sqlite_ckpt *c);
 /* Ask for a pass: 1, or 0 when one is under way (the writer asks again after its next
  * commit). Never waits. */
 int sqlite_ckpt_wake(struct sqlite_ckpt *c);
+/* The same, the pass first cutting first's (sqlite_ckpt_cut), on c's thread. */
+int sqlite_ckpt_wake_cut(struct sqlite_ckpt *c, struct sqlite_ckpt *first);
 /* Whether a pass is asked for or under way. Never waits. */
 int sqlite_ckpt_busy(struct sqlite_ckpt *c);
 /* Wait until no pass is under way (before the writer's own: it must find the lock free). */

@@ -108,11 +108,13 @@ struct sqlite_db {
     /* frames in the WAL after the last commit (the WAL hook), and whether the writer's last
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;
-    int ckpt_next;               /* frames at which the checkpointer is asked again */
-    int ckpt_bulk;               /* past the bound: the thread's pass for the bulk was asked */
-    struct sqlite_ckpt *ckpt;    /* the checkpointer thread (memory/sqlite_ckpt.h) */
-    atomic_uint_fast64_t n_ckpt; /* the writer's own checkpoints; read by /metrics */
-    struct purge_pass purge;     /* retention's pass under way (purge.h) */
+    int ckpt_next;                  /* frames at which the checkpointer is asked again */
+    int ckpt_bulk;                  /* past the bound: the thread's pass for the bulk was asked */
+    long ckpt_groups, ckpt_batches; /* the writer's transactions and their batches since */
+    struct sqlite_ckpt *ckpt;       /* the checkpointer thread under load (memory/sqlite_ckpt.h) */
+    struct sqlite_ckpt *ckpt_idle;  /* and the one at SCHED_IDLE, for the passes of light load */
+    atomic_uint_fast64_t n_ckpt;    /* the writer's own checkpoints; read by /metrics */
+    struct purge_pass purge;        /* retention's pass under way (purge.h) */
 };
 
 /* A reader's connection; the writer's own reader borrows the write connection. */

@@ -1,7 +1,8 @@
-/* Unit tests: the checkpoint thread (memory/sqlite_ckpt.c). What the writer relies on: the
- * thread runs at SCHED_IDLE, so it never takes the CPU from a request; and a pass asked for or
- * under way can be cut at once, after which the writer's own pass copies every frame (the
- * cut one's half-done work does not stand in its way) and the thread's next pass works. */
+/* Unit tests: the checkpoint threads (memory/sqlite_ckpt.c). What the writer relies on: the
+ * light-load one runs at SCHED_IDLE, so it never takes the CPU from a request, and the other at
+ * the writer's priority; a pass asked for or under way can be cut at once, after which the
+ * writer's own pass copies every frame (the cut one's half-done work does not stand in its
+ * way) and the thread's next pass works; the other thread's pass cuts the idle one's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,11 +60,17 @@ static void test_runs_at_idle_priority(void **state)
     char *path = storetest_path();
     sqlite3 *db = writer_with_wal(path, 10);
     char *err = NULL;
-    struct sqlite_ckpt *c = sqlite_ckpt_create(path, &err);
+    struct sqlite_ckpt *c = sqlite_ckpt_create(path, 1, &err);
     assert_non_null(c);
     for (int i = 0; i < 200 && idle_threads() == 0; i++)
         usleep(5000); /* the thread sets its own policy as it starts */
     assert_int_equal(idle_threads(), 1);
+    struct sqlite_ckpt *normal = sqlite_ckpt_create(path, 0, &err);
+    assert_non_null(normal);
+    assert_int_equal(sqlite_ckpt_wake(normal), 1);
+    sqlite_ckpt_idle(normal); /* it has started and run a pass: at its creator's priority */
+    assert_int_equal(idle_threads(), 1);
+    sqlite_ckpt_destroy(normal);
     sqlite_ckpt_destroy(c);
     assert_int_equal(idle_threads(), 0);
     sqlite3_close(db);
@@ -83,7 +90,7 @@ static void test_cut_then_the_writer_copies(void **state)
         char *path = storetest_path();
         sqlite3 *db = writer_with_wal(path, 3000);
         char *err = NULL;
-        struct sqlite_ckpt *c = sqlite_ckpt_create(path, &err);
+        struct sqlite_ckpt *c = sqlite_ckpt_create(path, 1, &err);
         assert_non_null(c);
         sqlite_ckpt_cut(c); /* nothing asked: returns at once */
         assert_int_equal(sqlite_ckpt_wake(c), 1);
@@ -110,11 +117,44 @@ static void test_cut_then_the_writer_copies(void **state)
     }
 }
 
+/* Under load a pass goes to the thread at the writer's priority, which first cuts the idle
+ * thread's pass under way (it would hold the checkpoint lock): the idle one never counts that
+ * pass as done, the other one does, and every frame is copied. */
+static void test_the_busy_thread_cuts_the_idle_one(void **state)
+{
+    (void)state;
+    char *path = storetest_path();
+    sqlite3 *db = writer_with_wal(path, 3000);
+    char *err = NULL;
+    struct sqlite_ckpt *idle = sqlite_ckpt_create(path, 1, &err);
+    struct sqlite_ckpt *busy = sqlite_ckpt_create(path, 0, &err);
+    assert_non_null(idle);
+    assert_non_null(busy);
+    assert_int_equal(sqlite_ckpt_wake(idle), 1);
+    usleep(1000);
+    assert_int_equal(sqlite_ckpt_wake_cut(busy, idle), 1);
+    assert_int_equal(sqlite_ckpt_wake_cut(busy, idle), 0); /* one pass at a time */
+    sqlite_ckpt_idle(busy);
+    assert_false(sqlite_ckpt_busy(idle));
+    assert_int_equal(sqlite_ckpt_count(idle), 0);
+    assert_int_equal(sqlite_ckpt_count(busy), 1);
+    int log = 0, copied = 0;
+    wal_state(db, &log, &copied);
+    assert_true(log >= 3000);
+    assert_int_equal(copied, log);
+    sqlite_ckpt_destroy(busy);
+    sqlite_ckpt_destroy(idle);
+    sqlite3_close(db);
+    storetest_remove(path);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs_at_idle_priority),
         cmocka_unit_test(test_cut_then_the_writer_copies),
+        cmocka_unit_test(test_the_busy_thread_cuts_the_idle_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
