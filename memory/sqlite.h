@@ -6,9 +6,10 @@
  * sqlite_schema.h; a batch's operations in sqlite_exec.h.
  *
  * Upkeep: after a group's completions are handed over (settle), never inside the COMMIT those
- * completions wait for, the WAL checkpoint: on a thread of its own beside the writer
- * (sqlite_ckpt.h), or by the writer when steady load outgrew that thread; retention deletes in
- * transactions of a few hundred sessions so that commits queued meanwhile wait little.
+ * completions wait for, the WAL checkpoint: on threads of its own beside the writer, one at
+ * SCHED_IDLE for light load (sqlite_ckpt.h), or by the writer when steady load outgrew them;
+ * retention deletes in transactions of a few hundred sessions so that commits queued
+ * meanwhile wait little.
  */
 #ifndef MEMPROXY_SQLITE_H
 #define MEMPROXY_SQLITE_H
