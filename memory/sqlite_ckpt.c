@@ -172,14 +172,10 @@ void sqlite_ckpt_cut(struct sqlite_ckpt *c)
         /* again each millisecond: a pass clears the flag as it begins, so one sent just
          * before that would be lost */
         sqlite3_interrupt(c->db);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        int rc = pthread_cond_timedwait(&c->idle_cv, &c->mu, &until);
+        uint64_t until = util_now_ns() + 1000000u;
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+                              .tv_nsec = (long)(until % 1000000000u)};
+        int rc = pthread_cond_clockwait(&c->idle_cv, &c->mu, CLOCK_MONOTONIC, &ts);
         if (rc != 0 && rc != ETIMEDOUT)
             break;
     }
