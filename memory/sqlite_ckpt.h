@@ -24,16 +24,15 @@
  *
  * Two of them, by load. Where memproxy shares a core with its checkpoints (bench/reference
  * pins it so), a pass at the workers' priority takes the CPU from the requests that come
- * while it copies pages: a call-shaped client one request at a time met a pass every ~220
- * requests, and its recorded p99 was 702-834 us in five rounds. So the passes of light load
- * go to a thread at SCHED_IDLE, which runs only on a CPU nothing else wants: 512-645 us, p50
- * unchanged. Under saturation that thread hardly runs, and with it alone the writer ended up
- * copying the whole WAL itself at its bound, holding the commits behind it (commit waits over
- * 25 ms: ~1% of them, against none). So under load (the writer's groups averaged more than
- * two batches since the last pass, or the idle thread's last pass has not ended) a pass goes
- * to a second thread at the writer's priority, as before there was an idle one, which first
- * cuts the idle one's pass (sqlite_ckpt_wake_cut: a starved pass holds the lock it needs).
- * The writer never waits for the idle thread itself: at its hard bound it cuts that one's.
+ * while it copies pages (one request at a time, a call-shaped client meets a pass every ~220
+ * requests): most of what stood between the recorded call's p99 and its p50. So the passes
+ * of light load go to a thread at SCHED_IDLE, which runs only on a CPU nothing else wants.
+ * Under saturation that thread hardly runs, and its starved pass holds the checkpoint lock;
+ * the writer would then copy the whole WAL itself at its bound, holding the commits behind
+ * it. So under load (the writer's groups averaged more than two batches since the last pass,
+ * or the idle thread's last pass has not ended) a pass goes to a second thread at the
+ * writer's priority, which first cuts the idle one's pass (sqlite_ckpt_wake_cut). The writer
+ * never waits for the idle thread itself: at its hard bound it cuts that one's.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
  * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes; a thread whose pass
