@@ -15,12 +15,25 @@
  * it began; under steady load the writer appends more while it runs, so the WAL would grow
  * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
  * call) leave it time to catch up, and the WAL starts over. So the writer still
- * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
- * times where it asks this thread for one): it first has this thread copy the bulk while
- * commits go on, then copies what came meanwhile with nothing appending (a sync of a few
- * frames rather than of a thousand: ~2 ms held rather than 4-6), and the next commit starts
- * the WAL over. Past twice that bound it waits for a pass under way (cutting an idle one,
- * below) and copies the rest itself at once.
+ * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (twice
+ * where it asks this thread for one): it first has this thread copy the bulk while commits go
+ * on, then copies what came meanwhile with nothing appending (a sync of a few frames rather
+ * than of a thousand: ~2 ms held rather than 4-6), and the next commit starts the WAL over.
+ * Past twice that bound it waits for a pass under way (cutting an idle one, below) and copies
+ * the rest itself at once.
+ *
+ * Why the bound is no higher: a longer WAL costs every commit more. SQLite finds a page's
+ * latest frame through the WAL's index, a hash table per 4,096 frames keyed by page number
+ * with linear probing, and a page written k times since the WAL started sits k times on one
+ * probe chain, walked whole on each append of that page and on each lookup of it. A call's
+ * writes go to the same few pages (the turns' rightmost leaf, its index's, the window's row)
+ * in nearly every transaction, so their chains grow with the WAL. Measured on a call-shaped
+ * client (bench/instructions, bench/compare CALL=1): with the bound at 4,000 frames the index
+ * cost ~12k instructions a recorded request more than when the WAL started over every 1,000;
+ * halving the bound took ~8k of them back (10.6k a request in all), and 8% of the CPU a
+ * request under load.
+ * Each start over holds the commits ~2 ms: one call-shaped request in ~310 to ~435 one at a
+ * time meets it, beyond p99.
  *
  * Two of them, by load. Where memproxy shares a core with its checkpoints (bench/reference
  * pins it so), a pass at the workers' priority takes the CPU from the requests that come
@@ -48,7 +61,7 @@
 /* Frames in the WAL after a commit at which the checkpointer is asked for a pass (SQLite's own
  * automatic checkpoint's count), and at which the writer runs one itself. */
 #define SQLITE_CKPT_FRAMES     1000
-#define SQLITE_CKPT_FRAMES_MAX 4000
+#define SQLITE_CKPT_FRAMES_MAX 2000
 
 struct sqlite_ckpt;
 
