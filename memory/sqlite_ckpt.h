@@ -22,30 +22,17 @@
  * Past twice that bound it waits for a pass under way (cutting an idle one, below) and copies
  * the rest itself at once.
  *
- * Why the bound is no higher: a longer WAL costs every commit more. SQLite finds a page's
- * latest frame through the WAL's index, a hash table per 4,096 frames keyed by page number
- * with linear probing, and a page written k times since the WAL started sits k times on one
- * probe chain, walked whole on each append of that page and on each lookup of it. A call's
- * writes go to the same few pages (the turns' rightmost leaf, its index's, the window's row)
- * in nearly every transaction, so their chains grow with the WAL. Measured on a call-shaped
- * client (bench/instructions, bench/compare CALL=1): with the bound at 4,000 frames the index
- * cost ~12k instructions a recorded request more than when the WAL started over every 1,000;
- * halving the bound took ~8k of them back (10.6k a request in all), and 8% of the CPU a
- * request under load.
- * Each start over holds the commits ~2 ms: one call-shaped request in ~310 to ~435 one at a
- * time meets it, beyond p99.
- *
- * Two of them, by load. Where memproxy shares a core with its checkpoints (bench/reference
- * pins it so), a pass at the workers' priority takes the CPU from the requests that come
- * while it copies pages (one request at a time, a call-shaped client meets a pass every ~220
- * requests): most of what stood between the recorded call's p99 and its p50. So the passes
- * of light load go to a thread at SCHED_IDLE, which runs only on a CPU nothing else wants.
- * Under saturation that thread hardly runs, and its starved pass holds the checkpoint lock;
- * the writer would then copy the whole WAL itself at its bound, holding the commits behind
- * it. So under load (the writer's groups averaged more than two batches since the last pass,
- * or the idle thread's last pass has not ended) a pass goes to a second thread at the
- * writer's priority, which first cuts the idle one's pass (sqlite_ckpt_wake_cut). The writer
- * never waits for the idle thread itself: at its hard bound it cuts that one's.
+ * Why the bound is no higher: a longer WAL costs every commit more. SQLite indexes the WAL's
+ * frames by page number in a hash table per 4,096 frames with linear probing, and a page
+ * written k times since the WAL started sits k times on one probe chain, which each new frame
+ * of that page walks to its end. A call's writes go to the same few pages (the turns'
+ * rightmost leaf, its index's, the window's row) in nearly every transaction, so their chains
+ * grow with the WAL; a checkpoint's walk over the frames grows with it too. Measured on a
+ * call-shaped client (callgrind; bench/instructions, bench/compare CALL=1): at 4,000 frames
+ * the index's append cost 12.7k instructions a recorded request against 2.5k when the WAL
+ * started over every 1,000; at 2,000, 5.5k, and 10.6k fewer instructions a request in all,
+ * and 8% less CPU a request under load. Each start over holds the commits ~2 ms: one
+ * call-shaped request in ~310 to ~435 one at a time meets it, beyond p99.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
  * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes; a thread whose pass
