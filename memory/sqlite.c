@@ -57,24 +57,44 @@ static int sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
-/* The WAL past SQLITE_CKPT_FRAMES_MAX (the checkpointer did not keep up: steady load appends
- * while it copies). First the thread copies the bulk while commits go on; once it is done, the
- * writer copies what came meanwhile with nothing appending, so every frame a reader does not
- * hold back is copied and the next commit starts the WAL over. Past twice the bound the writer
- * waits for the second thread's pass under way, cuts the idle one's (at SCHED_IDLE it may not
- * get the CPU the writer keeps busy) and copies the rest at once. A failed one is tried again
- * after the next commit. */
+/* Under load: the writer's groups held more than two batches on average since the last pass
+ * was asked. */
+static int sqlite_loaded(const struct sqlite_db *st)
+{
+    return st->ckpt_batches > 2 * st->ckpt_groups;
+}
+
+/* The bulk's pass past the bound, as a pass of its own: at light load on the idle thread (its
+ * copying of ~2,000 pages takes no CPU a request waits for; at the writer's priority it made
+ * the requests that came meanwhile share the core with it, measured as the recorded call's
+ * p99), under load or while the idle thread's last pass has not ended on the other one, which
+ * cuts the idle one's first. Load that comes while the idle thread copies hands the bulk over. */
+static void sqlite_bulk_ask(struct sqlite_db *st)
+{
+    int loaded = sqlite_loaded(st);
+    if (st->ckpt_bulk == st->ckpt || (st->ckpt_bulk == st->ckpt_idle && !loaded))
+        return; /* asked of the thread that fits */
+    if (st->ckpt_bulk == NULL && !loaded && sqlite_ckpt_wake(st->ckpt_idle))
+        st->ckpt_bulk = st->ckpt_idle;
+    else if (sqlite_ckpt_wake_cut(st->ckpt, st->ckpt_idle))
+        st->ckpt_bulk = st->ckpt;
+}
+
+/* The WAL past SQLITE_CKPT_FRAMES_MAX (the checkpointers did not keep up: steady load appends
+ * while they copy). First a thread copies the bulk while commits go on (sqlite_bulk_ask); once
+ * it is done, the writer copies what came meanwhile with nothing appending, so every frame a
+ * reader does not hold back is copied and the next commit starts the WAL over. Past twice the
+ * bound the writer waits for the second thread's pass under way, cuts the idle one's (at
+ * SCHED_IDLE it may not get the CPU the writer keeps busy) and copies the rest at once. A
+ * failed one is tried again after the next commit. */
 static void sqlite_settle_bound(struct sqlite_db *st)
 {
-    if (st->wal_frames < 2 * SQLITE_CKPT_FRAMES_MAX) {
-        if (!st->ckpt_bulk) {
-            st->ckpt_bulk = sqlite_ckpt_wake_cut(st->ckpt, st->ckpt_idle);
-            return;
-        }
-        if (sqlite_ckpt_busy(st->ckpt))
-            return;
+    if (st->wal_frames < 2 * SQLITE_CKPT_FRAMES_MAX &&
+        (st->ckpt_bulk == NULL || sqlite_ckpt_busy(st->ckpt_bulk))) {
+        sqlite_bulk_ask(st);
+        return;
     }
-    st->ckpt_bulk = 0;
+    st->ckpt_bulk = NULL;
     st->wal_frames = 0;
     sqlite_ckpt_cut(st->ckpt_idle); /* it may not get the CPU the writer holds */
     sqlite_ckpt_idle(st->ckpt);
@@ -97,8 +117,7 @@ static int sqlite_settle(void *arg)
     } else if (st->wal_frames >= st->ckpt_next) {
         /* under load (the writer's groups held more than two batches on average since the
          * last pass, or the idle thread's last pass has not ended), the other thread's turn */
-        int loaded = st->ckpt_batches > 2 * st->ckpt_groups;
-        if (loaded || !sqlite_ckpt_wake(st->ckpt_idle))
+        if (sqlite_loaded(st) || !sqlite_ckpt_wake(st->ckpt_idle))
             sqlite_ckpt_wake_cut(st->ckpt, st->ckpt_idle);
         st->ckpt_next = st->wal_frames + SQLITE_CKPT_FRAMES;
         st->ckpt_batches = st->ckpt_groups = 0;

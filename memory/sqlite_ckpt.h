@@ -16,11 +16,12 @@
  * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
  * call) leave it time to catch up, and the WAL starts over. So the writer still
  * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (twice
- * where it asks this thread for one): it first has this thread copy the bulk while commits go
- * on, then copies what came meanwhile with nothing appending (a sync of a few frames rather
- * than of a thousand: ~2 ms held rather than 4-6), and the next commit starts the WAL over.
- * Past twice that bound it waits for a pass under way (cutting an idle one, below) and copies
- * the rest itself at once.
+ * where it asks this thread for one): it first has a checkpoint thread copy the bulk while
+ * commits go on (by the rule below: the idle one at light load, whose copying of ~2,000 pages
+ * then takes no CPU a request waits for), then copies what came meanwhile with nothing appending (a
+ * sync of a few frames rather than of a thousand: ~2 ms held rather than 4-6), and the next commit
+ * starts the WAL over. Past twice that bound it waits for a pass under way (cutting an idle one,
+ * below) and copies the rest itself at once.
  *
  * Why the bound is no higher: a longer WAL costs every commit more. SQLite indexes the WAL's
  * frames by page number in a hash table per 4,096 frames with linear probing, and a page

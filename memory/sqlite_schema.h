@@ -109,7 +109,7 @@ struct sqlite_db {
      * checkpoint failed (logged once, until one succeeds again) */
     int wal_frames, ckpt_failing;
     int ckpt_next;                  /* frames at which the checkpointer is asked again */
-    int ckpt_bulk;                  /* past the bound: the thread's pass for the bulk was asked */
+    struct sqlite_ckpt *ckpt_bulk;  /* past the bound: the thread asked for the bulk's pass */
     long ckpt_groups, ckpt_batches; /* the writer's transactions and their batches since */
     struct sqlite_ckpt *ckpt;       /* the checkpointer thread under load (memory/sqlite_ckpt.h) */
     struct sqlite_ckpt *ckpt_idle;  /* and the one at SCHED_IDLE, for the passes of light load */
