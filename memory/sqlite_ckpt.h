@@ -29,11 +29,13 @@
  * of that page walks to its end. A call's writes go to the same few pages (the turns'
  * rightmost leaf, its index's, the window's row) in nearly every transaction, so their chains
  * grow with the WAL; a checkpoint's walk over the frames grows with it too. Measured on a
- * call-shaped client (callgrind; bench/instructions, bench/compare CALL=1): at 4,000 frames
+ * call-shaped client one request at a time (callgrind, bench/instructions): at 4,000 frames
  * the index's append cost 12.7k instructions a recorded request against 2.5k when the WAL
- * started over every 1,000; at 2,000, 5.5k, and 10.6k fewer instructions a request in all,
- * and 8% less CPU a request under load. Each start over holds the commits ~2 ms: one
- * call-shaped request in ~310 to ~435 one at a time meets it, beyond p99.
+ * started over every 1,000; at 2,000, 5.5k, and 10.6k fewer instructions a request in all.
+ * Under load, where one frame serves a group of requests, the difference is within
+ * bench/compare's spread. Each start over holds the commits ~1-2 ms (the syncs of the WAL and
+ * the database, and of the new WAL's header): one call-shaped request in ~310 to ~435 one at
+ * a time meets it, beyond p99.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
  * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes; a thread whose pass
