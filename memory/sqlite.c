@@ -65,8 +65,8 @@ static int sqlite_loaded(const struct sqlite_db *st)
 }
 
 /* The bulk's pass past the bound, as a pass of its own: at light load on the idle thread (its
- * copying of ~2,000 pages takes no CPU a request waits for; at the writer's priority it made
- * the requests that came meanwhile share the core with it, measured as the recorded call's
+ * copying of a few thousand pages takes no CPU a request waits for; at the writer's priority it
+ * made the requests that came meanwhile share the core with it, measured as the recorded call's
  * p99), under load or while the idle thread's last pass has not ended on the other one, which
  * cuts the idle one's first. Load that comes while the idle thread copies hands the bulk over. */
 static void sqlite_bulk_ask(struct sqlite_db *st)

@@ -15,27 +15,27 @@
  * it began; under steady load the writer appends more while it runs, so the WAL would grow
  * without end. Requests with gaps between them (a voice agent's: a reply every few seconds a
  * call) leave it time to catch up, and the WAL starts over. So the writer still
- * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (twice
- * where it asks this thread for one): it first has a checkpoint thread copy the bulk while
- * commits go on (by the rule below: the idle one at light load, whose copying of ~2,000 pages
- * then takes no CPU a request waits for), then copies what came meanwhile with nothing appending (a
- * sync of a few frames rather than of a thousand: ~2 ms held rather than 4-6), and the next commit
- * starts the WAL over. Past twice that bound it waits for a pass under way (cutting an idle one,
- * below) and copies the rest itself at once.
+ * checkpoints itself, between groups, once the WAL holds SQLITE_CKPT_FRAMES_MAX frames (four
+ * times where it asks this thread for one): it first has a checkpoint thread copy the bulk
+ * while commits go on (by the rule below: the idle one at light load, whose copying of a few
+ * thousand pages then takes no CPU a request waits for), then copies what came meanwhile with
+ * nothing appending (a sync of a few frames rather than of thousands: ~1-2 ms held rather
+ * than 4-6; the syncs of the WAL, the database and the new WAL's header), and the next commit
+ * starts the WAL over. Past twice that bound it waits for a pass under way (cutting an idle
+ * one, below) and copies the rest itself at once.
  *
- * Why the bound is no higher: a longer WAL costs every commit more. SQLite indexes the WAL's
- * frames by page number in a hash table per 4,096 frames with linear probing, and a page
- * written k times since the WAL started sits k times on one probe chain, which each new frame
- * of that page walks to its end. A call's writes go to the same few pages (the turns'
- * rightmost leaf, its index's, the window's row) in nearly every transaction, so their chains
- * grow with the WAL; a checkpoint's walk over the frames grows with it too. Measured on a
- * call-shaped client one request at a time (callgrind, bench/instructions): at 4,000 frames
- * the index's append cost 12.7k instructions a recorded request against 2.5k when the WAL
- * started over every 1,000; at 2,000, 5.5k, and 10.6k fewer instructions a request in all.
- * Under load, where one frame serves a group of requests, the difference is within
- * bench/compare's spread. Each start over holds the commits ~1-2 ms (the syncs of the WAL and
- * the database, and of the new WAL's header): one call-shaped request in ~310 to ~435 one at
- * a time meets it, beyond p99.
+ * What the bound trades: a longer WAL costs every commit more. SQLite indexes the WAL's frames
+ * by page number in a hash table per 4,096 frames with linear probing, and a page written k
+ * times since the WAL started sits k times on one probe chain, which each new frame of that
+ * page walks to its end. A call's writes go to the same few pages (the turns' rightmost leaf,
+ * its index's, the window's row) in nearly every transaction, so their chains grow with the
+ * WAL. At 4,000 frames the index's append costs a call-shaped recorded request 12.7k
+ * instructions one at a time (callgrind; 2.5k when the WAL started over every 1,000 frames),
+ * and a bound of 2,000 took 10.6k instructions a request off (bench/instructions; under load,
+ * where one frame serves a group of requests, within bench/compare's spread). But its twice as
+ * many holds cost the call's p99 more: 2,000 frames against 4,000, both with the bulk on the
+ * idle thread, measured +49 us at p99 (LATENCY=p99 CALL=1 bench/compare, 12 rounds). So 4,000:
+ * one call-shaped request in ~620 to ~870 one at a time meets a hold, beyond p99.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
  * sqlite_ckpt_destroy() stops it, waits for a pass under way, and closes; a thread whose pass
@@ -51,7 +51,7 @@
 /* Frames in the WAL after a commit at which the checkpointer is asked for a pass (SQLite's own
  * automatic checkpoint's count), and at which the writer runs one itself. */
 #define SQLITE_CKPT_FRAMES     1000
-#define SQLITE_CKPT_FRAMES_MAX 2000
+#define SQLITE_CKPT_FRAMES_MAX 4000
 
 struct sqlite_ckpt;
 
