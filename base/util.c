@@ -3,6 +3,8 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,21 @@ char *xasprintf(const char *fmt, ...)
     char *s = xvasprintf(fmt, ap);
     va_end(ap);
     return s;
+}
+
+int util_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    sigset_t all;
+    sigfillset(&all);
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
+    rc = pthread_attr_setsigmask_np(&attr, &all);
+    if (rc == 0)
+        rc = pthread_create(t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc;
 }
 
 uint64_t util_now_ns(void)

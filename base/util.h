@@ -12,6 +12,7 @@
 #ifndef MEMPROXY_UTIL_H
 #define MEMPROXY_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,16 @@ char *xjoin(const char *a, char sep, const char *b);
 /* printf into a fresh string. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
+/* pthread_create for a helper thread (the store's writer, its checkpointers, the read pool):
+ * the thread runs with every signal blocked from its first instruction
+ * (pthread_attr_setsigmask_np). SIGTERM and SIGINT belong to the main thread's sigwait() (the
+ * server's drain); such a thread starts before the main thread blocks them, and the kernel
+ * hands a process's signal to any thread that does not block it, where its default action
+ * ends the process undrained (a test that stopped memproxy just after it began listening saw
+ * it die of SIGTERM: the main thread blocks the signals before it enters sigwait()). 0, or an
+ * error number as pthread_create's. */
+int util_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 uint64_t util_now_us(void);
 uint64_t util_now_ns(void);

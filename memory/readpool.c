@@ -105,7 +105,7 @@ struct readpool *readpool_create(struct memory *m, size_t threads, char **err)
             goto fail;
         struct readpool_thread *t = xmalloc(sizeof(*t));
         *t = (struct readpool_thread){.p = p, .r = p->readers[i]};
-        if (pthread_create(&p->threads[i], NULL, readpool_main, t) != 0)
+        if (util_thread_start(&p->threads[i], readpool_main, t) != 0)
             log_fatal("readpool: cannot start a thread");
         p->n++;
     }

@@ -100,7 +100,7 @@ struct sqlite_ckpt *sqlite_ckpt_create(const char *path, int idle, char **err)
     pthread_cond_init(&c->idle_cv, NULL);
     if (sqlite_ckpt_connect(c, path, err) != 0)
         goto fail;
-    if (pthread_create(&c->thread, NULL, sqlite_ckpt_main, c) != 0) {
+    if (util_thread_start(&c->thread, sqlite_ckpt_main, c) != 0) {
         *err = xasprintf("%s: cannot start the checkpoint thread", path);
         goto fail;
     }

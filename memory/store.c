@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -386,11 +385,6 @@ static int store_wake_needed(struct store *st)
 static void *store_writer(void *arg)
 {
     struct store *st = arg;
-    sigset_t all;
-    /* SIGTERM and SIGINT are for the main thread's sigwait(); this thread starts before
-     * server_run() blocks them, and one delivered here would end the process undrained */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     log_set_thread_name("store");
     for (;;) {
         pthread_mutex_lock(&st->mu);
@@ -520,7 +514,7 @@ struct store *store_open(const char *path, const struct store_opts *opts, char *
     pthread_rwlock_init(&st->inboxes_lock, NULL);
     pthread_cond_init(&st->idle_cv, NULL);
     st->next_purge_ms = util_wall_ms(); /* a first purge at start */
-    if (pthread_create(&st->thread, NULL, store_writer, st) != 0)
+    if (util_thread_start(&st->thread, store_writer, st) != 0)
         log_fatal("store: cannot start the writer thread");
     return st;
 }

@@ -356,6 +356,27 @@ class Shutdown(unittest.TestCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", mp.port), timeout=1).recv(1)
 
+    def test_only_the_main_thread_takes_sigterm(self):
+        """Every thread but the main one blocks SIGTERM and SIGINT. The kernel hands a
+        process's signal to any thread that does not block it, and there its default action
+        ends memproxy undrained: a SIGTERM sent just after memproxy began listening, before the
+        main thread entered sigwait(), killed it (a store's checkpoint thread, the read pool's
+        threads under PostgreSQL). Read off /proc, so it needs no lucky timing."""
+        mp = Memproxy(upstream="http://127.0.0.1:%d/v1" % free_port())  # never called
+        self.addCleanup(mp.stop)
+        task_dir = "/proc/%d/task" % mp.proc.pid
+        tids = [int(t) for t in os.listdir(task_dir)]
+        self.assertGreater(len(tids), 3)  # workers, the store's writer and its helpers
+        wanted = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
+        for tid in tids:
+            if tid == mp.proc.pid:  # the main thread, in sigwait() (which unblocks them)
+                continue
+            with open("%s/%d/status" % (task_dir, tid)) as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            blocked = int(fields["SigBlk"].strip(), 16)
+            self.assertEqual(blocked & wanted, wanted,
+                             "thread %d (%s) takes SIGTERM or SIGINT" % (tid, fields["Name"].strip()))
+
     def test_shutdown_timeout_bounds_a_long_stream(self):
         mock = Mock("--token-delay-ms", "200")
         self.addCleanup(mock.stop)
