@@ -104,6 +104,12 @@ uint64_t util_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec util_timespec(uint64_t ns)
+{
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
+                             .tv_nsec = (long)(ns % 1000000000u)};
+}
+
 uint64_t util_now_us(void)
 {
     return util_now_ns() / 1000u;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h> /* free(), abort(): used with the x* wrappers everywhere */
+#include <time.h>
 
 #define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -46,6 +47,9 @@ int util_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 uint64_t util_now_us(void);
 uint64_t util_now_ns(void);
+/* A CLOCK_MONOTONIC time in ns (util_now_ns) as the timespec of the clock's timed waits
+ * (pthread_cond_clockwait, sem_clockwait, clock_nanosleep with TIMER_ABSTIME). */
+struct timespec util_timespec(uint64_t ns);
 int64_t util_wall_ms(void);
 
 /* A 64-bit hash of n bytes at p, from seed (chained calls hash a sequence: pass the last

@@ -172,9 +172,7 @@ void sqlite_ckpt_cut(struct sqlite_ckpt *c)
         /* again each millisecond: a pass clears the flag as it begins, so one sent just
          * before that would be lost */
         sqlite3_interrupt(c->db);
-        uint64_t until = util_now_ns() + 1000000u;
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-                              .tv_nsec = (long)(until % 1000000000u)};
+        struct timespec ts = util_timespec(util_now_ns() + 1000000u);
         int rc = pthread_cond_clockwait(&c->idle_cv, &c->mu, CLOCK_MONOTONIC, &ts);
         if (rc != 0 && rc != ETIMEDOUT)
             break;

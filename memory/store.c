@@ -320,8 +320,7 @@ static void store_wait(struct store *st)
         int64_t ms = st->next_purge_ms - util_wall_ms();
         until = util_now_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000u;
     }
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-                          .tv_nsec = (long)(until % 1000000000u)};
+    struct timespec ts = util_timespec(until);
     st->sleeping = 1;
     pthread_mutex_unlock(&st->mu);
     while ((until ? sem_clockwait(&st->wake, CLOCK_MONOTONIC, &ts) : sem_wait(&st->wake)) != 0 &&
@@ -365,8 +364,7 @@ static void store_gather(struct store *st)
     uint64_t until = st->wait_ns + delay_ns;
     if (until <= util_now_ns())
         return;
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-                          .tv_nsec = (long)(until % 1000000000u)};
+    struct timespec ts = util_timespec(until);
     atomic_fetch_add_explicit(&st->n_delayed, 1, memory_order_relaxed);
     pthread_mutex_unlock(&st->mu);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
