@@ -29,12 +29,10 @@
  * times since the WAL started sits k times on one probe chain, which each new frame of that
  * page walks to its end. A call's writes go to the same few pages (the turns' rightmost leaf,
  * its index's, the window's row) in nearly every transaction, so their chains grow with the
- * WAL. At 4,000 frames the index's append costs a call-shaped recorded request 12.7k
- * instructions one at a time (callgrind; 2.5k when the WAL started over every 1,000 frames),
- * and a bound of 2,000 took 10.6k instructions a request off (bench/instructions; under load,
- * where one frame serves a group of requests, within bench/compare's spread). But its twice as
- * many holds cost the call's p99 more: 2,000 frames against 4,000, both with the bulk on the
- * idle thread, measured +49 us at p99 (LATENCY=p99 CALL=1 bench/compare, 12 rounds). So 4,000:
+ * WAL. At 4,000 frames the index's append costs a call-shaped recorded request ~12k
+ * instructions one at a time (callgrind). A lower bound saves part of that but holds the
+ * commits more often, which costs the call's p99 more than the instructions are worth
+ * (LATENCY=p99 CALL=1 bench/compare; the figures are in commit 0b7d614's message). At 4,000,
  * one call-shaped request in ~620 to ~870 one at a time meets a hold, beyond p99.
  *
  * Ownership: sqlite_ckpt_create() opens its own connection to path and starts the thread;
