@@ -20,6 +20,7 @@ static const struct {
     [APIERR_FORBIDDEN] = {403, "permission_error", "forbidden"},
     [APIERR_NOT_FOUND] = {404, "invalid_request_error", "not_found"},
     [APIERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},
+    [APIERR_UNKNOWN_METHOD] = {501, "invalid_request_error", "method_not_implemented"},
     [APIERR_CONFLICT] = {409, "invalid_request_error", "conflict"},
     [APIERR_MISDIRECTED] = {421, "invalid_request_error", "misdirected_request"},
     [APIERR_TIMEOUT] = {408, "invalid_request_error", "request_timeout"},

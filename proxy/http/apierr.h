@@ -20,6 +20,7 @@ enum apierr_kind {
     APIERR_FORBIDDEN,             /* 403 */
     APIERR_NOT_FOUND,             /* 404 */
     APIERR_METHOD,                /* 405 */
+    APIERR_UNKNOWN_METHOD,        /* 501: a method memproxy does not serve anywhere */
     APIERR_CONFLICT,              /* 409 */
     APIERR_MISDIRECTED,           /* 421: a Host not in server.allowed_hosts */
     APIERR_TIMEOUT,               /* 408: the request was not received in time */

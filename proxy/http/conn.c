@@ -35,6 +35,7 @@ struct conn {
     struct event *deadline; /* server.request_timeout, from a request's first byte */
     int serving;            /* a request was handed over and is not answered yet */
     int nul;                /* a NUL byte was read since the last request was handed over */
+    struct event *own;      /* looks at what evhttp wrote on its own (conn_own_cb) */
 };
 
 struct conn_table {
@@ -49,6 +50,8 @@ struct conn_table {
     struct timeval request_tv;
     char *slow; /* the whole 408 response past request_tv */
     size_t slow_len;
+    char *own[CONN_OWN_COUNT]; /* in place of evhttp's error pages */
+    size_t own_len[CONN_OWN_COUNT];
     struct event *adopt;        /* runs conn_adopt_all once evhttp has set new connections up */
     struct bufferevent **fresh; /* accepted, not adopted yet (a reference held on each) */
     size_t nfresh, fresh_cap;
@@ -113,13 +116,19 @@ static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
 /* The worker's table, for the input callbacks (their argument is the bufferevent). */
 static _Thread_local struct conn_table *conn_self;
 
+/* The conn of the connection on fd, or NULL. */
+static struct conn *conn_at(struct conn_table *t, evutil_socket_t fd)
+{
+    return t != NULL && fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+}
+
 /* Bytes were read into a connection's input: a request's clock starts with its first byte;
  * a NUL among them is noted. */
 static void conn_input_added(struct evbuffer *buf, const struct evbuffer_cb_info *info,
                              evutil_socket_t fd)
 {
     struct conn_table *t = conn_self;
-    struct conn *c = t != NULL && fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+    struct conn *c = conn_at(t, fd);
     if (c == NULL)
         return;
     if (!c->serving && !evtimer_pending(c->deadline, NULL))
@@ -152,6 +161,20 @@ static void conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *i
         conn_read_all(buf, fd);
 }
 
+/* Bytes were added to a connection's empty output (a response starts there: evhttp takes
+ * the next request only once the last response is written): while none of memproxy's
+ * requests is being answered on it, they are evhttp's own (conn_own_cb looks at them once
+ * evhttp is done). */
+static void conn_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)buf;
+    if (info->n_added == 0 || info->orig_size != 0)
+        return;
+    struct conn *c = conn_at(conn_self, bufferevent_getfd(arg));
+    if (c != NULL && !c->serving)
+        event_active(c->own, EV_TIMEOUT, 0);
+}
+
 struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table)
 {
     struct conn_table *t = table;
@@ -160,6 +183,7 @@ struct bufferevent *conn_bufferevent_new(struct event_base *base, void *table)
     if (bev == NULL)
         log_fatal("conn: cannot create a bufferevent");
     evbuffer_add_cb(bufferevent_get_input(bev), conn_input_cb, bev);
+    evbuffer_add_cb(bufferevent_get_output(bev), conn_output_cb, bev);
     atomic_fetch_add_explicit(t->open, 1, memory_order_relaxed);
     bufferevent_incref(bev); /* readable after evhttp frees it, until conn_adopt */
     t->fresh = xgrow(t->fresh, &t->fresh_cap, t->nfresh, sizeof(*t->fresh));
@@ -183,6 +207,11 @@ struct conn_table *conn_table_create(struct event_base *base, const struct conn_
     t->slow = xmalloc(lim->slow_len);
     memcpy(t->slow, lim->slow, lim->slow_len);
     t->slow_len = lim->slow_len;
+    for (int k = 0; k < CONN_OWN_COUNT; k++) {
+        t->own[k] = xmalloc(lim->own_len[k]);
+        memcpy(t->own[k], lim->own[k], lim->own_len[k]);
+        t->own_len[k] = lim->own_len[k];
+    }
     struct timeval tv = {.tv_sec = lim->request_ms / 1000,
                          .tv_usec = (lim->request_ms % 1000) * 1000};
     /* every connection's deadline has this one duration: libevent keeps such timeouts in a
@@ -201,6 +230,7 @@ static void conn_free(struct conn *c)
     if (c->closed != NULL)
         event_free(c->closed);
     event_free(c->deadline);
+    event_free(c->own);
     free(c);
 }
 
@@ -218,6 +248,8 @@ void conn_table_destroy(struct conn_table *t)
     free(t->byfd);
     free(t->busy);
     free(t->slow);
+    for (int k = 0; k < CONN_OWN_COUNT; k++)
+        free(t->own[k]);
     free(t);
 }
 
@@ -286,6 +318,44 @@ static void conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
     evhttp_connection_free(c->evcon); /* conn_closed frees c */
 }
 
+/* Which of evhttp's error pages out holds, whole (CONN_OWN_*), or -1: its status line and
+ * the page evhttp_send_error() writes right after the headers. */
+static int conn_own_kind(struct evbuffer *out)
+{
+    static const char page[] = "\r\n\r\n<HTML><HEAD>";
+    char head[13];
+    if (evbuffer_copyout(out, head, sizeof(head)) != (ev_ssize_t)sizeof(head) ||
+        memcmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' || head[12] != ' ' ||
+        evbuffer_search(out, page, sizeof(page) - 1, NULL).pos < 0)
+        return -1;
+    if (memcmp(head + 9, "400", 3) == 0)
+        return CONN_OWN_400;
+    if (memcmp(head + 9, "413", 3) == 0)
+        return CONN_OWN_413;
+    return memcmp(head + 9, "501", 3) == 0 ? CONN_OWN_501 : -1;
+}
+
+/* evhttp wrote on its own on c's connection, and is done writing (this runs after its
+ * callback returned, before the loop polls the socket, so nothing was sent yet): an error
+ * page of its own is replaced by ours. evhttp closes the connection once the output is
+ * sent, as its page asked (Connection: close; ours says so too). */
+static void conn_own_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    struct evbuffer *out = bufferevent_get_output(evhttp_connection_get_bufferevent(c->evcon));
+    /* the front is frozen once the bufferevent (or worker_write_now) has written, and stays
+     * so: copying out and draining need it thawed */
+    evbuffer_unfreeze(out, 1);
+    int k = c->serving ? -1 : conn_own_kind(out);
+    if (k >= 0) {
+        evbuffer_drain(out, evbuffer_get_length(out));
+        evbuffer_add(out, c->t->own[k], c->t->own_len[k]);
+    }
+    evbuffer_freeze(out, 1);
+}
+
 static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evcon)
 {
     struct conn *c = conn_find(t, evcon);
@@ -300,6 +370,7 @@ static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evc
     for (int i = 0; i < 2; i++)
         c->keep[i] = event_new(t->base, fd, EV_READ | EV_CLOSED | EV_PERSIST, conn_event_cb, c);
     c->deadline = evtimer_new(t->base, conn_deadline_cb, c);
+    c->own = event_new(t->base, -1, 0, conn_own_cb, c);
     t->byfd[fd] = c;
     evhttp_connection_set_closecb(evcon, conn_closed, c);
     return c;
@@ -430,7 +501,7 @@ void conn_watch(struct conn_table *t, struct evhttp_connection *evcon, void (*on
 
 void conn_sent(struct conn_table *t, evutil_socket_t fd)
 {
-    struct conn *c = fd >= 0 && (size_t)fd < t->cap ? t->byfd[fd] : NULL;
+    struct conn *c = conn_at(t, fd);
     if (c == NULL || c->mode != CONN_KEEP ||
         !(bufferevent_get_enabled(evhttp_connection_get_bufferevent(c->evcon)) & EV_READ))
         return;

@@ -55,6 +55,21 @@ struct conn_table;
 typedef void (*conn_close_cb)(struct evhttp_connection *evcon, void *arg);
 
 /*
+ * evhttp's own errors. A request evhttp cannot hand over never reaches memproxy's routes:
+ * a malformed request line or header, or headers over server.max_header_size (400), a body
+ * far over server.max_body_size or a malformed chunked body (413; libevent 2.1 reports both
+ * as "too long"), a method it was not told to allow (501). libevent 2.1 answers those with an
+ * HTML page of its own and has no hook to change it (2.2's evhttp_set_errorcb). So the
+ * connection's output is watched: when bytes are added to it while no request of
+ * memproxy's is being answered on it (conn_request .. conn_response_done), and they are one
+ * of evhttp's error pages (its status line and its "<HTML><HEAD>" body), they are replaced,
+ * before the socket is written (libevent writes on the next loop turn), by the same status
+ * in the one JSON error shape, with Connection: close as evhttp's had. Anything else
+ * evhttp writes on its own (a "100 Continue") is left as it is.
+ */
+enum { CONN_OWN_400, CONN_OWN_413, CONN_OWN_501, CONN_OWN_COUNT };
+
+/*
  * Counting connections (server.max_connections). libevent 2.1's evhttp has no connection
  * limit and no callback for a new connection (2.2 adds both), so the table learns of one
  * from its bufferevent: conn_bufferevent_new() counts it in *open (shared by the workers)
@@ -72,6 +87,10 @@ struct conn_limits {
     long request_ms;  /* server.request_timeout: a request's first byte to its last */
     const char *slow; /* the whole response when it passes (copied) */
     size_t slow_len;
+    /* the whole responses that take the place of evhttp's own error pages (below), by
+     * status: 400, 413 and 501 (copied) */
+    const char *own[CONN_OWN_COUNT];
+    size_t own_len[CONN_OWN_COUNT];
 };
 
 /*

@@ -57,6 +57,7 @@ struct server {
     size_t busy_len;
     char *slow; /* the whole 408 response a request past server.request_timeout gets */
     size_t slow_len;
+    char *own[CONN_OWN_COUNT]; /* ours in place of evhttp's error pages (conn.h) */
 };
 
 /* The worker whose loop runs on this thread: libevent hands a listener's error callback the
@@ -185,6 +186,14 @@ static int server_loop_init(struct server *srv, struct worker *w, int id, const 
     return w->reader != NULL ? 0 : -1;
 }
 
+/* The body size past which evhttp discards a body unread and answers 413 itself (conn.h):
+ * a quarter (at least SERVER_BODY_SLACK) over server.max_body_size. */
+static long server_body_cap(const struct cfg *cfg)
+{
+    long slack = cfg->max_body_size / 4;
+    return cfg->max_body_size + (slack > SERVER_BODY_SLACK ? slack : SERVER_BODY_SLACK);
+}
+
 static int server_worker_init(struct server *srv, struct worker *w, int id, char **err)
 {
     const struct cfg *cfg = srv->cfg;
@@ -196,13 +205,12 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
     if (w->http == NULL)
         log_fatal("worker %d: cannot create its HTTP server", id);
     /* A quarter (at least 64 KiB) past the limit evhttp reads the body only to discard it and
-     * answers 413 with its own page (lingering close: the client gets to read it); up to that,
-     * routes answer 413 in JSON. evhttp 2.1 hands a server request over only once its body is read
-     * (no hook between headers and body), so the key cannot be checked first: this bounds what a
-     * client without one makes a worker buffer (it was 4x the limit). */
-    long slack =
-        cfg->max_body_size / 4 > SERVER_BODY_SLACK ? cfg->max_body_size / 4 : SERVER_BODY_SLACK;
-    evhttp_set_max_body_size(w->http, (ev_ssize_t)(cfg->max_body_size + slack));
+     * answers 413 itself (lingering close: the client gets to read it; conn.c puts the JSON
+     * error in place of evhttp's page); up to that, routes answer 413. evhttp 2.1 hands a server
+     * request over only once its body is read (no hook between headers and body), so the key cannot
+     * be checked first: this bounds what a client without one makes a worker buffer (it was 4x the
+     * limit). */
+    evhttp_set_max_body_size(w->http, (ev_ssize_t)server_body_cap(cfg));
     evhttp_set_flags(w->http, EVHTTP_SERVER_LINGERING_CLOSE); /* the client reads the 413 */
     evhttp_set_max_headers_size(w->http, (ev_ssize_t)cfg->max_header_size);
     struct timeval tv = {.tv_sec = cfg->client_timeout_ms / 1000,
@@ -220,6 +228,10 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                               .request_ms = cfg->request_timeout_ms,
                               .slow = srv->slow,
                               .slow_len = srv->slow_len};
+    for (int k = 0; k < CONN_OWN_COUNT; k++) {
+        lim.own[k] = srv->own[k];
+        lim.own_len[k] = strlen(srv->own[k]);
+    }
     w->conns = conn_table_create(w->base, &lim);
     evhttp_set_bevcb(w->http, conn_bufferevent_new, w->conns);
     struct evconnlistener *l =
@@ -306,6 +318,25 @@ static void server_limit_connections(struct server *srv)
              (long)rl.rlim_cur);
 }
 
+/* What takes the place of evhttp's own error pages (conn.h): what each status means here. */
+static void server_canned_own(struct server *srv)
+{
+    const struct cfg *cfg = srv->cfg;
+    srv->own[CONN_OWN_400] = server_canned(
+        APIERR_INVALID_REQUEST, "Bad Request", "",
+        "the request is not valid HTTP/1.1: a malformed request line or header, or headers over "
+        "%ld bytes (server.max_header_size)",
+        cfg->max_header_size);
+    srv->own[CONN_OWN_413] =
+        server_canned(APIERR_TOO_LARGE, "Payload Too Large", "",
+                      "the request body is over %ld bytes (server.max_body_size is %ld), or its "
+                      "chunked encoding is malformed",
+                      server_body_cap(cfg), cfg->max_body_size);
+    srv->own[CONN_OWN_501] = server_canned(
+        APIERR_UNKNOWN_METHOD, "Not Implemented", "",
+        "memproxy serves the methods GET, POST, PUT, PATCH, DELETE, HEAD and OPTIONS");
+}
+
 struct server *server_create(const struct cfg *cfg, struct memory *mem, char **err)
 {
     struct server *srv = xcalloc(1, sizeof(*srv));
@@ -317,6 +348,7 @@ struct server *server_create(const struct cfg *cfg, struct memory *mem, char **e
         return NULL;
     }
     server_limit_connections(srv);
+    server_canned_own(srv);
     long n = cfg->workers;
     if (n <= 0)
         n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -541,5 +573,7 @@ void server_destroy(struct server *srv)
     free(srv->metrics);
     free(srv->busy);
     free(srv->slow);
+    for (int k = 0; k < CONN_OWN_COUNT; k++)
+        free(srv->own[k]);
     free(srv);
 }

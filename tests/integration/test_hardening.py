@@ -137,13 +137,67 @@ class HostileClients(unittest.TestCase):
         self.assertEqual(self.mock.stats()["chat_requests"], 0)
 
     def test_a_body_far_over_the_limit_is_not_buffered(self):
-        # up to a quarter over: read and answered in JSON; past it evhttp discards the body
-        # as it comes and answers 413 itself (the key cannot be checked before the body)
-        for size, media in ((70 * 1024, "application/json"), (1 << 20, "text/html")):
-            status, hdrs, _ = self.mp.request("POST", "/v1/chat/completions", None,
-                                              raw=b"x" * size)
-            self.assertEqual((status, hdrs.get("content-type")), (413, media))
+        # up to a quarter over: read and answered by memproxy's routes; past it evhttp
+        # discards the body as it comes and answers 413 itself (the key cannot be checked
+        # before the body); either way the client reads the one JSON error
+        for size in (70 * 1024, 1 << 20):
+            status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", None,
+                                                raw=b"x" * size)
+            self.assertEqual((status, hdrs.get("content-type")), (413, "application/json"))
+            self.assertEqual(json.loads(out)["error"]["code"], "request_too_large", out)
         self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
+    def own_error(self, data):
+        """The status and the JSON error of a request evhttp refuses before memproxy's
+        routes see it; the connection is closed after it."""
+        out = self.raw(data)
+        head, _, body = out.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+        self.assertEqual(hdrs.get("content-type"), "application/json", out[:300])
+        self.assertEqual(hdrs.get("connection"), "close", out[:300])
+        self.assertEqual(int(hdrs["content-length"]), len(body), out[:300])
+        err = json.loads(body)["error"]
+        self.assertTrue(err["message"] and err["type"], err)
+        return int(lines[0].split()[1]), err["code"]
+
+    def test_what_evhttp_refuses_itself_gets_the_json_error(self):
+        post = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        chunked = post + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        cases = [
+            (b"GARBAGE\r\n\r\n", 400, "invalid_request"),
+            (b"GET /health HTTP/7.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+            (b"GET /health HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n", 400,
+             "invalid_request"),
+            (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 400,
+             "invalid_request"),
+            (post + b"Content-Length: abc\r\n\r\n", 400, "invalid_request"),
+            (b"BREW /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n", 501,
+             "method_not_implemented"),
+            (chunked + b"ZZ\r\nabc\r\n0\r\n\r\n", 413, "request_too_large"),
+            (chunked + b"%x\r\n" % (1 << 20) + b"x" * (1 << 20) + b"\r\n0\r\n\r\n", 413,
+             "request_too_large"),
+        ]
+        for data, status, code in cases:
+            self.assertEqual(self.own_error(data), (status, code), data[:60])
+        # what evhttp writes on its own and is not an error stays as it is
+        body = json.dumps(USER_HI).encode()
+        s = socket.create_connection(("127.0.0.1", self.mp.port), timeout=60)
+        s.sendall(post + b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        self.assertTrue(s.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n\r\n"))
+        s.sendall(body)
+        got = s.recv(65536)
+        s.close()
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"), got[:200])
+        self.assertEqual(self.mock.stats()["chat_requests"], 1)
+        # and a kept-alive connection's answers are memproxy's own: one request answered,
+        # then a malformed one on the same connection gets the JSON error
+        ok = post + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        out = self.raw(ok + body + b"GARBAGE\r\n\r\n")
+        self.assertTrue(out.startswith(b"HTTP/1.1 200"), out[:200])
+        self.assertIn(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json", out)
+        self.assertNotIn(b"<HTML>", out)
 
     def test_only_json_bodies_are_read(self):
         for ctype in ("text/plain", "application/x-www-form-urlencoded",

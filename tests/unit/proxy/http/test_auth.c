@@ -75,8 +75,8 @@ static void test_error_body(void **state)
 static void test_status_table(void **state)
 {
     /* a failed commit (storage) is 503: the client may retry; a busy server too */
-    static const int want[APIERR__COUNT] = {400, 400, 401, 401, 403, 404, 405, 409, 421, 408,
-                                            413, 415, 500, 503, 502, 502, 503, 503, 504};
+    static const int want[APIERR__COUNT] = {400, 400, 401, 401, 403, 404, 405, 501, 409, 421,
+                                            408, 413, 415, 500, 503, 502, 502, 503, 503, 504};
     for (int k = 0; k < APIERR__COUNT; k++) {
         assert_int_equal(apierr_status((enum apierr_kind)k), want[k]);
         assert_non_null(apierr_type((enum apierr_kind)k));
