@@ -52,6 +52,8 @@ struct conn_table {
     size_t slow_len;
     char *own[CONN_OWN_COUNT]; /* in place of evhttp's error pages */
     size_t own_len[CONN_OWN_COUNT];
+    void (*answered)(void *arg, int status);
+    void *answered_arg;
     struct event *adopt;        /* runs conn_adopt_all once evhttp has set new connections up */
     struct bufferevent **fresh; /* accepted, not adopted yet (a reference held on each) */
     size_t nfresh, fresh_cap;
@@ -115,6 +117,16 @@ static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
 
 /* The worker's table, for the input callbacks (their argument is the bufferevent). */
 static _Thread_local struct conn_table *conn_self;
+
+/* the statuses of CONN_OWN_*, and their text in a status line */
+static const int conn_own_status[CONN_OWN_COUNT] = {400, 413, 501};
+static const char *const conn_own_code[CONN_OWN_COUNT] = {"400", "413", "501"};
+
+static void conn_answered(struct conn_table *t, int status)
+{
+    if (t->answered != NULL)
+        t->answered(t->answered_arg, status);
+}
 
 /* The conn of the connection on fd, or NULL. */
 static struct conn *conn_at(struct conn_table *t, evutil_socket_t fd)
@@ -207,6 +219,8 @@ struct conn_table *conn_table_create(struct event_base *base, const struct conn_
     t->slow = xmalloc(lim->slow_len);
     memcpy(t->slow, lim->slow, lim->slow_len);
     t->slow_len = lim->slow_len;
+    t->answered = lim->answered;
+    t->answered_arg = lim->answered_arg;
     for (int k = 0; k < CONN_OWN_COUNT; k++) {
         t->own[k] = xmalloc(lim->own_len[k]);
         memcpy(t->own[k], lim->own[k], lim->own_len[k]);
@@ -315,6 +329,7 @@ static void conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
     if (c->serving)
         return;
     (void)send(c->fd, c->t->slow, c->t->slow_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    conn_answered(c->t, 408);
     evhttp_connection_free(c->evcon); /* conn_closed frees c */
 }
 
@@ -328,11 +343,10 @@ static int conn_own_kind(struct evbuffer *out)
         memcmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' || head[12] != ' ' ||
         evbuffer_search(out, page, sizeof(page) - 1, NULL).pos < 0)
         return -1;
-    if (memcmp(head + 9, "400", 3) == 0)
-        return CONN_OWN_400;
-    if (memcmp(head + 9, "413", 3) == 0)
-        return CONN_OWN_413;
-    return memcmp(head + 9, "501", 3) == 0 ? CONN_OWN_501 : -1;
+    for (int k = 0; k < CONN_OWN_COUNT; k++)
+        if (memcmp(head + 9, conn_own_code[k], 3) == 0)
+            return k;
+    return -1;
 }
 
 /* evhttp wrote on its own on c's connection, and is done writing (this runs after its
@@ -354,6 +368,8 @@ static void conn_own_cb(evutil_socket_t fd, short what, void *arg)
         evbuffer_add(out, c->t->own[k], c->t->own_len[k]);
     }
     evbuffer_freeze(out, 1);
+    if (k >= 0)
+        conn_answered(c->t, conn_own_status[k]);
 }
 
 static struct conn *conn_get(struct conn_table *t, struct evhttp_connection *evcon)
@@ -393,6 +409,7 @@ static void conn_adopt(struct conn_table *t, struct bufferevent *bev)
     if (atomic_load_explicit(t->open, memory_order_relaxed) > t->max) {
         /* the answer fits any socket buffer; nothing more is read from this client */
         (void)send(c->fd, t->busy, t->busy_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        conn_answered(t, 503);
         evhttp_connection_free(c->evcon); /* conn_closed counts it out */
     }
 }

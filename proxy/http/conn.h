@@ -91,6 +91,11 @@ struct conn_limits {
      * status: 400, 413 and 501 (copied) */
     const char *own[CONN_OWN_COUNT];
     size_t own_len[CONN_OWN_COUNT];
+    /* told of each answer given here rather than by the routes (the 503 past max, the 408,
+     * evhttp's errors in the JSON shape), with its status: memproxy_requests_total counts
+     * them as the routes' are counted */
+    void (*answered)(void *arg, int status);
+    void *answered_arg;
 };
 
 /*

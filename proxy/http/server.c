@@ -186,6 +186,13 @@ static int server_loop_init(struct server *srv, struct worker *w, int id, const 
     return w->reader != NULL ? 0 : -1;
 }
 
+/* An answer conn gave on w's loop itself: counted as the routes count theirs. */
+static void server_answered(void *arg, int status)
+{
+    struct worker *w = arg;
+    metrics_request(w->metrics, METRICS_ROUTE_OTHER, status);
+}
+
 /* The body size past which evhttp discards a body unread and answers 413 itself (conn.h):
  * a quarter (at least SERVER_BODY_SLACK) over server.max_body_size. */
 static long server_body_cap(const struct cfg *cfg)
@@ -227,7 +234,9 @@ static int server_worker_init(struct server *srv, struct worker *w, int id, char
                               .busy_len = srv->busy_len,
                               .request_ms = cfg->request_timeout_ms,
                               .slow = srv->slow,
-                              .slow_len = srv->slow_len};
+                              .slow_len = srv->slow_len,
+                              .answered = server_answered,
+                              .answered_arg = w};
     for (int k = 0; k < CONN_OWN_COUNT; k++) {
         lim.own[k] = srv->own[k];
         lim.own_len[k] = strlen(srv->own[k]);

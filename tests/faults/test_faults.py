@@ -95,6 +95,9 @@ class Descriptors(unittest.TestCase):
             self.assertEqual(json.loads(body)["error"]["code"], "too_many_connections")
         self.close_all(socks)
         wait_for(lambda: chat_ok(self.mp), timeout=60, what="a request served again")
+        # the refusals are counted as answers (a scrape takes a connection of its own)
+        _, _, out = self.mp.request("GET", "/metrics")
+        self.assertIn('memproxy_requests_total{route="other",status="503"} 40\n', out.decode())
 
     def test_out_of_descriptors_memproxy_waits_instead_of_spinning(self):
         if not own_fds(1024):

@@ -2,6 +2,7 @@
 memproxy running and its data as it was."""
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -125,6 +126,7 @@ class HostileClients(unittest.TestCase):
         self.assertEqual(json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"],
                          "request_timeout")
         self.assertEqual(self.mock.stats()["chat_requests"], 0)
+        self.assertEqual(self.answered().get("408"), 1)
 
     def test_two_content_lengths_or_a_nul_byte_are_400_and_close(self):
         body = json.dumps(USER_HI).encode()
@@ -146,6 +148,16 @@ class HostileClients(unittest.TestCase):
             self.assertEqual((status, hdrs.get("content-type")), (413, "application/json"))
             self.assertEqual(json.loads(out)["error"]["code"], "request_too_large", out)
         self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
+    def answered(self):
+        """memproxy_requests_total{route="other"} by status."""
+        _, _, out = self.mp.request("GET", "/metrics")
+        got = {}
+        for line in out.decode().splitlines():
+            m = re.match(r'memproxy_requests_total\{route="other",status="(\d+)"\} (\d+)', line)
+            if m:
+                got[m.group(1)] = int(m.group(2))
+        return got
 
     def own_error(self, data):
         """The status and the JSON error of a request evhttp refuses before memproxy's
@@ -178,8 +190,14 @@ class HostileClients(unittest.TestCase):
             (chunked + b"%x\r\n" % (1 << 20) + b"x" * (1 << 20) + b"\r\n0\r\n\r\n", 413,
              "request_too_large"),
         ]
+        before = self.answered()
         for data, status, code in cases:
             self.assertEqual(self.own_error(data), (status, code), data[:60])
+        # counted as the routes' answers are, under route="other"
+        after = self.answered()
+        for status in ("400", "413", "501"):
+            self.assertEqual(after.get(status, 0) - before.get(status, 0),
+                             sum(1 for c in cases if str(c[1]) == status), status)
         # what evhttp writes on its own and is not an error stays as it is
         body = json.dumps(USER_HI).encode()
         s = socket.create_connection(("127.0.0.1", self.mp.port), timeout=60)
