@@ -187,8 +187,10 @@ class HostileClients(unittest.TestCase):
             (b"BREW /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n", 501,
              "method_not_implemented"),
             (chunked + b"ZZ\r\nabc\r\n0\r\n\r\n", 413, "request_too_large"),
-            (chunked + b"%x\r\n" % (1 << 20) + b"x" * (1 << 20) + b"\r\n0\r\n\r\n", 413,
-             "request_too_large"),
+            # a chunk declared far over the limit is refused on its size line, before its
+            # bytes come: evhttp does not linger for chunked bodies, so a client still
+            # sending would be reset before it read the answer
+            (chunked + b"%x\r\n" % (1 << 20) + b"x" * 100, 413, "request_too_large"),
         ]
         before = self.answered()
         for data, status, code in cases:
