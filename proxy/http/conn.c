@@ -118,9 +118,8 @@ static size_t conn_read_all(struct evbuffer *buf, evutil_socket_t fd)
 /* The worker's table, for the input callbacks (their argument is the bufferevent). */
 static _Thread_local struct conn_table *conn_self;
 
-/* the statuses of CONN_OWN_*, and their text in a status line */
+/* the statuses of CONN_OWN_* */
 static const int conn_own_status[CONN_OWN_COUNT] = {400, 413, 501};
-static const char *const conn_own_code[CONN_OWN_COUNT] = {"400", "413", "501"};
 
 static void conn_answered(struct conn_table *t, int status)
 {
@@ -213,17 +212,14 @@ struct conn_table *conn_table_create(struct event_base *base, const struct conn_
     t->early_close = (event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE) != 0;
     t->open = lim->open;
     t->max = lim->max;
-    t->busy = xmalloc(lim->busy_len);
-    memcpy(t->busy, lim->busy, lim->busy_len);
+    t->busy = xstrndup(lim->busy, lim->busy_len);
     t->busy_len = lim->busy_len;
-    t->slow = xmalloc(lim->slow_len);
-    memcpy(t->slow, lim->slow, lim->slow_len);
+    t->slow = xstrndup(lim->slow, lim->slow_len);
     t->slow_len = lim->slow_len;
     t->answered = lim->answered;
     t->answered_arg = lim->answered_arg;
     for (int k = 0; k < CONN_OWN_COUNT; k++) {
-        t->own[k] = xmalloc(lim->own_len[k]);
-        memcpy(t->own[k], lim->own[k], lim->own_len[k]);
+        t->own[k] = xstrndup(lim->own[k], lim->own_len[k]);
         t->own_len[k] = lim->own_len[k];
     }
     struct timeval tv = {.tv_sec = lim->request_ms / 1000,
@@ -343,8 +339,14 @@ static int conn_own_kind(struct evbuffer *out)
         memcmp(head, "HTTP/1.", 7) != 0 || head[8] != ' ' || head[12] != ' ' ||
         evbuffer_search(out, page, sizeof(page) - 1, NULL).pos < 0)
         return -1;
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        if (head[i] < '0' || head[i] > '9')
+            return -1;
+        status = status * 10 + (head[i] - '0');
+    }
     for (int k = 0; k < CONN_OWN_COUNT; k++)
-        if (memcmp(head + 9, conn_own_code[k], 3) == 0)
+        if (conn_own_status[k] == status)
             return k;
     return -1;
 }
