@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static void util_oom(size_t n)
@@ -130,6 +131,22 @@ char *xjoin(const char *a, char sep, const char *b)
     s[na] = sep;
     memcpy(s + na + 1, b, nb + 1);
     return s;
+}
+
+const char *util_target_path(const char *uri, size_t *len, const char **authority)
+{
+    size_t scheme = 0;
+    if (strncasecmp(uri, "http://", 7) == 0)
+        scheme = 7;
+    else if (strncasecmp(uri, "https://", 8) == 0)
+        scheme = 8;
+    *authority = NULL;
+    if (scheme > 0) {
+        *authority = uri + scheme;
+        uri = *authority + strcspn(*authority, "/?#");
+    }
+    *len = strcspn(uri, "?#");
+    return uri;
 }
 
 void util_copy(char *dst, size_t cap, const char *src, size_t len)

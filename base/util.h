@@ -81,6 +81,13 @@ size_t util_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
  * *out_len is its length (a %00 makes it longer than strlen). */
 char *util_uridecode(const char *s, size_t len, size_t *out_len);
 
+/* The path of an HTTP request target (up to '?' or '#': *len bytes at the result, inside
+ * uri). A target may come in absolute form, "http://host:port/path?query" (RFC 9112 section
+ * 3.2.2: what a client sends to a proxy, which a server must accept too); *authority is then
+ * set to its "host:port" (which ends where the path, '?' or '#' begins), else to NULL. An
+ * absolute target without a path gives an empty one. */
+const char *util_target_path(const char *uri, size_t *len, const char **authority);
+
 /* Copy len bytes of src (or what fits) into dst of cap > 0 bytes, NUL-terminated. */
 void util_copy(char *dst, size_t cap, const char *src, size_t len);
 /* Write v in decimal at p (up to 20 bytes, no NUL); returns the end. */

@@ -28,9 +28,11 @@ static void respond_access(struct worker *w, struct evhttp_request *req, int sta
     for (size_t i = 0; i < UTIL_ARRAY_LEN(methods); i++)
         if (evhttp_request_get_command(req) == (enum evhttp_cmd_type)(1 << i))
             method = methods[i];
-    const char *uri = evhttp_request_get_uri(req);
+    const char *authority;
+    size_t len;
+    const char *target = util_target_path(evhttp_request_get_uri(req), &len, &authority);
     char path[256];
-    util_copy(path, sizeof(path), uri, strcspn(uri, "?#"));
+    util_copy(path, sizeof(path), target, len);
     struct access_line a = {.method = method,
                             .path = path,
                             .status = status,

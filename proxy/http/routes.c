@@ -246,16 +246,21 @@ static int routes_malformed(struct worker *w, struct evhttp_request *req)
 
 /* server.allowed_hosts: the Host header's name (no port) is one of them, or the list is
  * empty. A page on an attacker's site can make a browser send requests to a name it has
- * re-pointed at memproxy's address (DNS rebinding); they carry that name as their Host. */
-static int routes_host_allowed(const struct cfg *cfg, struct evhttp_request *req)
+ * re-pointed at memproxy's address (DNS rebinding); they carry that name as their Host. A
+ * target in absolute form names the host itself, and its Host header is ignored (RFC 9112
+ * section 3.2.2). */
+static int routes_host_allowed(const struct cfg *cfg, struct evhttp_request *req,
+                               const char *authority)
 {
     const struct cfg_strlist *hosts = &cfg->allowed_hosts;
     if (hosts->n == 0)
         return 1;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    const char *h = authority;
+    if (h == NULL)
+        h = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
     if (h == NULL)
         return 0;
-    size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":");
+    size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/?#");
     for (size_t i = 0; i < hosts->n; i++) {
         if (strlen(hosts->v[i]) == n && strncasecmp(hosts->v[i], h, n) == 0)
             return 1;
@@ -269,16 +274,16 @@ void routes_handle(struct evhttp_request *req, void *arg)
     struct request_ctx rc = {.route = METRICS_ROUTE_OTHER, .t_start = util_now_us()};
     if (routes_malformed(w, req) != 0)
         return;
-    if (!routes_host_allowed(w->cfg, req)) {
+    const char *authority;
+    size_t len;
+    const char *path = util_target_path(evhttp_request_get_uri(req), &len, &authority);
+    if (!routes_host_allowed(w->cfg, req, authority)) {
         struct apierr e;
         apierr_set(&e, APIERR_MISDIRECTED, "Host",
                    "this server does not answer for that Host (server.allowed_hosts)");
         respond_error(w, METRICS_ROUTE_OTHER, req, &e);
         return;
     }
-    const char *uri = evhttp_request_get_uri(req);
-    size_t len = strcspn(uri, "?#");
-    const char *path = uri;
     int get = evhttp_request_get_command(req) & (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 
     if (get && routes_is(path, len, "/healthz")) {

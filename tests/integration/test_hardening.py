@@ -222,6 +222,21 @@ class HostileClients(unittest.TestCase):
         self.assertIn(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json", out)
         self.assertNotIn(b"<HTML>", out)
 
+    def test_a_target_in_absolute_form_is_served(self):
+        # RFC 9112 section 3.2.2: a server must accept "http://host/path" as the request
+        # target, not only "/path" (what a client configured to use a proxy sends)
+        body = json.dumps(USER_HI).encode()
+        out = self.raw(b"POST http://127.0.0.1/v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Type: application/json\r\nConnection: close\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.assertTrue(out.startswith(b"HTTP/1.1 200"), out[:300])
+        self.assertEqual(json.loads(out.split(b"\r\n\r\n", 1)[1])["object"], "chat.completion")
+        for target, status in ((b"HTTPS://x:9/healthz?deep=0", b"200"), (b"http://x/v1/models", b"200"),
+                               (b"http://x", b"404"), (b"http://x?y=1", b"404")):
+            out = self.raw(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target)
+            self.assertTrue(out.startswith(b"HTTP/1.1 " + status), (target, out[:300]))
+            self.assertIn(b"application/json", out.split(b"\r\n\r\n", 1)[0], target)
+
     def test_only_json_bodies_are_read(self):
         for ctype in ("text/plain", "application/x-www-form-urlencoded",
                       "multipart/form-data; boundary=x", "application/jsonp"):
@@ -366,6 +381,21 @@ profiles:
         self.assertEqual((status, json.loads(out)["error"]["code"]), (421, "misdirected_request"))
         status, _, _ = self.mp.request("GET", "/healthz", headers={"Host": "memproxy.internal:80"})
         self.assertEqual(status, 200)
+        # a target in absolute form names the host, and the Host header is ignored then
+        for target, host, status in ((b"http://memproxy.internal:80/healthz", b"evil.example", 200),
+                                     (b"http://evil.example/healthz", b"memproxy.internal", 421),
+                                     (b"http://evil.example?x", b"127.0.0.1", 421)):
+            s = socket.create_connection(("127.0.0.1", self.mp.port), timeout=60)
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                      % (target, host))
+            out = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+            s.close()
+            self.assertTrue(out.startswith(b"HTTP/1.1 %d" % status), (target, out[:200]))
 
 
 class Viewer(unittest.TestCase):

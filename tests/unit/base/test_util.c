@@ -62,6 +62,36 @@ static void test_id_valid(void **state)
     assert_false(util_id_valid(big, UTIL_MAX_ID + 1));
 }
 
+/* util_target_path: a request target's path, in origin form or absolute form (RFC 9112). */
+static void check_target(const char *uri, const char *path, const char *authority)
+{
+    size_t len = 99;
+    const char *auth = "unset";
+    const char *got = util_target_path(uri, &len, &auth);
+    assert_int_equal(len, strlen(path));
+    assert_memory_equal(got, path, len);
+    if (authority == NULL) {
+        assert_null(auth);
+    } else {
+        assert_non_null(auth);
+        assert_true(strncmp(auth, authority, strlen(authority)) == 0);
+        assert_true(auth + strlen(authority) == got || got[0] == '\0' || got[0] == '?');
+    }
+}
+
+static void test_target_path(void **state)
+{
+    (void)state;
+    check_target("/v1/models?x=1", "/v1/models", NULL);
+    check_target("/v1/models#f", "/v1/models", NULL);
+    check_target("http://host:8080/v1/models?x=1", "/v1/models", "host:8080");
+    check_target("HTTPS://[::1]:9/healthz", "/healthz", "[::1]:9");
+    check_target("http://host", "", "host");
+    check_target("http://host?x=/y", "", "host");
+    check_target("httpx://host/a", "httpx://host/a", NULL); /* not a scheme we speak */
+    check_target("*", "*", NULL);
+}
+
 /* util_uridecode: a REST path's id as the client percent-encoded it. */
 static void check_decode(const char *in, const char *want, size_t want_len)
 {
@@ -155,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_xgrow),
         cmocka_unit_test(test_id_valid),
         cmocka_unit_test(test_uridecode),
+        cmocka_unit_test(test_target_path),
         cmocka_unit_test(test_http_date),
         cmocka_unit_test(test_join_copy_number),
     };
