@@ -354,6 +354,26 @@ def raw_read_until(sock, done):
     return buf
 
 
+def raw_read_all(sock):
+    """Read until the peer closes."""
+    out = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def raw_exchange(port, data):
+    """Send data on a new connection and read everything until memproxy closes it."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    try:
+        s.sendall(data)
+        return raw_read_all(s)
+    finally:
+        s.close()
+
+
 def raw_request(sock, path, body, headers=None):
     data = json.dumps(body).encode()
     h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())

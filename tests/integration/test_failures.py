@@ -10,7 +10,7 @@ import time
 import unittest
 
 from harness import (USER_HI, Memproxy, Mock, StackTest, chat_text, cpu_seconds, free_port,
-                     raw_connect, raw_read_until, raw_request, read_response, sse_data, wait_for, db_connect)
+                     raw_connect, raw_read_all, raw_read_until, raw_request, read_response, sse_data, wait_for, db_connect)
 
 STREAM = dict(USER_HI, stream=True)
 
@@ -388,13 +388,7 @@ class Shutdown(unittest.TestCase):
         mp.proc.send_signal(signal.SIGTERM)
         self.assertEqual(mp.proc.wait(10), 0)
         self.assertLess(time.monotonic() - t, 5)
-        rest = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
-        self.assertIn(b"shutting_down", rest)
+        self.assertIn(b"shutting_down", raw_read_all(s))
         mp.log.close()
         # what was heard is recorded, and says the shutdown cut it (not an upstream error)
         con = db_connect(mp.db_path)

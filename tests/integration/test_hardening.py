@@ -11,8 +11,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (MEMPROXY_BIN, Memproxy, Mock, USER_HI, db_connect, sanitized, sqlite_only,
-                     wait_for)
+from harness import (MEMPROXY_BIN, Memproxy, Mock, USER_HI, db_connect, raw_exchange, sanitized,
+                     sqlite_only, wait_for)
 from test_failures import rss_kb
 
 CONFIG = """
@@ -96,16 +96,7 @@ class HostileClients(unittest.TestCase):
         self.addCleanup(self.mp.stop)
 
     def raw(self, data):
-        s = socket.create_connection(("127.0.0.1", self.mp.port), timeout=60)
-        s.sendall(data)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-        s.close()
-        return out
+        return raw_exchange(self.mp.port, data)
 
     def test_a_client_dripping_its_request_gets_408_at_the_deadline(self):
         body = json.dumps(USER_HI).encode()
@@ -385,16 +376,8 @@ profiles:
         for target, host, status in ((b"http://memproxy.internal:80/healthz", b"evil.example", 200),
                                      (b"http://evil.example/healthz", b"memproxy.internal", 421),
                                      (b"http://evil.example?x", b"127.0.0.1", 421)):
-            s = socket.create_connection(("127.0.0.1", self.mp.port), timeout=60)
-            s.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
-                      % (target, host))
-            out = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                out += chunk
-            s.close()
+            out = raw_exchange(self.mp.port, b"GET %s HTTP/1.1\r\nHost: %s\r\n"
+                               b"Connection: close\r\n\r\n" % (target, host))
             self.assertTrue(out.startswith(b"HTTP/1.1 %d" % status), (target, out[:200]))
 
 
