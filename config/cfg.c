@@ -121,6 +121,11 @@ static const struct cfg_option cfg_options[] = {
      "yielding its CPU, instead of sleeping until the writer wakes it (a wake-up through the "
      "kernel, and on a VM the wake-up of an idle CPU); then it sleeps until woken. 0 = always "
      "sleep. SQLite only."},
+    {CFG_SEC_TOP, "storage.wal_flush_after", T_SIZE, TOP(wal_flush_after), "256KiB", 0, 64 * MIB,
+     "Each time this much has been committed to SQLite's WAL, the kernel is asked to start "
+     "writing it to disk (sync_file_range; nothing waits for it), so the checkpoints' syncs "
+     "find little left to write and do not stall requests in one burst (PostgreSQL's "
+     "checkpoint_flush_after). 0 = leave it all to the checkpoints. SQLite only."},
     {CFG_SEC_TOP, "sessions.require", T_BOOL, TOP(sessions_require), "false", 0, 0,
      "Refuse chat requests that name no session (400) instead of forwarding them unrecorded."},
     {CFG_SEC_TOP, "sessions.user_fields", T_STRLIST, TOP(session_user_fields), "", 0, 0,

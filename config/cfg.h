@@ -129,6 +129,7 @@ struct cfg {
     long busy_timeout_ms;
     long commit_delay_us;
     long commit_spin_us;
+    long wal_flush_after;
     int sessions_require;
     struct cfg_strlist session_id_fields;
     struct cfg_strlist session_user_fields;

@@ -786,7 +786,8 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
                             .retention_ms = (int64_t)o->retention_days * 86400000LL,
                             .touch_ms = o->touch_ms,
                             .commit_delay_us = o->commit_delay_us,
-                            .commit_spin_us = o->commit_spin_us};
+                            .commit_spin_us = o->commit_spin_us,
+                            .wal_flush_after = o->wal_flush_after};
     struct store *st = store_open(o->path, &so, err);
     if (st == NULL)
         return NULL;
@@ -811,6 +812,7 @@ void memory_stats(struct memory *m, struct memory_stats *out)
     out->batches_failed = c.failed;
     out->commit_delays = c.delayed;
     out->commit_spins = c.spun;
+    out->wal_flushes = c.wal_flushes;
     out->checkpoints = c.checkpoints;
     out->checkpoints_held = c.checkpoints_held;
     out->transaction_time = c.transaction_time;

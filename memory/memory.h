@@ -65,6 +65,7 @@ struct memory_opts {
                                   (at most a minute; idle stops want it finer) */
     int64_t commit_delay_us;   /* group commit under load (store.h, store_opts) */
     int64_t commit_spin_us;    /* a reply's commit awaited without sleeping (store_opts) */
+    int64_t wal_flush_after;   /* SQLite: the WAL's writeback each this many bytes (store_opts) */
 };
 
 struct memory *memory_open(const struct memory_opts *o, char **err);
@@ -76,6 +77,7 @@ struct memory_stats {
     uint64_t batches_failed;   /* writes that could not be committed (logged) */
     uint64_t commit_delays;    /* transactions held for storage.commit_delay_us */
     uint64_t commit_spins;     /* reply commits a worker waited for without sleeping */
+    uint64_t wal_flushes;      /* the WAL's writebacks started (walflush.h) */
     uint64_t checkpoints;      /* WAL checkpoints beside the writer (its checkpointer) */
     uint64_t checkpoints_held; /* ... and by the writer itself, holding the commits behind */
     struct hist_counts transaction_time; /* each of the writer's transactions (store.h) */

@@ -8,6 +8,7 @@
 #include "memory/sqlite_read.h"
 #include "memory/sqlite_schema.h"
 #include "memory/walbuf.h"
+#include "memory/walflush.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -110,6 +111,7 @@ static void sqlite_settle_bound(struct sqlite_db *st)
 static int sqlite_settle(void *arg)
 {
     struct sqlite_db *st = arg;
+    walflush_grown(st->flush, walflush_end(st->wal_frames, st->page_size));
     if (st->wal_frames < SQLITE_CKPT_FRAMES)
         st->ckpt_next = SQLITE_CKPT_FRAMES; /* the WAL started over */
     if (st->wal_frames >= SQLITE_CKPT_FRAMES_MAX) {
@@ -166,6 +168,18 @@ static int sqlite_any_embedding(sqlite3 *db)
     return any;
 }
 
+/* The database's page size (a WAL frame holds one page). */
+static int64_t sqlite_page_size(sqlite3 *db)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t size = 4096;
+    if (sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        size = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return size;
+}
+
 /* SQLite's process-wide settings, once, before its first use. Memory statistics off: with
  * them on (the default) every allocation and free SQLite makes takes a global mutex to count
  * it, ~36 lock and unlock pairs per transaction, for figures memproxy never reads. */
@@ -179,6 +193,7 @@ static void sqlite_db_free(struct sqlite_db *st)
 {
     sqlite_ckpt_destroy(st->ckpt); /* first: they may be copying */
     sqlite_ckpt_destroy(st->ckpt_idle);
+    walflush_destroy(st->flush);
     sqlite_read_close(st->wr);
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
@@ -225,6 +240,10 @@ static void *sqlite_open(const char *path, const struct store_opts *opts, char *
     if (sqlite_schema_migrate(st->db, err) != 0 || sqlite_schema_prepare(st, err) != 0)
         goto fail;
     st->embedded = sqlite_any_embedding(st->db);
+    st->page_size = sqlite_page_size(st->db);
+    char *wal = xasprintf("%s-wal", path);
+    st->flush = walflush_create(wal, opts->wal_flush_after);
+    free(wal);
     sqlite3_wal_hook(st->db, sqlite_wal_hook, st); /* in place of the automatic checkpoint */
     st->ckpt_next = SQLITE_CKPT_FRAMES;
     st->ckpt = sqlite_ckpt_create(path, 0, err);
@@ -258,6 +277,11 @@ static void sqlite_checkpoints(void *arg, uint64_t *aside, uint64_t *held)
     *held = atomic_load_explicit(&st->n_ckpt, memory_order_relaxed);
 }
 
+static uint64_t sqlite_wal_flushes(void *arg)
+{
+    return walflush_count(((struct sqlite_db *)arg)->flush);
+}
+
 static struct store_reader *sqlite_reader_open(void *arg, char **err)
 {
     struct sqlite_reader *r = sqlite_read_open(arg, err);
@@ -281,6 +305,7 @@ const struct store_backend sqlite_backend = {
     .settled = sqlite_settled,
     .purge = sqlite_purge,
     .checkpoints = sqlite_checkpoints,
+    .wal_flushes = sqlite_wal_flushes,
     .reader_open = sqlite_reader_open,
     .reader_close = sqlite_reader_close,
     .session_get = sqlite_read_session_get,

@@ -96,6 +96,7 @@ enum sqlite_rstmt {
 
 /* The writer's connection, the writer thread's alone once open. */
 struct sqlite_ckpt;
+struct walflush;
 
 struct sqlite_db {
     char *path;
@@ -115,6 +116,8 @@ struct sqlite_db {
     struct sqlite_ckpt *ckpt_idle;  /* and the one at SCHED_IDLE, for the passes of light load */
     atomic_uint_fast64_t n_ckpt;    /* the writer's own checkpoints; read by /metrics */
     struct purge_pass purge;        /* retention's pass under way (purge.h) */
+    struct walflush *flush;         /* the WAL's writeback as it grows (walflush.h), or NULL */
+    int64_t page_size;
 };
 
 /* A reader's connection; the writer's own reader borrows the write connection. */

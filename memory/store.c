@@ -423,6 +423,7 @@ void store_counts(struct store *st, struct store_counts *out)
     memset(&out->transaction_time, 0, sizeof(out->transaction_time));
     hist_read(&st->tx_time, &out->transaction_time);
     st->be->checkpoints(st->db, &out->checkpoints, &out->checkpoints_held);
+    out->wal_flushes = st->be->wal_flushes != NULL ? st->be->wal_flushes(st->db) : 0;
     out->expected = atomic_load_explicit(&st->expected, memory_order_relaxed);
 }
 

@@ -46,6 +46,7 @@ struct store_counts {
     uint64_t spun;             /* completions a loop waited for without sleeping (commit_spin_us) */
     uint64_t checkpoints;      /* WAL checkpoints beside the writer (SQLite's checkpointer) */
     uint64_t checkpoints_held; /* ... and on it, after reporting its group, holding the next */
+    uint64_t wal_flushes;      /* the WAL's writebacks started (SQLite: wal_flush_after) */
     /* How long each of the writer's transactions took, failed ones too: the statements and
      * the commit (on PostgreSQL also the round trip and the server's sync to disk). */
     struct hist_counts transaction_time;

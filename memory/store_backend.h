@@ -51,6 +51,9 @@ struct store_opts {
      * (a shared database's commit is hundreds of microseconds). 0: never. See
      * store_inbox_spin() in store.c. */
     int64_t commit_spin_us;
+    /* SQLite: the WAL's writeback is started each time this many bytes were committed to it
+     * (memory/walflush.h), so the checkpoints' syncs find little left to write; 0: off. */
+    int64_t wal_flush_after;
 };
 
 /* A reader as the store sees it: the backend's own reader starts with this. */
@@ -102,6 +105,8 @@ struct store_backend {
     /* Upkeep runs so far, for /metrics: beside the writer (*aside) and on it, holding the
      * commits behind them (*held). */
     void (*checkpoints)(void *db, uint64_t *aside, uint64_t *held);
+    /* Optional, from any thread: the WAL writebacks started (opts.wal_flush_after). */
+    uint64_t (*wal_flushes)(void *db);
 
     struct store_reader *(*reader_open)(void *db, char **err);
     void (*reader_close)(struct store_reader *r);

@@ -143,7 +143,8 @@ static int main_serve(const struct cfg *cfg)
                              .max_bytes = (size_t)cfg->ws_max_bytes,
                              .touch_ms = lifecycle_touch_ms(cfg),
                              .commit_delay_us = cfg->commit_delay_us,
-                             .commit_spin_us = cfg->commit_spin_us};
+                             .commit_spin_us = cfg->commit_spin_us,
+                             .wal_flush_after = cfg->wal_flush_after};
     jtext_set_max_values((size_t)cfg->max_json_nodes); /* before any worker reads */
     struct memory *mem = memory_open(&mo, &err);
     int rc = 1;

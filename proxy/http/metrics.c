@@ -317,6 +317,10 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "without sleeping (storage.commit_spin_us, one request at a time).\n"
                    "# TYPE memproxy_store_commit_spins_total counter\n"
                    "memproxy_store_commit_spins_total %llu\n"
+                   "# HELP memproxy_store_wal_flushes_total Writebacks of SQLite's WAL started "
+                   "as it grew (storage.wal_flush_after).\n"
+                   "# TYPE memproxy_store_wal_flushes_total counter\n"
+                   "memproxy_store_wal_flushes_total %llu\n"
                    "# HELP memproxy_store_checkpoints_total WAL checkpoints (SQLite): by its "
                    "thread beside the writer, or by the writer, holding the commits behind it, "
                    "when the WAL outgrew that thread.\n"
@@ -329,8 +333,9 @@ static void metrics_render_memory(struct metrics_out *o, const struct memory_sta
                    "memproxy_store_replies_pending %lld\n",
                    (unsigned long long)m->transactions, (unsigned long long)m->batches_ok,
                    (unsigned long long)m->batches_failed, (unsigned long long)m->commit_delays,
-                   (unsigned long long)m->commit_spins, (unsigned long long)m->checkpoints,
-                   (unsigned long long)m->checkpoints_held, (long long)m->replies_pending);
+                   (unsigned long long)m->commit_spins, (unsigned long long)m->wal_flushes,
+                   (unsigned long long)m->checkpoints, (unsigned long long)m->checkpoints_held,
+                   (long long)m->replies_pending);
     metrics_print_hist(o, &m->transaction_time, "memproxy_store_transaction_seconds",
                        "Time each of the writer's transactions took, failed ones too: on "
                        "PostgreSQL the round trip with the server's commit.");
