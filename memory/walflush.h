@@ -5,10 +5,12 @@
  *
  * Why: with synchronous=NORMAL a commit only writes its frames into the page cache; they reach
  * the disk when a checkpoint syncs the WAL (memory/sqlite_ckpt.h), every SQLITE_CKPT_FRAMES
- * frames: ~4 MiB of WAL written and waited for in one burst, then the database's pages. On the
- * benchmark's VM that burst is what makes a recorded call's p99: a call-shaped client one
- * request at a time added 650-880 µs at p99 with the checkpoints, 250-350 µs with none (bench/
- * compare LATENCY=p99 CALL=1, a build that never checkpointed). Asking the kernel to start
+ * frames: ~4 MiB of WAL written and waited for in one burst. On the benchmark's VM the
+ * checkpoints made about half of a recorded call's p99, and those bursts half of that: a
+ * call-shaped client one request at a time added ~770 µs at p99 (bench/compare LATENCY=p99
+ * CALL=1, median of 12 rounds), 250-350 µs against a build that never checkpointed (its
+ * first rounds, before its WAL grew long), ~580 against one whose passes did not sync (a test
+ * build: not durable). Asking the kernel to start
  * writing each 256 KiB as it is committed (sync_file_range with SYNC_FILE_RANGE_WRITE: it
  * starts the writeback and returns, it waits for no disk) leaves the checkpoint's sync little
  * to write: the same bytes reach the disk, spread over the requests. Measured on the same VM
