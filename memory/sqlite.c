@@ -241,10 +241,9 @@ static void *sqlite_open(const char *path, const struct store_opts *opts, char *
         goto fail;
     st->embedded = sqlite_any_embedding(st->db);
     st->page_size = sqlite_page_size(st->db);
-    char *wal = xasprintf("%s-wal", path);
-    st->flush = walflush_create(wal, opts->wal_flush_after);
-    free(wal);
-    sqlite3_wal_hook(st->db, sqlite_wal_hook, st); /* in place of the automatic checkpoint */
+    st->flush = walflush_create(sqlite3_filename_wal(sqlite3_db_filename(st->db, "main")),
+                                opts->wal_flush_after); /* the WAL file SQLite writes */
+    sqlite3_wal_hook(st->db, sqlite_wal_hook, st);      /* in place of the automatic checkpoint */
     st->ckpt_next = SQLITE_CKPT_FRAMES;
     st->ckpt = sqlite_ckpt_create(path, 0, err);
     if (st->ckpt != NULL)

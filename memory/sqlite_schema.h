@@ -117,7 +117,7 @@ struct sqlite_db {
     atomic_uint_fast64_t n_ckpt;    /* the writer's own checkpoints; read by /metrics */
     struct purge_pass purge;        /* retention's pass under way (purge.h) */
     struct walflush *flush;         /* the WAL's writeback as it grows (walflush.h), or NULL */
-    int64_t page_size;
+    int64_t page_size;              /* the bytes of a page, as a WAL frame holds one */
 };
 
 /* A reader's connection; the writer's own reader borrows the write connection. */

@@ -742,10 +742,7 @@ void chat_handle(struct worker *w, struct evhttp_request *req, const struct requ
     c->route = rc->route;
     c->t_start = rc->t_start;
     c->ttft_us = -1;
-    const char *authority;
-    size_t path_len;
-    const char *path = util_target_path(evhttp_request_get_uri(req), &path_len, &authority);
-    util_copy(c->path, sizeof(c->path), path, path_len);
+    util_copy(c->path, sizeof(c->path), rc->target, rc->target_len);
 
     if (rc->body == NULL) {
         apierr_set(&e, APIERR_INVALID_REQUEST, NULL, "the request body is empty");

@@ -22,7 +22,9 @@ struct request_ctx {
     enum metrics_route route;
     const char *tenant;               /* of the client key */
     const struct cfg_client_key *key; /* the key admitted; NULL: no client keys configured */
-    const char *path_profile;         /* from /p/{profile}/, not NUL-terminated; NULL if absent */
+    const char *target; /* the request target's path (util_target_path), not NUL-terminated */
+    size_t target_len;
+    const char *path_profile; /* from /p/{profile}/, not NUL-terminated; NULL if absent */
     size_t path_profile_len;
     const char *body; /* the request body (NUL-terminated copy), NULL when empty */
     size_t body_len;

@@ -275,8 +275,9 @@ void routes_handle(struct evhttp_request *req, void *arg)
     if (routes_malformed(w, req) != 0)
         return;
     const char *authority;
-    size_t len;
-    const char *path = util_target_path(evhttp_request_get_uri(req), &len, &authority);
+    rc.target = util_target_path(evhttp_request_get_uri(req), &rc.target_len, &authority);
+    const char *path = rc.target;
+    size_t len = rc.target_len;
     if (!routes_host_allowed(w->cfg, req, authority)) {
         struct apierr e;
         apierr_set(&e, APIERR_MISDIRECTED, "Host",
