@@ -6,16 +6,13 @@
  * Why: with synchronous=NORMAL a commit only writes its frames into the page cache; they reach
  * the disk when a checkpoint syncs the WAL (memory/sqlite_ckpt.h), every SQLITE_CKPT_FRAMES
  * frames: ~4 MiB of WAL written and waited for in one burst. On the benchmark's VM the
- * checkpoints made about half of a recorded call's p99, and those bursts half of that: a
- * call-shaped client one request at a time added ~770 µs at p99 (bench/compare LATENCY=p99
- * CALL=1, median of 12 rounds), 250-350 µs against a build that never checkpointed (its
- * first rounds, before its WAL grew long), ~580 against one whose passes did not sync (a test
- * build: not durable). Asking the kernel to start
- * writing each 256 KiB as it is committed (sync_file_range with SYNC_FILE_RANGE_WRITE: it
- * starts the writeback and returns, it waits for no disk) leaves the checkpoint's sync little
- * to write: the same bytes reach the disk, spread over the requests. Measured on the same VM
- * (docs/architecture.md, and the commit message of the change that added it): call-shaped p99
- * 260-290 µs lower, p50 9-16 µs higher.
+ * checkpoints make about half of a recorded call's p99, and those bursts half of that (one
+ * call-shaped request at a time: ~770 µs added at p99, 250-350 µs where nothing is
+ * checkpointed, ~580 where the passes do not sync; bench/compare LATENCY=p99 CALL=1). Asking
+ * the kernel to start writing each 256 KiB as it is committed (sync_file_range with
+ * SYNC_FILE_RANGE_WRITE: it starts the writeback and returns, it waits for no disk) leaves a
+ * pass's sync little to write: the same bytes reach the disk, spread over the requests. On
+ * against off (docs/architecture.md): call-shaped p99 260-290 µs lower, p50 9-16 µs higher.
  *
  * Nothing about durability changes: the writeback started here is what the kernel would do
  * later anyway, the checkpoint still syncs, and a commit never waits for it. The writer calls
