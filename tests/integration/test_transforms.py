@@ -191,6 +191,34 @@ profiles:
                                 ("user", "question 1"), ("assistant", "answer 1"),
                                 ("user", "question 2"), ("assistant", "answer 2")])
 
+    def test_a_request_sent_again_for_its_turn_is_recorded_once(self):
+        """A platform that numbers its turns (Agora's turn_id) and sends only the new message:
+        the message and its reply share the request's turn id, and the same request sent
+        again (a retry after a timeout) asks the model as the first time and is stored once,
+        its reply replacing the first."""
+        asked = []
+        for turn, text in [(4, "first"), (5, "second"), (5, "second"), (6, "third")]:
+            self.mock.config(reply="answer %d" % len(asked))
+            status, _, out = self.mp.request(
+                "POST", "/v1/chat/completions",
+                {"model": "m", "turn_id": turn, "messages": [{"role": "user", "content": text}]},
+                {"X-Session-Id": "numbered"})
+            self.assertEqual(status, 200, out)
+            sent = json.loads(self.mock.stats()["last_body"])["messages"]
+            asked.append([(m["role"], m["content"]) for m in sent])
+        self.assertEqual(asked[2], asked[1])
+        self.assertEqual(asked[3], [("user", "first"), ("assistant", "answer 0"),
+                                    ("user", "second"), ("assistant", "answer 2"),
+                                    ("user", "third")])
+        con = db_connect(self.mp.db_path)
+        rows = con.execute("SELECT turn_id, role, content FROM messages m JOIN sessions s "
+                           "USING (sid) WHERE s.id = 'numbered' ORDER BY seq").fetchall()
+        con.close()
+        self.assertEqual([tuple(r) for r in rows], [
+            (4, "user", "first"), (4, "assistant", "answer 0"),
+            (5, "user", "second"), (5, "assistant", "answer 2"),
+            (6, "user", "third"), (6, "assistant", "answer 3")])
+
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
         self.mock.config(reply="fine, thanks for asking")

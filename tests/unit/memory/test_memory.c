@@ -57,13 +57,31 @@ static void on_done(void *arg, int ok)
     event_base_loopbreak(v->base);
 }
 
-/* One request of session sid with these messages, answered with reply; waits for the commit. */
-static void exchange(struct env *v, const char *sid, json_t *messages, const char *reply)
+/* One request as p says, answered with reply; waits for the commit. With history, the
+ * history the upstream request would get (memory_rec_context) as "role:content" lines. */
+static void exchange_as(struct env *v, const struct memory_rec_params *p, const char *reply,
+                        char **history)
 {
-    struct memory_rec_params p = {
-        .tenant = "t", .session_id = sid, .profile = "default", .messages = messages};
     struct memory_reply r = {.content = reply, .finish_reason = "stop", .ttft_us = 1};
-    struct memory_rec *rec = memory_rec_new(v->rd, &p);
+    struct memory_rec *rec = memory_rec_new(v->rd, p);
+    if (history != NULL) {
+        struct memory_context mc = {0};
+        size_t i;
+        json_t *t;
+        memory_rec_context(rec, 1, &mc);
+        *history = xstrdup("");
+        json_array_foreach(mc.history, i, t) {
+            char *n =
+                xasprintf("%s%s:%s\n", *history, json_string_value(json_object_get(t, "role")),
+                          json_string_value(json_object_get(t, "content")));
+            free(*history);
+            *history = n;
+        }
+        json_decref(mc.history);
+        json_decref(mc.inject);
+        json_decref(mc.params);
+        json_decref(mc.system);
+    }
     memory_rec_request(rec);
     int before = v->done;
     memory_rec_reply(rec, &r, v->base, on_done, v);
@@ -74,6 +92,14 @@ static void exchange(struct env *v, const char *sid, json_t *messages, const cha
     struct memory_stats st;
     memory_stats(v->m, &st);
     assert_int_equal(st.replies_pending, 0);
+}
+
+/* One request of session sid with these messages, answered with reply; waits for the commit. */
+static void exchange(struct env *v, const char *sid, json_t *messages, const char *reply)
+{
+    struct memory_rec_params p = {
+        .tenant = "t", .session_id = sid, .profile = "default", .messages = messages};
+    exchange_as(v, &p, reply, NULL);
 }
 
 /* The rows of a query of the database (?1 the session id, ?2 turn_id when it has one): each
@@ -277,6 +303,68 @@ static void test_retry_replaces_reply(void **state)
     assert_string_equal(got, "1|user|hello|0\n1|assistant|second|0\n");
     free(got);
     json_decref(msgs);
+    env_close(&v);
+}
+
+/* Stored history mode (the client sends only its new message): a request of text with the
+ * request's turn_id (turn; < 0 none) and the message's own (own; < 0 none), answered reply;
+ * history, when not NULL, is what exchange_as() must give as the upstream's history. */
+struct stored_step {
+    const char *text;
+    int turn, own;
+    const char *reply, *history;
+};
+
+static void stored_exchange(struct env *v, const struct stored_step *s)
+{
+    json_t *msgs = json_array(), *tid = s->turn >= 0 ? json_integer(s->turn) : NULL;
+    char *h = NULL;
+    add(msgs, "user", s->text, s->own);
+    struct memory_rec_params p = {.tenant = "t",
+                                  .session_id = "st",
+                                  .profile = "default",
+                                  .messages = msgs,
+                                  .turn_id = tid,
+                                  .append = 1};
+    exchange_as(v, &p, s->reply, s->history ? &h : NULL);
+    if (s->history != NULL)
+        assert_string_equal(h, s->history);
+    free(h);
+    json_decref(tid);
+    json_decref(msgs);
+}
+
+/* Stored mode keeps the platform's turn numbers: the request's turn_id is its user message's
+ * as well as its reply's, and a message's own turn_id is kept. A request sent again for its
+ * turn is a retry: its message is not stored twice, its reply replaces the first, and the
+ * upstream is asked as the first time (the history ends before that turn). A new message
+ * under a turn already stored is recorded, and sees the whole history. Without turn ids,
+ * the same text twice is two turns: nothing tells a retry from a caller saying it again. */
+static void test_stored_mode_turn_ids(void **state)
+{
+    static const char first[] = "user:first\nassistant:a1\n";
+    static const struct stored_step steps[] = {
+        {"first", 7, -1, "a1", ""},
+        {"second", 8, -1, "a2", first},
+        {"second", 8, -1, "a2 again", first},
+        {"more", 8, -1, "a3", "user:first\nassistant:a1\nuser:second\nassistant:a2 again\n"},
+        {"own", -1, 20, "a4", NULL},
+        {"own", -1, 20, "a4 again", NULL},
+        {"plain", -1, -1, "a5", NULL},
+        {"plain", -1, -1, "a6", NULL},
+    };
+    struct env v = {0};
+    env_open(&v, 64, 1000);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+        stored_exchange(&v, &steps[i]);
+    char *got = rows(&v, "st");
+    assert_string_equal(got, "7|user|first|0\n7|assistant|a1|0\n"
+                             "8|user|second|0\n8|assistant|a2 again|0\n"
+                             "8|user|more|0\n8|assistant|a3|0\n"
+                             "20|user|own|0\n20|assistant|a4 again|0\n"
+                             "21|user|plain|0\n21|assistant|a5|0\n"
+                             "22|user|plain|0\n22|assistant|a6|0\n");
+    free(got);
     env_close(&v);
 }
 
@@ -500,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_window_older_than_working_set),
         cmocka_unit_test(test_window_reaching_back_reads_its_span),
         cmocka_unit_test(test_retry_replaces_reply),
+        cmocka_unit_test(test_stored_mode_turn_ids),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
         cmocka_unit_test(test_sliding_window_call),
