@@ -12,6 +12,7 @@
 #include "memory/reconcile.h"
 #include "memory/snapshot.h"
 #include "memory/store.h"
+#include "memory/turnids.h"
 #include "memory/turnlist.h"
 #include "memory/workset.h"
 
@@ -206,31 +207,6 @@ static void memory_apply_update(struct workset_entry *e, json_t *u)
     json_decref(nt);
 }
 
-/* The position of the last user message in messages, or -1. */
-static long memory_last_user(json_t *messages)
-{
-    for (size_t i = json_array_size(messages); i-- > 0;) {
-        const char *role = json_string_value(json_object_get(json_array_get(messages, i), "role"));
-        if (role != NULL && strcmp(role, "user") == 0)
-            return (long)i;
-    }
-    return -1;
-}
-
-/* Is t (a message the platform numbered turn) stored already: the same role and text under
- * that turn id among the session's recent turns? Then the request was sent again. */
-static int memory_stored_already(const struct workset_entry *e, json_t *t, int64_t turn)
-{
-    size_t n;
-    const struct reconcile_view *v = turnlist_views(e->turns, &n);
-    const char *role = memory_str(t, "role"), *content = memory_str(t, "content");
-    for (size_t i = n; i-- > 0;)
-        if (v[i].turn_id == turn && strcmp(v[i].role, role) == 0 &&
-            strcmp(v[i].content, content) == 0)
-            return 1;
-    return 0;
-}
-
 /* Stored history mode: every message is new, each user message opening the session's next
  * turn. When the platform numbers turns, its numbers are kept, as in a window: a message's
  * own turn_id, and the request's for its newest user message (the turn it asks for, which
@@ -242,7 +218,7 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
     json_t *msg, *system = NULL;
     size_t n = turnlist_size(e->turns);
     int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
-    long last_user = memory_last_user(rec->messages);
+    long last_user = turnids_last_user(rec->messages);
     json_array_foreach(rec->messages, i, msg) {
         json_t *t = reconcile_normalize(msg, now);
         const char *role = memory_str(t, "role");
@@ -254,7 +230,7 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
                 system = json_array();
             json_array_append_new(system, json_pack("{s:s, s:O}", "role", role, "content",
                                                     json_object_get(t, "content")));
-        } else if (t != NULL && own >= 0 && memory_stored_already(e, t, own)) {
+        } else if (t != NULL && own >= 0 && turnids_stored(e->turns, t, own)) {
             turn = own;
             again++;
         } else if (t != NULL) {
@@ -320,6 +296,8 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
                  strcmp(memory_str(last, "source"), "llm") == 0;
     if (res.window_hash != e->window_hash)
         memory_system(e, b, res.system, res.window_hash, aligned);
+    if (aligned)
+        turnids_request_inserts(e->turns, rec->turn_id, res.inserts);
     json_array_foreach(res.inserts, i, x)
         memory_add_turn(e, b, x);
     json_array_foreach(res.updates, i, x) {
@@ -390,25 +368,11 @@ static void memory_window_turns(struct memory_rec *rec, struct workset_entry *e,
     e->window_turns = next;
 }
 
-/* Stored mode, a request sent again for the session's newest turn (memory_append): its
- * newest user message is stored already under the turn the platform numbers it with (its own
- * turn_id, else the request's), which is the newest stored one. The history then ends before
- * that turn, so the model is asked as it was the first time, not with its answer and the
- * question again after it. */
-static void memory_history_before_retry(const struct memory_rec *rec, struct workset_entry *e,
-                                        json_t *history)
+/* history without its newest turns of turn id turn (< 0: none). */
+static void memory_history_before(json_t *history, int64_t turn)
 {
-    long i = memory_last_user(rec->messages);
     size_t n = json_array_size(history);
-    if (i < 0 || n == 0)
-        return;
-    json_t *t = reconcile_normalize(json_array_get(rec->messages, (size_t)i), 0);
-    int64_t turn = memory_int(t, "turn_id");
-    if (turn < 0)
-        turn = rec->turn_id;
-    int again = t != NULL && turn >= 0 && memory_stored_already(e, t, turn);
-    json_decref(t);
-    while (again && n > 0 && memory_int(json_array_get(history, n - 1), "turn_id") == turn)
+    while (turn >= 0 && n > 0 && memory_int(json_array_get(history, n - 1), "turn_id") == turn)
         json_array_remove(history, --n);
 }
 
@@ -419,8 +383,8 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
      * memory_context): a deep copy of a full entry was half a stored-mode request's work */
     out->inject = e->inject ? json_copy(e->inject) : NULL;
     out->history = want_history ? turnlist_array(e->turns) : NULL;
-    if (out->history != NULL && rec->append)
-        memory_history_before_retry(rec, e, out->history);
+    if (out->history != NULL && rec->append) /* a retry: asked as the first time */
+        memory_history_before(out->history, turnids_resent(e->turns, rec->messages, rec->turn_id));
     if (e->call_summary != NULL)
         memory_call_summary(rec, e, out);
     out->params = e->params ? json_deep_copy(e->params) : NULL;

@@ -368,6 +368,32 @@ static void test_stored_mode_turn_ids(void **state)
     env_close(&v);
 }
 
+/* A window without turn ids from a client that numbers its requests (a top-level turn_id):
+ * the user message the request brings is of the request's turn, as its reply is; the turns
+ * before it keep the numbers memproxy gave them. */
+static void test_request_turn_id_numbers_the_new_turn(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 64, 1000);
+    json_t *msgs = json_array(), *tid = json_integer(5);
+    struct memory_rec_params p = {
+        .tenant = "t", .session_id = "n", .profile = "default", .messages = msgs, .turn_id = tid};
+    add(msgs, "assistant", "hi there", -1);
+    add(msgs, "user", "hello", -1);
+    exchange_as(&v, &p, "a5", NULL);
+    add(msgs, "assistant", "a5", -1);
+    add(msgs, "user", "more", -1);
+    json_integer_set(tid, 6);
+    exchange_as(&v, &p, "a6", NULL);
+    char *got = rows(&v, "n");
+    assert_string_equal(got, "1|assistant|hi there|0\n5|user|hello|0\n5|assistant|a5|0\n"
+                             "6|user|more|0\n6|assistant|a6|0\n");
+    free(got);
+    json_decref(tid);
+    json_decref(msgs);
+    env_close(&v);
+}
+
 static int64_t pending(struct env *v)
 {
     struct memory_stats st;
@@ -589,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_window_reaching_back_reads_its_span),
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_stored_mode_turn_ids),
+        cmocka_unit_test(test_request_turn_id_numbers_the_new_turn),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
         cmocka_unit_test(test_sliding_window_call),
