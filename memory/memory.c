@@ -7,10 +7,8 @@
 #include "memory/cache.h"
 #include "memory/callsum.h"
 #include "memory/entry.h"
-#include "memory/history.h"
 #include "memory/inject.h"
 #include "memory/reconcile.h"
-#include "memory/snapshot.h"
 #include "memory/store.h"
 #include "memory/turnids.h"
 #include "memory/turnlist.h"
@@ -19,9 +17,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-
-/* Facts the REST API shows for a user. */
-#define MEMORY_MAX_USER_FACTS 1000
 
 /* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
  * or the key of a session to read again (a REST change), and who waits for it. */
@@ -192,33 +187,86 @@ static void memory_add_turn(struct workset_entry *e, struct store_batch *b, json
     store_batch_insert(b, t);
 }
 
-/* Apply reconcile's update to the entry's copy of the turn (replaced, never changed). */
+/* A new turn: t with reconcile's update u applied (turns are replaced, never changed). */
+static json_t *memory_updated(json_t *t, json_t *u)
+{
+    json_t *nt = json_copy(t);
+    json_object_update_existing(nt, u);
+    json_object_set(nt, "original", json_object_get(u, "original"));
+    json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
+    return nt;
+}
+
+/* Apply reconcile's update to the entry's copy of the turn. */
 static void memory_apply_update(struct workset_entry *e, json_t *u)
 {
     long i = turnlist_find_seq(e->turns, memory_int(u, "seq"));
     if (i < 0)
         return;
-    json_t *nt = json_copy(turnlist_get(e->turns, (size_t)i));
-    json_object_update_existing(nt, u);
-    json_object_set(nt, "original", json_object_get(u, "original"));
-    json_object_set(nt, "interrupt_timestamp", json_object_get(u, "interrupt_timestamp"));
+    json_t *nt = memory_updated(turnlist_get(e->turns, (size_t)i), u);
     turnlist_replace(e->turns, (size_t)i, nt);
     e->gen++;
     json_decref(nt);
+}
+
+/* Stored mode: msg, an assistant message of the turn of a stored reply, says what was heard
+ * of that reply (cut short): the reply is updated as a window bringing it back would update
+ * it (docs/design.md §6), and nothing is stored again. */
+static int memory_append_heard(struct workset_entry *e, struct store_batch *b, json_t *msg,
+                               int64_t turn)
+{
+    long i = turnids_reply(e->turns, turn);
+    json_t *u =
+        i < 0 ? NULL : reconcile_heard(turnlist_get(e->turns, (size_t)i), msg, util_wall_ms());
+    if (u == NULL)
+        return 0;
+    memory_apply_update(e, u);
+    store_batch_update(b, u);
+    json_decref(u);
+    return 1;
+}
+
+/* Stored mode: t (msg normalized, a turn) numbered own by the platform (< 0: not), after
+ * turn *turn: stored as the next turn (or own), or taken as the update of a reply it says was
+ * cut short. 1 when something changed, 0 when it was stored already under own. */
+static int memory_append_turn(struct workset_entry *e, struct store_batch *b, json_t *msg,
+                              json_t *t, int64_t own, int64_t *turn)
+{
+    const char *role = memory_str(t, "role");
+    if (strcmp(role, "assistant") == 0 && memory_append_heard(e, b, msg, own >= 0 ? own : *turn))
+        return 1;
+    if (own >= 0 && turnids_stored(e->turns, t, own)) {
+        *turn = own;
+        return 0;
+    }
+    if (own >= 0)
+        *turn = own;
+    else if (*turn <= 0 || strcmp(role, "user") == 0)
+        (*turn)++;
+    json_object_set_new(t, "turn_id", json_integer(*turn));
+    json_object_set_new(t, "turn_idx", json_integer(turnlist_count(e->turns, *turn, role)));
+    memory_add_turn(e, b, t);
+    return 1;
 }
 
 /* Stored history mode: every message is new, each user message opening the session's next
  * turn. When the platform numbers turns, its numbers are kept, as in a window: a message's
  * own turn_id, and the request's for its newest user message (the turn it asks for, which
  * the reply then shares). A message already stored under its number is not stored again; a
- * request whose messages all were is a retry, and its reply replaces the one recorded. */
+ * request whose messages all were is a retry, and its reply replaces the one recorded. A
+ * reply the client says was cut short updates the stored one (memory_append_heard). */
 static void memory_append(struct memory_rec *rec, struct workset_entry *e, struct store_batch *b)
 {
-    size_t i, added = 0, again = 0;
+    size_t i, changed = 0, again = 0;
     json_t *msg, *system = NULL;
     size_t n = turnlist_size(e->turns);
     int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
     long last_user = turnids_last_user(rec->messages);
+    json_array_foreach(rec->heard, i, msg) { /* memory_history_heard's */
+        memory_apply_update(e, msg);
+        store_batch_update(b, msg);
+        changed++;
+    }
     json_array_foreach(rec->messages, i, msg) {
         json_t *t = reconcile_normalize(msg, now);
         const char *role = memory_str(t, "role");
@@ -230,23 +278,14 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
                 system = json_array();
             json_array_append_new(system, json_pack("{s:s, s:O}", "role", role, "content",
                                                     json_object_get(t, "content")));
-        } else if (t != NULL && own >= 0 && turnids_stored(e->turns, t, own)) {
-            turn = own;
+        } else if (t != NULL && memory_append_turn(e, b, msg, t, own, &turn))
+            changed++;
+        else if (t != NULL)
             again++;
-        } else if (t != NULL) {
-            if (own >= 0)
-                turn = own;
-            else if (turn <= 0 || strcmp(role, "user") == 0)
-                turn++;
-            json_object_set_new(t, "turn_id", json_integer(turn));
-            json_object_set_new(t, "turn_idx", json_integer(turnlist_count(e->turns, turn, role)));
-            memory_add_turn(e, b, t);
-            added++;
-        }
         json_decref(t);
     }
     json_t *last = n ? turnlist_get(e->turns, n - 1) : NULL;
-    rec->retry = again > 0 && added == 0 && last != NULL &&
+    rec->retry = again > 0 && changed == 0 && last != NULL &&
                  strcmp(memory_str(last, "role"), "assistant") == 0 &&
                  strcmp(memory_str(last, "source"), "llm") == 0;
     memory_system(e, b, system, e->window_hash, 0);
@@ -368,6 +407,33 @@ static void memory_window_turns(struct memory_rec *rec, struct workset_entry *e,
     e->window_turns = next;
 }
 
+/* Stored mode: the replies the request says were cut short (memory_append_heard) as they
+ * will be stored, heard and generated, in history (the entry's turns, in its order): the
+ * model is sent what the caller heard, and the client's copy of it, repeating the history's
+ * end, is left out of the request (upbody.c). */
+static void memory_history_heard(struct memory_rec *rec, struct workset_entry *e, json_t *history)
+{
+    size_t i, n = turnlist_size(e->turns);
+    int64_t newest = n ? turnlist_turn_id(e->turns, n - 1) : -1, now = util_wall_ms();
+    json_t *msg;
+    json_decref(rec->heard); /* found again if the request's context is asked again */
+    rec->heard = NULL;
+    json_array_foreach(rec->messages, i, msg) {
+        if (strcmp(memory_str(msg, "role"), "assistant") != 0)
+            continue;
+        int64_t own = msg_turn_id(json_object_get(msg, "turn_id"));
+        long at = turnids_reply(e->turns, own >= 0 ? own : newest);
+        json_t *u = at < 0 ? NULL : reconcile_heard(turnlist_get(e->turns, (size_t)at), msg, now);
+        if (u == NULL)
+            continue;
+        json_array_set_new(history, (size_t)at,
+                           memory_updated(json_array_get(history, (size_t)at), u));
+        if (rec->heard == NULL)
+            rec->heard = json_array();
+        json_array_append_new(rec->heard, u);
+    }
+}
+
 /* history without its newest turns of turn id turn (< 0: none). */
 static void memory_history_before(json_t *history, int64_t turn)
 {
@@ -383,8 +449,11 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
      * memory_context): a deep copy of a full entry was half a stored-mode request's work */
     out->inject = e->inject ? json_copy(e->inject) : NULL;
     out->history = want_history ? turnlist_array(e->turns) : NULL;
-    if (out->history != NULL && rec->append) /* a retry: asked as the first time */
+    if (out->history != NULL && rec->append) {
+        memory_history_heard(rec, e, out->history);
+        /* a retry: asked as the first time */
         memory_history_before(out->history, turnids_resent(e->turns, rec->messages, rec->turn_id));
+    }
     if (e->call_summary != NULL)
         memory_call_summary(rec, e, out);
     out->params = e->params ? json_deep_copy(e->params) : NULL;
@@ -533,22 +602,6 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
 
 /* ---- the REST API's view ---- */
 
-json_t *memory_session(struct memory_reader *r, const char *tenant, const char *id)
-{
-    return store_session_get(r->sr, tenant, id);
-}
-
-json_t *memory_turns(struct memory_reader *r, const char *tenant, const char *id, size_t limit)
-{
-    return store_turns(r->sr, tenant, id, INT64_MIN, limit);
-}
-
-json_t *memory_sessions(struct memory_reader *r, const char *tenant, const char *user_id,
-                        const char *status, int64_t before, size_t limit)
-{
-    return store_sessions(r->sr, tenant, user_id, status, before, limit);
-}
-
 /* A report that only tells the caller (cb on base's thread; nothing when base is NULL). */
 static struct memory_report *memory_report_new(struct memory *m, struct event_base *base,
                                                memory_done_cb cb, void *arg)
@@ -589,19 +642,6 @@ void memory_change(struct memory *m, const char *tenant, const char *id, enum me
     memory_send(m, b, r);
 }
 
-json_t *memory_export(struct memory_reader *r, const char *tenant, const char *id)
-{
-    json_t *sess = store_session_get(r->sr, tenant, id);
-    if (sess == NULL)
-        return NULL;
-    json_object_del(sess, "tenant");
-    json_object_del(sess, "turns");
-    json_object_del(sess, "call_summary"); /* made again from the turns (callsum.h) */
-    json_object_del(sess, "window_turns");
-    return json_pack("{s:s, s:o, s:o}", "format", SNAPSHOT_FORMAT, "session", sess, "turns",
-                     store_turns(r->sr, tenant, id, INT64_MIN, 0));
-}
-
 void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
                    memory_done_cb cb, void *arg)
 {
@@ -609,19 +649,6 @@ void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struc
     struct store_batch *b = store_batch_new(tenant, NULL);
     store_batch_import(b, snapshot);
     memory_send(m, b, memory_change_report(m, tenant, id, base, cb, arg));
-}
-
-json_t *memory_user(struct memory_reader *r, const char *tenant, const char *user_id)
-{
-    json_t *um = store_user_memory(r->sr, tenant, user_id, MEMORY_MAX_USER_FACTS);
-    json_object_set_new(um, "user_id", json_string(user_id));
-    return um;
-}
-
-json_t *memory_user_known(struct memory_reader *r, const char *tenant, const char *user_id,
-                          size_t max_facts)
-{
-    return store_user_memory(r->sr, tenant, user_id, max_facts);
 }
 
 void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
@@ -636,33 +663,12 @@ void memory_user_change(struct memory *m, const char *tenant, const char *user_i
     memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
 }
 
-int64_t memory_summary_next(struct memory_reader *r)
-{
-    return store_summary_next(r->sr);
-}
-
-json_t *memory_to_summarize(struct memory_reader *r, size_t limit)
-{
-    return store_to_summarize(r->sr, util_wall_ms(), limit);
-}
-
-json_t *memory_running_to_summarize(struct memory_reader *r, const char *profile, long threshold,
-                                    size_t limit)
-{
-    return store_running_to_summarize(r->sr, profile, threshold, limit);
-}
-
 void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
                          struct event_base *base, memory_done_cb cb, void *arg)
 {
     struct store_batch *b = store_batch_new(tenant, NULL);
     store_batch_summary(b, outcome);
     memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
-}
-
-json_t *memory_cache_get(struct memory_reader *r, const char *key)
-{
-    return store_cache_get(r->sr, key, util_wall_ms());
 }
 
 void memory_cache_put(struct memory *m, const char *tenant, const char *user_id, const char *key,
@@ -675,28 +681,6 @@ void memory_cache_put(struct memory *m, const char *tenant, const char *user_id,
     store_batch_cache_put(b, e);
     json_decref(e);
     store_submit(m->st, b, NULL, NULL, NULL);
-}
-
-int memory_recall_embedded(struct memory_reader *r, const char *tenant, const char *user_id,
-                           const char *session_id)
-{
-    return store_recall_embedded(r->sr, tenant, user_id, session_id);
-}
-
-void memory_recall(struct memory_reader *r, const char *tenant, const char *user_id,
-                   const char *session_id, size_t limit, struct recall_pick *p)
-{
-    store_recall(r->sr, tenant, user_id, session_id, limit, p);
-}
-
-json_t *memory_to_embed(struct memory_reader *r, int64_t now_ms, size_t limit)
-{
-    return store_to_embed(r->sr, now_ms, limit);
-}
-
-int64_t memory_embed_next(struct memory_reader *r)
-{
-    return store_embed_next(r->sr);
 }
 
 void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t n,
@@ -718,21 +702,6 @@ void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t 
     memory_send(m, b, r);
 }
 
-json_t *memory_idle_sessions(struct memory_reader *r, int64_t before_ms, size_t limit)
-{
-    return store_idle_sessions(r->sr, before_ms, limit);
-}
-
-json_t *memory_outbox_due(struct memory_reader *r, int64_t now_ms, size_t limit)
-{
-    return store_outbox_due(r->sr, now_ms, limit);
-}
-
-int64_t memory_outbox_next(struct memory_reader *r)
-{
-    return store_outbox_next(r->sr);
-}
-
 void memory_outbox_result(struct memory *m, json_t *result, struct event_base *base,
                           memory_done_cb cb, void *arg)
 {
@@ -740,19 +709,6 @@ void memory_outbox_result(struct memory *m, json_t *result, struct event_base *b
     struct memory_report *r = memory_report_new(m, base, cb, arg);
     store_batch_outbox_result(b, result);
     memory_send(m, b, r);
-}
-
-json_t *memory_deliveries(struct memory_reader *r, const char *tenant, const char *status,
-                          const char *session_id, const char *notice_id, int64_t before,
-                          size_t limit)
-{
-    struct store_delivery_query q = {.tenant = tenant,
-                                     .status = status,
-                                     .session_id = session_id,
-                                     .notice_id = notice_id,
-                                     .before = before,
-                                     .limit = limit};
-    return store_deliveries(r->sr, &q);
 }
 
 void memory_delivery_retry(struct memory *m, const char *tenant, const char *notice_id,
@@ -799,6 +755,7 @@ void memory_rec_free(struct memory_rec *rec)
         workset_release(rec->rd->m->ws, rec->e);
     json_decref(rec->messages);
     json_decref(rec->reach);
+    json_decref(rec->heard);
     memory_rec_question_clear(rec);
     free(rec->tenant);
     free(rec->sid);

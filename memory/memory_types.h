@@ -1,7 +1,8 @@
 /*
- * memory_types: the structs behind memory.h's handles, for memory.c and prepare.c only (two
- * halves of one module: prepare.c makes a recorded request's session entry current before
- * it is used). Nothing outside memory/ includes this.
+ * memory_types: the structs behind memory.h's handles, for memory.c, memory_reads.c and
+ * prepare.c only (parts of one module: prepare.c makes a recorded request's session entry
+ * current before it is used; memory_reads.c passes readers' questions to the store). Nothing
+ * outside memory/ includes this.
  */
 #ifndef MEMPROXY_MEMORY_TYPES_H
 #define MEMPROXY_MEMORY_TYPES_H
@@ -59,6 +60,9 @@ struct memory_rec {
     int prepared;         /* memory_rec_prepare() made the entry current: no read in place */
     int reached;          /* memory_rec_prepare() read what a turn-id window reaches back to */
     json_t *reach;        /* ... those turns (memory_stored_for takes them), or NULL */
+    json_t *heard;        /* stored mode: the updates of replies the request says were cut short, as
+                             memory_rec_context found them (the client's copies may then leave the
+                             request, upbody.c), or NULL */
     /* the question's embedding, made for its recall (memory_rec_question), until a batch
      * takes it */
     char *q_model, *q_text;

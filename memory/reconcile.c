@@ -576,6 +576,21 @@ static void reconcile_msg_read(struct reconcile_msg *w, json_t *m)
     w->chash = util_hash64(RECONCILE_HASH_SEED, reconcile_content(w), strlen(reconcile_content(w)));
 }
 
+json_t *reconcile_heard(json_t *stored, json_t *msg, int64_t now_ms)
+{
+    struct reconcile_view s;
+    struct reconcile_msg w;
+    json_t *out = json_array();
+    reconcile_view_read(&s, stored);
+    reconcile_msg_read(&w, msg);
+    if (w.kind == RECONCILE_TURN && reconcile_matches(&s, &w))
+        reconcile_update(&s, &w, now_ms, out);
+    json_decref(w.text);
+    json_t *u = json_incref(json_array_get(out, 0));
+    json_decref(out);
+    return u;
+}
+
 static void reconcile_msg_release(void *p)
 {
     struct reconcile_msg *w = p;

@@ -105,6 +105,15 @@ void reconcile_run_views(const struct reconcile_view *stored, size_t nstored,
 void reconcile_result_clear(struct reconcile_result *r);
 
 /*
+ * Stored history mode, where no window is matched: is msg (a client's message) what was
+ * heard of stored (a stored reply of its turn), a reply cut short — its text the start of the
+ * reply's, or the same text flagged metadata.interrupted? Then the update a window bringing
+ * it back would make (seq, content heard, original generated, interrupted, the first
+ * interruption time; new), else NULL.
+ */
+json_t *reconcile_heard(json_t *stored, json_t *msg, int64_t now_ms);
+
+/*
  * The turn to record for a reply memproxy streamed or received: source "llm", the given
  * turn id (the request's turn_id, or the last user message's) and its index, content as
  * generated. When interrupted (the client hung up), original is the same text and

@@ -62,3 +62,11 @@ int64_t turnids_resent(const struct turnlist *l, json_t *messages, int64_t turn)
     json_decref(t);
     return again ? turn : -1;
 }
+
+long turnids_reply(const struct turnlist *l, int64_t turn)
+{
+    for (size_t i = turnlist_size(l); turn >= 0 && i-- > 0;)
+        if (turnlist_turn_id(l, i) == turn && turnlist_role_is(l, i, "assistant"))
+            return (long)i;
+    return -1;
+}

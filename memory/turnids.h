@@ -38,4 +38,7 @@ void turnids_request_inserts(const struct turnlist *l, int64_t turn, json_t *ins
  * turn, < 0 for none) — or -1. */
 int64_t turnids_resent(const struct turnlist *l, json_t *messages, int64_t turn);
 
+/* The position in l of the newest assistant message of turn, or -1. */
+long turnids_reply(const struct turnlist *l, int64_t turn);
+
 #endif

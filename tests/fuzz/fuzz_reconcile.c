@@ -15,6 +15,7 @@
 #include "memory/turnlist.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static json_t *fuzz_rec_store(json_t *msgs)
 {
@@ -81,6 +82,32 @@ static void fuzz_rec_same_by_views(json_t *store, json_t *incoming,
     turnlist_destroy(l); /* v is the list's */
 }
 
+/* Stored mode's check of a client message against a stored reply (reconcile_heard): an
+ * update names that reply, carries the message's text as heard and a generated text it
+ * begins (or the reply's own text, flagged), and comes for a reply only. */
+static void fuzz_rec_heard(json_t *store, json_t *incoming)
+{
+    size_t i, j;
+    json_t *m, *s;
+    json_array_foreach(incoming, i, m) {
+        json_array_foreach(store, j, s) {
+            json_t *u = reconcile_heard(s, m, 4000);
+            if (u == NULL)
+                continue;
+            const char *role = json_string_value(json_object_get(s, "role"));
+            const char *heard = json_string_value(json_object_get(u, "content"));
+            const char *orig = json_string_value(json_object_get(u, "original"));
+            if (role == NULL || strcmp(role, "assistant") != 0 || heard == NULL || orig == NULL ||
+                !json_equal(json_object_get(u, "seq"), json_object_get(s, "seq")) ||
+                (strncmp(orig, heard, strlen(heard)) != 0 &&
+                 !json_equal(json_object_get(u, "content"), json_object_get(s, "content")) &&
+                 !json_is_string(json_object_get(json_object_get(m, "metadata"), "original"))))
+                abort();
+            json_decref(u);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *root = json_loadb((const char *)data, size, 0, NULL);
@@ -90,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     json_t *store = fuzz_rec_store(stored);
+    fuzz_rec_heard(store, incoming);
     struct reconcile_result r;
     reconcile_run(store, incoming, 0, 2000, &r);
     fuzz_rec_same_by_views(store, incoming, &r);

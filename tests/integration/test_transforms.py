@@ -219,6 +219,39 @@ profiles:
             (5, "user", "second"), (5, "assistant", "answer 2"),
             (6, "user", "third"), (6, "assistant", "answer 3")])
 
+    def test_a_reply_cut_short_is_reported_with_the_next_question(self):
+        """A client that sends only what is new says what the caller heard of the last reply
+        (its start, flagged interrupted, under the reply's turn) with its next question: the
+        reply's row keeps both texts, it is not stored twice, and the model is sent the
+        reply once, as heard."""
+        self.mock.config(reply="A cat walks into a library and asks for a book about mice.")
+        status, _, out = self.mp.request(
+            "POST", "/v1/chat/completions",
+            {"model": "m", "turn_id": 1, "messages": [{"role": "user", "content": "a joke"}]},
+            {"X-Session-Id": "barge-in"})
+        self.assertEqual(status, 200, out)
+        self.mock.config(reply="Sure, stopping.")
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "turn_id": 2, "messages": [
+                {"role": "assistant", "content": "A cat walks into", "turn_id": 1,
+                 "metadata": {"interrupted": True}},
+                {"role": "user", "content": "stop", "turn_id": 2}]},
+            {"X-Session-Id": "barge-in"})
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual([(m["role"], m["content"]) for m in sent], [
+            ("user", "a joke"), ("assistant", "A cat walks into"), ("user", "stop")])
+        con = db_connect(self.mp.db_path)
+        rows = con.execute("SELECT turn_id, role, content, interrupted, original FROM messages m "
+                           "JOIN sessions s USING (sid) WHERE s.id = 'barge-in' "
+                           "ORDER BY seq").fetchall()
+        con.close()
+        self.assertEqual([tuple(r) for r in rows], [
+            (1, "user", "a joke", 0, None),
+            (1, "assistant", "A cat walks into", 1,
+             "A cat walks into a library and asks for a book about mice."),
+            (2, "user", "stop", 0, None), (2, "assistant", "Sure, stopping.", 0, None)])
+
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
         self.mock.config(reply="fine, thanks for asking")

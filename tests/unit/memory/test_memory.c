@@ -368,6 +368,42 @@ static void test_stored_mode_turn_ids(void **state)
     env_close(&v);
 }
 
+/* Stored mode, a client that says its last reply was cut short (the heard part, flagged, with
+ * its new question): the reply is updated — content heard, original generated — not stored a
+ * second time, and the history the model gets has it as heard. Without the context asked
+ * first (no history built) the record is the same. */
+static void test_stored_mode_heard(void **state)
+{
+    static const struct stored_step first = {"joke", 1, -1, "A cat walks into a library", ""};
+    for (int with_history = 0; with_history < 2; with_history++) {
+        struct env v = {0};
+        char *h = NULL;
+        env_open(&v, 64, 1000);
+        stored_exchange(&v, &first);
+        json_t *msgs = json_pack("[{s:s, s:s, s:i, s:{s:b}}, {s:s, s:s, s:i}]", "role", "assistant",
+                                 "content", "A cat walks", "turn_id", 1, "metadata", "interrupted",
+                                 1, "role", "user", "content", "stop", "turn_id", 2);
+        struct memory_rec_params p = {
+            .tenant = "t", .session_id = "st", .profile = "default", .messages = msgs, .append = 1};
+        exchange_as(&v, &p, "ok", with_history ? &h : NULL);
+        if (with_history)
+            assert_string_equal(h, "user:joke\nassistant:A cat walks\n");
+        free(h);
+        char *got =
+            query(&v,
+                  "SELECT m.turn_id, m.role, m.content, m.interrupted, COALESCE(m.original, '-') "
+                  "FROM messages m JOIN sessions s ON s.sid = m.sid WHERE s.id = ?1 "
+                  "ORDER BY m.seq",
+                  "st", 0);
+        assert_string_equal(got, "1|user|joke|0|-\n"
+                                 "1|assistant|A cat walks|1|A cat walks into a library\n"
+                                 "2|user|stop|0|-\n2|assistant|ok|0|-\n");
+        free(got);
+        json_decref(msgs);
+        env_close(&v);
+    }
+}
+
 /* A window without turn ids from a client that numbers its requests (a top-level turn_id):
  * the user message the request brings is of the request's turn, as its reply is; the turns
  * before it keep the numbers memproxy gave them. */
@@ -615,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_window_reaching_back_reads_its_span),
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_stored_mode_turn_ids),
+        cmocka_unit_test(test_stored_mode_heard),
         cmocka_unit_test(test_request_turn_id_numbers_the_new_turn),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),

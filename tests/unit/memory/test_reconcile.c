@@ -257,6 +257,46 @@ static void test_hangup_then_heard(void **state)
     json_decref(store);
 }
 
+/* Stored history mode matches no window, but a client may still say what was heard of a
+ * reply: its start, or its text flagged interrupted. Either is the update a window would
+ * make; another text, or a message that is no reply, is not; an interruption already
+ * recorded keeps its original and first time. */
+static void test_heard(void **state)
+{
+    json_t *reply = reconcile_reply_turn("A cat walks into a library", "llm", 1, 0, 0, NOW);
+    json_object_set_new(reply, "seq", json_integer(2));
+    json_t *cut = json_pack("{s:s, s:s, s:{s:b}}", "role", "assistant", "content", "A cat walks",
+                            "metadata", "interrupted", 1);
+    json_t *u = reconcile_heard(reply, cut, NOW + 5);
+    assert_non_null(u);
+    assert_int_equal(json_integer_value(json_object_get(u, "seq")), 2);
+    assert_string_equal(str(u, "content"), "A cat walks");
+    assert_string_equal(str(u, "original"), "A cat walks into a library");
+    assert_int_equal(json_integer_value(json_object_get(u, "interrupt_timestamp")), NOW + 5);
+    json_t *flagged = json_pack("{s:s, s:s, s:{s:b}}", "role", "assistant", "content",
+                                "A cat walks into a library", "metadata", "interrupted", 1);
+    json_t *f = reconcile_heard(reply, flagged, NOW);
+    assert_non_null(f);
+    assert_string_equal(str(f, "original"), "A cat walks into a library");
+    json_t *other = json_pack("{s:s, s:s}", "role", "assistant", "content", "Something else");
+    json_t *same =
+        json_pack("{s:s, s:s}", "role", "assistant", "content", "A cat walks into a library");
+    json_t *user = json_pack("{s:s, s:s}", "role", "user", "content", "A cat walks");
+    assert_null(reconcile_heard(reply, other, NOW));
+    assert_null(reconcile_heard(reply, same, NOW));
+    assert_null(reconcile_heard(reply, user, NOW));
+    json_t *kept = json_copy(reply);
+    json_object_update(kept, u);
+    json_t *again = json_pack("{s:s, s:s}", "role", "assistant", "content", "A cat");
+    json_t *u2 = reconcile_heard(kept, again, NOW + 50);
+    assert_non_null(u2);
+    assert_string_equal(str(u2, "original"), "A cat walks into a library");
+    assert_int_equal(json_integer_value(json_object_get(u2, "interrupt_timestamp")), NOW + 5);
+    json_t *list[] = {reply, cut, u, flagged, f, other, same, user, kept, again, u2};
+    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+        json_decref(list[i]);
+}
+
 /* A platform that sends memproxy's replies back in words of its own (its rendering of the
  * text, not a cut): each reply stays the one row recorded, in the window that first shows it
  * and in the ones where its turn is the oldest, cut at its start or whole; an assistant
@@ -484,6 +524,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_agora_custom_conversation),
         cmocka_unit_test(test_normal_mode_alignment),
         cmocka_unit_test(test_hangup_then_heard),
+        cmocka_unit_test(test_heard),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),
         cmocka_unit_test(test_reworded_replies),
