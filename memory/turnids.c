@@ -1,5 +1,6 @@
 #include "memory/turnids.h"
 
+#include "base/msg.h"
 #include "memory/reconcile.h"
 
 #include <string.h>
@@ -54,11 +55,14 @@ int64_t turnids_resent(const struct turnlist *l, json_t *messages, int64_t turn)
     long i = turnids_last_user(messages);
     if (i < 0)
         return -1;
-    json_t *t = reconcile_normalize(json_array_get(messages, (size_t)i), 0);
-    json_t *own = json_object_get(t, "turn_id");
-    if (json_is_integer(own) && json_integer_value(own) >= 0)
-        turn = json_integer_value(own);
-    int again = t != NULL && turn >= 0 && turnids_stored(l, t, turn);
+    json_t *m = json_array_get(messages, (size_t)i);
+    int64_t own = msg_turn_id(json_object_get(m, "turn_id"));
+    if (own >= 0)
+        turn = own;
+    if (turn < 0) /* no number: nothing to compare (and no message read into a turn) */
+        return -1;
+    json_t *t = reconcile_normalize(m, 0);
+    int again = t != NULL && turnids_stored(l, t, turn);
     json_decref(t);
     return again ? turn : -1;
 }
