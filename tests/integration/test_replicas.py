@@ -12,6 +12,7 @@ import unittest
 from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, pg_database_for,
                      raw_connect, raw_request, scratch_dir, sse_data, wait_for)
 from test_lifecycle import Receiver
+from test_sweep import SweepCase
 
 ADMIN = {"Authorization": "Bearer admin-0123456789abcdef"}
 CALL = "room-7-agent"
@@ -240,6 +241,15 @@ class Replicas(unittest.TestCase):
 
     def call_dumps(self):
         return self.dumps_of(CALL)
+
+
+class ReplicaSweep(SweepCase, unittest.TestCase):
+    """test_sweep's random sweep over two replicas on one database, each request to either:
+    besides its own checks, both serve the same history of every session at the end."""
+    REPLICAS = 2
+
+    def test_seed_3(self):
+        self.sweep(3)
 
 
 if __name__ == "__main__":

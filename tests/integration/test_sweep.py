@@ -138,8 +138,11 @@ class Receiver(threading.Thread):
         self.sock.close()
 
 
-class Sweep(unittest.TestCase):
+class SweepCase:
+    """The sweep, for a TestCase: REPLICAS memproxy processes on one database (more than one
+    on PostgreSQL only, test_replicas.py), each request sent to one of them at random."""
     REQUESTS = 1500
+    REPLICAS = 1
 
     def setUp(self):
         self.mock = Mock()
@@ -147,8 +150,13 @@ class Sweep(unittest.TestCase):
         self.receiver = Receiver(random.Random(7))
         self.receiver.start()
         self.addCleanup(self.receiver.stop)
-        self.mp = Memproxy(CONFIG % self.receiver.port, upstream=self.mock.url)
-        self.addCleanup(self.mp.terminate)
+        self.replicas = []
+        for _ in range(self.REPLICAS):
+            db = self.replicas[0].db_path if self.replicas else None
+            mp = Memproxy(CONFIG % self.receiver.port, upstream=self.mock.url, db=db)
+            self.addCleanup(mp.terminate)
+            self.replicas.append(mp)
+        self.mp = self.replicas[0]
         self.bodies = _fixtures()
         with open(os.path.join(FIXTURES, "agora-update-request.json")) as f:
             self.update = json.load(f)
@@ -194,7 +202,8 @@ class Sweep(unittest.TestCase):
 
     def send(self, method, path, raw, headers, what):
         try:
-            status, _, out = self.mp.request(method, path, raw=raw, headers=headers, timeout=60)
+            status, _, out = self.rnd.choice(self.replicas).request(method, path, raw=raw,
+                                                                    headers=headers, timeout=60)
         except OSError as e:
             self.failures.append("%s %s: no answer (%r)" % (method, what, e))
             return None, None
@@ -203,8 +212,8 @@ class Sweep(unittest.TestCase):
         return status, out
 
     def turns(self, sid):
-        status, _, out = self.mp.request("GET", "/v1/sessions/%s/history?format=full" % sid,
-                                         headers=ADMIN)
+        status, _, out = self.rnd.choice(self.replicas).request(
+            "GET", "/v1/sessions/%s/history?format=full" % sid, headers=ADMIN)
         return json.loads(out)["contents"] if status == 200 else status
 
     def chat(self):
@@ -284,10 +293,19 @@ class Sweep(unittest.TestCase):
         self.rnd = random.Random(seed)
         for _ in range(self.REQUESTS):
             self.chat() if self.rnd.random() < 0.75 else self.rest()
-            self.assertIsNone(self.mp.proc.poll(), "memproxy exited:\n" + self.mp.output())
-        self.mp.stop()  # exits 0, or raises with its log
+            for mp in self.replicas:
+                self.assertIsNone(mp.proc.poll(), "memproxy exited:\n" + mp.output())
+        for sid in SESSIONS[:4]:  # every replica serves the same history
+            seen = {mp.request("GET", "/v1/sessions/%s/history?format=full" % sid,
+                               headers=ADMIN)[2] for mp in self.replicas}
+            if len(seen) > 1:
+                self.failures.append("the replicas' histories of %s differ" % sid)
+        for mp in self.replicas:
+            mp.stop()  # exits 0, or raises with its log
         self.assertEqual([], self.failures[:20])
 
+
+class Sweep(SweepCase, unittest.TestCase):
     def test_seed_1(self):
         self.sweep(1)
 
