@@ -496,6 +496,21 @@ static struct store_batch *memory_rec_batch(struct memory_rec *rec)
     return b;
 }
 
+/* The reply's turn: the request's, else the latest user turn's, else the latest turn's. */
+static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct workset_entry *e)
+{
+    int64_t latest = -1;
+    if (rec->turn_id >= 0)
+        return rec->turn_id;
+    for (size_t i = turnlist_size(e->turns); i-- > 0;) {
+        if (turnlist_role_is(e->turns, i, "user"))
+            return turnlist_turn_id(e->turns, i);
+        if (latest < 0)
+            latest = turnlist_turn_id(e->turns, i);
+    }
+    return latest >= 0 ? latest : 1;
+}
+
 void memory_rec_request(struct memory_rec *rec)
 {
     struct memory *m = rec->rd->m;
@@ -515,6 +530,7 @@ void memory_rec_request(struct memory_rec *rec)
             memory_set_owned(&e->profile, rec->profile);
     }
     memory_reconcile(rec, e, b);
+    rec->reply_turn = memory_reply_turn_id(rec, e); /* before a later request's turns come */
     memory_window_turns(rec, e, b);
     if (store_batch_ops(b) > 0) { /* a retried window with nothing new writes nothing */
         store_batch_defer(b);     /* its reply's commit takes it, under load */
@@ -523,21 +539,6 @@ void memory_rec_request(struct memory_rec *rec)
         store_batch_free(b);
     workset_account(m->ws, e);
     pthread_mutex_unlock(&e->mu);
-}
-
-/* The reply's turn: the request's, else the latest user turn's, else the latest turn's. */
-static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct workset_entry *e)
-{
-    int64_t latest = -1;
-    if (rec->turn_id >= 0)
-        return rec->turn_id;
-    for (size_t i = turnlist_size(e->turns); i-- > 0;) {
-        if (turnlist_role_is(e->turns, i, "user"))
-            return turnlist_turn_id(e->turns, i);
-        if (latest < 0)
-            latest = turnlist_turn_id(e->turns, i);
-    }
-    return latest >= 0 ? latest : 1;
 }
 
 /* key: a literal (ASCII, as jansson checks keys for); v: checked */
@@ -566,6 +567,58 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
     return t;
 }
 
+/* A later request's window brought this reply's turn before the reply was recorded (the
+ * caller barged in while it streamed, and the platform's next request was read before the
+ * hang-up): the assistant message stored from that window is what was heard of this reply,
+ * when its text begins the reply's. memproxy's own replies carry their latency; a window's
+ * copy does not. Its position, or -1. */
+static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, json_t *reply)
+{
+    long i = turnids_reply(e->turns, turn_id), q = i;
+    json_t *w = i < 0 ? NULL : turnlist_get(e->turns, (size_t)i);
+    const char *source = memory_str(w, "source");
+    if (w == NULL || json_is_integer(json_object_get(w, "latency_us")) ||
+        (*source != '\0' && strcmp(source, "llm") != 0))
+        return -1; /* a reply recorded, or a greeting or prompt of the platform's own */
+    while (q-- > 0 && !(turnlist_turn_id(e->turns, (size_t)q) == turn_id &&
+                        turnlist_role_is(e->turns, (size_t)q, "user")))
+        ;
+    if (q < 0)
+        return -1; /* not after the question this reply answers */
+    const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
+    size_t n = strlen(heard);
+    return n > 0 && strncmp(generated, heard, n) == 0 ? i : -1;
+}
+
+/* Reply t, with what was heard of it (w: memory_heard_first) as its content: the generated
+ * text becomes its original, and the first interruption time is kept. */
+static void memory_reply_heard(json_t *t, json_t *w)
+{
+    json_t *generated = json_incref(json_object_get(t, "content"));
+    int cut = strlen(memory_str(w, "content")) < strlen(json_string_value(generated)) ||
+              json_is_true(json_object_get(w, "interrupted")) ||
+              json_is_true(json_object_get(t, "interrupted"));
+    json_t *its = json_object_get(w, "interrupt_timestamp");
+    if (cut && json_is_integer(its))
+        json_object_set(t, "interrupt_timestamp", its);
+    else if (cut && !json_is_integer(json_object_get(t, "interrupt_timestamp")))
+        json_object_set_new(t, "interrupt_timestamp", json_integer(util_wall_ms()));
+    json_object_set(t, "content", json_object_get(w, "content"));
+    json_object_set_new(t, "interrupted", json_boolean(cut));
+    json_object_set(t, "original", cut ? generated : json_null());
+    json_decref(generated);
+}
+
+/* Reply t takes the place of the entry's turn i (its seq), written as a replace. */
+static void memory_reply_in_place(struct workset_entry *e, struct store_batch *b, size_t i,
+                                  json_t *t)
+{
+    json_object_set(t, "seq", json_object_get(turnlist_get(e->turns, i), "seq"));
+    store_batch_replace(b, t);
+    turnlist_replace(e->turns, i, t);
+    e->gen++;
+}
+
 void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
                       struct event_base *base, memory_done_cb cb, void *arg)
 {
@@ -580,21 +633,21 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     struct store_batch *b = memory_rec_batch(rec);
     size_t n = turnlist_size(e->turns);
     json_t *last = n ? turnlist_get(e->turns, n - 1) : NULL;
-    int64_t turn_id = memory_reply_turn_id(rec, e);
+    int64_t turn_id = rec->reply_turn;
+    json_t *t = memory_reply_turn(reply, turn_id, turnlist_count(e->turns, turn_id, "assistant"));
+    long heard;
     if (rec->retry && last != NULL && turnlist_turn_id(e->turns, n - 1) == turn_id &&
         turnlist_role_is(e->turns, n - 1, "assistant")) {
-        json_t *t = memory_reply_turn(reply, turn_id, memory_int(last, "turn_idx"));
-        json_object_set(t, "seq", json_object_get(last, "seq"));
-        store_batch_replace(b, t);
-        turnlist_replace(e->turns, n - 1, t);
-        e->gen++;
-        json_decref(t);
-    } else {
-        json_t *t =
-            memory_reply_turn(reply, turn_id, turnlist_count(e->turns, turn_id, "assistant"));
+        json_object_set(t, "turn_idx", json_object_get(last, "turn_idx"));
+        memory_reply_in_place(e, b, n - 1, t);
+    } else if ((heard = memory_heard_first(e, turn_id, t)) >= 0) {
+        json_t *w = turnlist_get(e->turns, (size_t)heard);
+        json_object_set(t, "turn_idx", json_object_get(w, "turn_idx"));
+        memory_reply_heard(t, w);
+        memory_reply_in_place(e, b, (size_t)heard, t);
+    } else
         memory_add_turn(e, b, t);
-        json_decref(t);
-    }
+    json_decref(t);
     memory_submit(m, e, b, base, cb, arg);
     workset_account(m->ws, e);
     pthread_mutex_unlock(&e->mu);

@@ -52,6 +52,8 @@ struct memory_rec {
     int requested, replied;
     int retry;            /* the window brought nothing new after a recorded reply: a retry, whose
                              reply replaces that one */
+    int64_t reply_turn;   /* the turn its reply is of, fixed when the request was recorded (a
+                             later request of the session may be recorded before the reply) */
     int append;           /* stored history mode: the messages are new, not a window */
     int embed;            /* retrieval: its turns wait for their embedding */
     int track_window;     /* summary_threshold: the window's span is written (callsum.h) */

@@ -291,6 +291,39 @@ class HangUp(StackTest):
         self.assertIsNotNone(reply["interrupt_ms"])
 
 
+class BargeInReadFirst(StackTest):
+    """A caller barges in while a reply streams, and the platform's next request (the reply
+    as heard, flagged, and the new question) is read before the first stream's hang-up, as
+    when it comes on another connection: the heard part, stored first from that window, and
+    the reply recorded at the hang-up are one row (heard as content, generated as original),
+    of the turn the reply answers, before the next question's."""
+    MOCK_ARGS = ("--token-delay-ms", "20")
+
+    def test_the_reply_takes_the_place_of_its_heard_part(self):
+        self.mock.config(reply=" ".join("w%d" % i for i in range(200)))
+        q1 = {"role": "user", "content": "q1", "turn_id": 1}
+        s = raw_connect(self.mp.port)
+        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
+                                                "session_id": "both", "messages": [q1]})
+        raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
+        self.mock.config(reply="second")
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "both", "messages": [
+                q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
+                     "metadata": {"interrupted": True, "source": "llm"}},
+                {"role": "user", "content": "q2", "turn_id": 2}]})
+        self.assertEqual(status, 200, out)
+        s.close()
+        rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
+            db_rows(self.mp.db_path, "both")), what="the first reply recorded")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
+            (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
+            (2, "assistant", "second")])
+        self.assertEqual(rows[1]["interrupted"], 1)
+        self.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"))
+        self.assertEqual(rows[1]["finish_reason"], "client_disconnected")
+
+
 class CrashAfterDone(unittest.TestCase):
     """kill -9 right after the client has [DONE]: the turn is in the database."""
 
@@ -380,9 +413,6 @@ class Concurrency(unittest.TestCase):
         con.close()
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class AccessLog(unittest.TestCase):
     """One access line per request (log.access), checked field by field."""
@@ -422,3 +452,7 @@ class AccessLog(unittest.TestCase):
         off = self.start("log:\n  access: off\n")
         off.request("POST", "/v1/chat/completions", USER_HI)
         self.assertNotIn(" access ", off.output())
+
+
+if __name__ == "__main__":
+    unittest.main()

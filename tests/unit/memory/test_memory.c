@@ -404,6 +404,62 @@ static void test_stored_mode_heard(void **state)
     }
 }
 
+/* The reply of rec, generated as far as reply: recorded, waited for. */
+static void reply_to(struct env *v, struct memory_rec *rec, const char *reply, int cut)
+{
+    struct memory_reply r = {
+        .content = reply, .finish_reason = cut ? "client_disconnected" : "stop", .ttft_us = 1};
+    r.interrupted = cut;
+    int before = v->done;
+    memory_rec_reply(rec, &r, v->base, on_done, v);
+    while (v->done == before)
+        event_base_loop(v->base, EVLOOP_ONCE);
+    memory_rec_free(rec);
+}
+
+/* A caller barges in while a reply streams, and the platform's next request (the reply as
+ * heard, flagged, and the new question) is read before the first stream's hang-up: the
+ * window stores the heard part first. When the first reply is then recorded, it takes that
+ * row's place (content heard, original generated) instead of storing the turn's reply twice,
+ * after the next question. A greeting of the same turn before the question is not a heard
+ * reply, and stays. */
+static void test_reply_recorded_after_its_heard_part(void **state)
+{
+    struct env v = {0};
+    env_open(&v, 64, 1000);
+    json_t *w1 = json_pack("[{s:s, s:s, s:i, s:{s:s}}, {s:s, s:s, s:i}]", "role", "assistant",
+                           "content", "Hello!", "turn_id", 1, "metadata", "source", "greeting",
+                           "role", "user", "content", "q1", "turn_id", 1);
+    struct memory_rec_params p1 = {
+        .tenant = "t", .session_id = "b", .profile = "default", .messages = w1};
+    struct memory_rec *first = memory_rec_new(v.rd, &p1);
+    memory_rec_request(first); /* its reply streams on */
+    json_t *w2 = json_deep_copy(w1);
+    json_array_append_new(w2, json_pack("{s:s, s:s, s:i, s:{s:b, s:s}}", "role", "assistant",
+                                        "content", "Hello! w0 w1", "turn_id", 1, "metadata",
+                                        "interrupted", 1, "source", "llm"));
+    json_array_append_new(
+        w2, json_pack("{s:s, s:s, s:i}", "role", "user", "content", "q2", "turn_id", 2));
+    struct memory_rec_params p2 = {
+        .tenant = "t", .session_id = "b", .profile = "default", .messages = w2};
+    struct memory_rec *second = memory_rec_new(v.rd, &p2);
+    memory_rec_request(second);
+    reply_to(&v, second, "a2", 0);
+    reply_to(&v, first, "Hello! w0 w1 w2 w3", 1);
+    char *got = query(&v,
+                      "SELECT m.turn_id, m.role, m.content, m.interrupted, "
+                      "COALESCE(m.original, '-'), m.latency_us IS NOT NULL FROM messages m "
+                      "JOIN sessions s ON s.sid = m.sid WHERE s.id = ?1 ORDER BY m.seq",
+                      "b", 0);
+    assert_string_equal(got, "1|assistant|Hello!|0|-|0\n1|user|q1|0|-|0\n"
+                             "1|assistant|Hello! w0 w1|1|Hello! w0 w1 w2 w3|1\n"
+                             "2|user|q2|0|-|0\n2|assistant|a2|0|-|1\n");
+    free(got);
+    json_decref(w1);
+    json_decref(w2);
+    env_close(&v);
+}
+
 /* A window without turn ids from a client that numbers its requests (a top-level turn_id):
  * the user message the request brings is of the request's turn, as its reply is; the turns
  * before it keep the numbers memproxy gave them. */
@@ -652,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_stored_mode_turn_ids),
         cmocka_unit_test(test_stored_mode_heard),
+        cmocka_unit_test(test_reply_recorded_after_its_heard_part),
         cmocka_unit_test(test_request_turn_id_numbers_the_new_turn),
         cmocka_unit_test(test_replies_pending),
         cmocka_unit_test(test_working_set_keeps_newest),
