@@ -574,14 +574,21 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
  * copy does not. Its position, or -1. */
 static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, json_t *reply)
 {
-    long i = turnids_reply(e->turns, turn_id), q = i;
-    json_t *w = i < 0 ? NULL : turnlist_get(e->turns, (size_t)i);
+    long i = (long)turnlist_size(e->turns), q;
+    /* from the newest turn back to the question: a row after it (mostly none: one step) */
+    while (i-- > 0 && !(turnlist_turn_id(e->turns, (size_t)i) == turn_id &&
+                        (turnlist_role_is(e->turns, (size_t)i, "assistant") ||
+                         turnlist_role_is(e->turns, (size_t)i, "user"))))
+        ;
+    if (i < 0 || !turnlist_role_is(e->turns, (size_t)i, "assistant"))
+        return -1;
+    json_t *w = turnlist_get(e->turns, (size_t)i);
     const char *source = memory_str(w, "source");
-    if (w == NULL || json_is_integer(json_object_get(w, "latency_us")) ||
+    if (json_is_integer(json_object_get(w, "latency_us")) ||
         (*source != '\0' && strcmp(source, "llm") != 0))
         return -1; /* a reply recorded, or a greeting or prompt of the platform's own */
-    while (q-- > 0 && !(turnlist_turn_id(e->turns, (size_t)q) == turn_id &&
-                        turnlist_role_is(e->turns, (size_t)q, "user")))
+    for (q = i; q-- > 0 && !(turnlist_turn_id(e->turns, (size_t)q) == turn_id &&
+                             turnlist_role_is(e->turns, (size_t)q, "user"));)
         ;
     if (q < 0)
         return -1; /* not after the question this reply answers */
