@@ -254,7 +254,12 @@ static int memory_append_turn(struct workset_entry *e, struct store_batch *b, js
  * own turn_id, and the request's for its newest user message (the turn it asks for, which
  * the reply then shares). A message already stored under its number is not stored again; a
  * request whose messages all were is a retry, and its reply replaces the one recorded. A
- * reply the client says was cut short updates the stored one (memory_append_heard). */
+ * reply the client says was cut short updates the stored one (memory_append_heard).
+ * An assistant message without a number, before the request's first question, speaks of the
+ * turn before that question: the session's newest, or when the request is sent again the
+ * newest before the turn it is for (whose reply may begin as the heard part does). It takes
+ * that turn's number: it updates that turn's reply, or is stored there already (the client's
+ * copy of the last reply), and is not taken for the retried turn's own reply. */
 static void memory_append(struct memory_rec *rec, struct workset_entry *e, struct store_batch *b)
 {
     size_t i, changed = 0, again = 0;
@@ -262,6 +267,9 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
     size_t n = turnlist_size(e->turns);
     int64_t turn = n ? turnlist_turn_id(e->turns, n - 1) : 0, now = util_wall_ms();
     long last_user = turnids_last_user(rec->messages);
+    int64_t resent = turnids_resent(e->turns, rec->messages, rec->turn_id);
+    int64_t before = resent >= 0 ? turnids_before(e->turns, resent) : n ? turn : -1;
+    int asked = 0;                           /* a user message came */
     json_array_foreach(rec->heard, i, msg) { /* memory_history_heard's */
         memory_apply_update(e, msg);
         store_batch_update(b, msg);
@@ -273,6 +281,9 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
         int64_t own = memory_int(t, "turn_id");
         if (own < 0 && (long)i == last_user)
             own = rec->turn_id;
+        else if (own < 0 && !asked && strcmp(role, "assistant") == 0)
+            own = before; /* before any question: of the turn before it (above) */
+        asked |= strcmp(role, "user") == 0;
         if (msg_role_is_system(role)) {
             if (system == NULL)
                 system = json_array();
@@ -410,19 +421,24 @@ static void memory_window_turns(struct memory_rec *rec, struct workset_entry *e,
 /* Stored mode: the replies the request says were cut short (memory_append_heard) as they
  * will be stored, heard and generated, in history (the entry's turns, in its order): the
  * model is sent what the caller heard, and the client's copy of it, repeating the history's
- * end, is left out of the request (upbody.c). */
-static void memory_history_heard(struct memory_rec *rec, struct workset_entry *e, json_t *history)
+ * end, is left out of the request (upbody.c). Which reply a message speaks of: as
+ * memory_append says; again is the turn the request is sent again for, or -1. */
+static void memory_history_heard(struct memory_rec *rec, struct workset_entry *e, json_t *history,
+                                 int64_t again)
 {
     size_t i, n = turnlist_size(e->turns);
     int64_t newest = n ? turnlist_turn_id(e->turns, n - 1) : -1, now = util_wall_ms();
+    int64_t before = again >= 0 ? turnids_before(e->turns, again) : newest;
+    int asked = 0;
     json_t *msg;
     json_decref(rec->heard); /* found again if the request's context is asked again */
     rec->heard = NULL;
     json_array_foreach(rec->messages, i, msg) {
+        asked |= strcmp(memory_str(msg, "role"), "user") == 0;
         if (strcmp(memory_str(msg, "role"), "assistant") != 0)
             continue;
         int64_t own = msg_turn_id(json_object_get(msg, "turn_id"));
-        long at = turnids_reply(e->turns, own >= 0 ? own : newest);
+        long at = turnids_reply(e->turns, own >= 0 ? own : asked ? newest : before);
         json_t *u = at < 0 ? NULL : reconcile_heard(turnlist_get(e->turns, (size_t)at), msg, now);
         if (u == NULL)
             continue;
@@ -450,9 +466,9 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     out->inject = e->inject ? json_copy(e->inject) : NULL;
     out->history = want_history ? turnlist_array(e->turns) : NULL;
     if (out->history != NULL && rec->append) {
-        memory_history_heard(rec, e, out->history);
-        /* a retry: asked as the first time */
-        memory_history_before(out->history, turnids_resent(e->turns, rec->messages, rec->turn_id));
+        int64_t again = turnids_resent(e->turns, rec->messages, rec->turn_id);
+        memory_history_heard(rec, e, out->history, again);
+        memory_history_before(out->history, again); /* a retry: asked as the first time */
     }
     if (e->call_summary != NULL)
         memory_call_summary(rec, e, out);

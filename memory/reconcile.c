@@ -225,6 +225,22 @@ static int reconcile_matches(const struct reconcile_view *s, const struct reconc
     return w->role[0] == 'a' && strcmp(s->role, w->role) == 0 && reconcile_heard_of(s, w);
 }
 
+/* The original an update of s by w keeps: the window's, unless what is stored says more of the
+ * same text (begins with the window's and goes on). memproxy's record of its own reply is
+ * every token the upstream sent before the caller hung up, and a platform's `original` only
+ * those it had received: both are what was generated, the longer knows more of it, and the
+ * row is the same whichever of the two came first (a barge-in's reply can be recorded
+ * before or after the window that brings it back). */
+static json_t *reconcile_original(const struct reconcile_view *s, const struct reconcile_msg *w)
+{
+    json_t *mine = json_object_get(s->t, s->original ? "original" : "content");
+    const char *a = json_string_value(mine), *b = json_string_value(w->original);
+    if (w->original == NULL ||
+        (a != NULL && b != NULL && strlen(a) > strlen(b) && strncmp(a, b, strlen(b)) == 0))
+        return mine;
+    return w->original;
+}
+
 /* The stored turn s came back as w: record an interruption when w says or shows one. */
 static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w,
                              int64_t now_ms, json_t *updates)
@@ -234,9 +250,7 @@ static void reconcile_update(const struct reconcile_view *s, const struct reconc
         return;
     if (!same && !w->interrupted && !reconcile_heard_of(s, w))
         return;
-    json_t *orig = w->original;
-    if (orig == NULL)
-        orig = json_object_get(s->t, s->original ? "original" : "content");
+    json_t *orig = reconcile_original(s, w);
     int64_t its_ms = json_is_integer(s->its) ? json_integer_value(s->its) /* the first is kept */
                      : w->interrupt_ms > 0   ? w->interrupt_ms
                                              : now_ms;
@@ -427,17 +441,43 @@ static void reconcile_turn_mode(struct reconcile_ctx *c, int64_t oldest)
     }
 }
 
-/* How a window lines up with the stored turns: turns[w + j] is stored[s + j] for j < len,
- * and the window's turns from new_from on are new. */
+/* How a window lines up with the stored turns: a run of them (reconcile_run_back) of len
+ * messages ends at window message p and stored turn s; the window's turns from new_from on
+ * are new. */
 struct reconcile_span {
-    size_t w, s, len, new_from;
+    size_t p, s, len, new_from;
 };
 
-static size_t reconcile_run_back(struct reconcile_ctx *c, size_t wend, size_t send)
+/* At most this many stored replies in a row are passed over in a run: a reply and a prompt
+ * or two the client left out. Unbounded, a window against a long stretch of replies would
+ * cost its length times theirs. */
+#define RECONCILE_SKIP_MAX 4
+
+/* The run of stored turns up to `end` that ends at window message p, walked back: a stored
+ * turn that matches the window's message there pairs with it; a stored reply that does not is
+ * passed over (a client may leave out a reply the caller never heard, and a barge-in's reply
+ * can be recorded after the next question); anything else ends the run. Paired turns' ids
+ * never grow going back: a reply recorded after the next question (turn 9's after question
+ * 10) does not pair with a message that follows question 10 in the window, however it
+ * begins (what was heard of reply 10, not yet recorded, can begin as reply 9 does). Returns
+ * how many window messages it pairs; with update, records each pair's update. */
+static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, int update)
 {
-    size_t k = 0;
-    while (k <= wend && k <= send && reconcile_matches(&c->stored[send - k], &c->turns[wend - k]))
-        k++;
+    size_t k = 0, skipped = 0;
+    int64_t turn = INT64_MAX;
+    for (size_t s = end + 1; k <= p && s-- > 0;) {
+        const struct reconcile_view *v = &c->stored[s];
+        const struct reconcile_msg *w = &c->turns[p - k];
+        if (v->turn_id <= turn && reconcile_matches(v, w)) {
+            if (update)
+                reconcile_update(v, w, c->now_ms, c->out->updates);
+            turn = v->turn_id;
+            k++;
+            skipped = 0;
+        } else if (v->role[0] != 'a' || ++skipped > RECONCILE_SKIP_MAX) {
+            break;
+        }
+    }
     return k;
 }
 
@@ -451,9 +491,11 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t w, size_t s)
 }
 
 /*
- * 1. Where does the end of what is stored appear in the window? The longest run wins; on a
- *    tie the earlier position, so an exchange repeated word for word is not mistaken for the
- *    one before it. What follows is new.
+ * 1. Where does the end of what is stored appear in the window? The longest run wins (a
+ *    run may pass over stored replies the window left out, reconcile_run_back); on a tie the
+ *    earlier position, so an exchange repeated word for word is not mistaken for the one
+ *    before it. What follows is new. A run ending at window message p pairs at most p + 1
+ *    messages, so the positions before the best run's length cannot beat it.
  * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
  *    its reply was being recorded): nothing is new.
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new.
@@ -463,9 +505,9 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
     size_t ns = c->nstored, nw = c->nturns;
     struct reconcile_span best = {.new_from = 0};
     for (size_t p = 0; ns > 0 && p < nw; p++) {
-        size_t l = reconcile_run_back(c, p, ns - 1);
+        size_t l = p < best.len ? 0 : reconcile_run_back(c, p, ns - 1, 0);
         if (l > best.len)
-            best = (struct reconcile_span){p + 1 - l, ns - l, l, p + 1};
+            best = (struct reconcile_span){p, ns - 1, l, p + 1};
     }
     if (best.len > 0 || nw == 0)
         return best;
@@ -479,7 +521,7 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
             continue;
         size_t k = reconcile_run_fwd(c, 0, i);
         if (k > best.len)
-            best = (struct reconcile_span){0, i, k, k};
+            best = (struct reconcile_span){k - 1, i + k - 1, k, k};
     }
     return best;
 }
@@ -495,8 +537,8 @@ static void reconcile_align_mode(struct reconcile_ctx *c)
     }
     reconcile_groups_init(c, turn, nturn);
     struct reconcile_span sp = reconcile_align(c);
-    for (i = 0; i < sp.len; i++)
-        reconcile_update(&c->stored[sp.s + i], &c->turns[sp.w + i], c->now_ms, c->out->updates);
+    if (sp.len > 0) /* the same walk again, recording the pairs' updates */
+        reconcile_run_back(c, sp.p, sp.s, 1);
     for (i = sp.new_from; i < c->nturns; i++) {
         if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */

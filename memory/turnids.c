@@ -67,6 +67,14 @@ int64_t turnids_resent(const struct turnlist *l, json_t *messages, int64_t turn)
     return again ? turn : -1;
 }
 
+int64_t turnids_before(const struct turnlist *l, int64_t turn)
+{
+    for (size_t i = turnlist_size(l); i-- > 0;)
+        if (turnlist_turn_id(l, i) < turn)
+            return turnlist_turn_id(l, i);
+    return -1;
+}
+
 long turnids_reply(const struct turnlist *l, int64_t turn)
 {
     for (size_t i = turnlist_size(l); turn >= 0 && i-- > 0;)

@@ -38,6 +38,11 @@ void turnids_request_inserts(const struct turnlist *l, int64_t turn, json_t *ins
  * turn, < 0 for none) — or -1. */
 int64_t turnids_resent(const struct turnlist *l, json_t *messages, int64_t turn);
 
+/* The newest turn id in l older than turn, or -1. Stored mode: an assistant message without a
+ * turn id, sent before the newest user message of a request sent again for turn
+ * (turnids_resent), speaks of the reply before that turn, not of the one recorded for it. */
+int64_t turnids_before(const struct turnlist *l, int64_t turn);
+
 /* The position in l of the newest assistant message of turn, or -1. */
 long turnids_reply(const struct turnlist *l, int64_t turn);
 

@@ -19,6 +19,9 @@
  *   retry_after      a Retry-After header on fail_status answers ("" = none)
  *   echo             the reply is the JSON of the messages received, so a test sees what
  *                    the upstream was sent
+ *   seeded           a request with an integer `seed` (an OpenAI field memproxy forwards) is
+ *                    answered "Answer <seed>: " and then the reply, so concurrent tests each
+ *                    know their own reply and tell a retry's from the first
  *   summaries        a summarizer's request (a user message with a "Conversation:" line) is
  *                    answered with {"summary": "..."}: its earlier summary (unless none) and
  *                    its conversation's lines joined by " | ", so a test sees exactly which
@@ -68,7 +71,7 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
-    int hang, echo, summaries;
+    int hang, echo, seeded, summaries;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -372,6 +375,10 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
     char *echo = mock_cfg.summaries ? mock_summary(msgs) : NULL;
     if (echo == NULL && mock_cfg.echo)
         echo = json_dumps(msgs, JSON_COMPACT);
+    json_t *seed = json_object_get(body, "seed");
+    if (echo == NULL && mock_cfg.seeded && json_is_integer(seed) &&
+        asprintf(&echo, "Answer %lld: %s", (long long)json_integer_value(seed), mock_cfg.reply) < 0)
+        abort();
     r->tokens = mock_tokenize(echo ? echo : mock_cfg.reply);
     free(echo);
     r->timer = evtimer_new(mock_base, mock_timer_cb, r);
@@ -493,6 +500,8 @@ static void mock_set_config(json_t *c)
         mock_cfg.hang = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
+    if ((v = json_object_get(c, "seeded")))
+        mock_cfg.seeded = json_is_true(v);
     if ((v = json_object_get(c, "summaries")))
         mock_cfg.summaries = json_is_true(v);
     if ((v = json_object_get(c, "embed_words")))

@@ -368,6 +368,16 @@ static void test_stored_mode_turn_ids(void **state)
     env_close(&v);
 }
 
+/* Session sid's turns as "turn_id|role|content|interrupted|original or -" lines. */
+static char *heard_rows(struct env *v, const char *sid)
+{
+    return query(v,
+                 "SELECT m.turn_id, m.role, m.content, m.interrupted, COALESCE(m.original, '-') "
+                 "FROM messages m JOIN sessions s ON s.sid = m.sid WHERE s.id = ?1 "
+                 "ORDER BY m.seq",
+                 sid, 0);
+}
+
 /* Stored mode, a client that says its last reply was cut short (the heard part, flagged, with
  * its new question): the reply is updated — content heard, original generated — not stored a
  * second time, and the history the model gets has it as heard. Without the context asked
@@ -389,16 +399,56 @@ static void test_stored_mode_heard(void **state)
         if (with_history)
             assert_string_equal(h, "user:joke\nassistant:A cat walks\n");
         free(h);
-        char *got =
-            query(&v,
-                  "SELECT m.turn_id, m.role, m.content, m.interrupted, COALESCE(m.original, '-') "
-                  "FROM messages m JOIN sessions s ON s.sid = m.sid WHERE s.id = ?1 "
-                  "ORDER BY m.seq",
-                  "st", 0);
+        char *got = heard_rows(&v, "st");
         assert_string_equal(got, "1|user|joke|0|-\n"
                                  "1|assistant|A cat walks|1|A cat walks into a library\n"
                                  "2|user|stop|0|-\n2|assistant|ok|0|-\n");
         free(got);
+        json_decref(msgs);
+        env_close(&v);
+    }
+}
+
+/* Stored mode, the heard part of the last reply (no turn id of its own) sent with a question
+ * numbered by the request, and that request sent again: the second time the question's turn
+ * is stored already, with a reply that begins as the heard part does. The heard part speaks
+ * of the reply before that turn, which it updated the first time; the retry changes nothing
+ * else, its reply replaces the turn's first, and the model is asked as the first time. (It
+ * was taken as what was heard of the retried turn's reply, which then stayed beside the new
+ * one.) */
+static void test_stored_mode_heard_sent_again(void **state)
+{
+    static const struct stored_step first = {"joke", 1, -1, "Answer: a cat walks in", ""};
+    static const char *replies[] = {"Answer: sure", "Answer: sure, again"};
+    for (int with_history = 0; with_history < 2; with_history++) {
+        struct env v = {0};
+        env_open(&v, 64, 1000);
+        stored_exchange(&v, &first);
+        json_t *msgs =
+            json_pack("[{s:s, s:s, s:{s:b}}, {s:s, s:s}]", "role", "assistant", "content",
+                      "Answer:", "metadata", "interrupted", 1, "role", "user", "content", "again?");
+        json_t *tid = json_integer(2);
+        for (int i = 0; i < 2; i++) {
+            char *h = NULL;
+            json_t *copy = json_deep_copy(msgs);
+            struct memory_rec_params p = {.tenant = "t",
+                                          .session_id = "st",
+                                          .profile = "default",
+                                          .messages = copy,
+                                          .turn_id = tid,
+                                          .append = 1};
+            exchange_as(&v, &p, replies[i], with_history ? &h : NULL);
+            if (with_history)
+                assert_string_equal(h, "user:joke\nassistant:Answer:\n");
+            free(h);
+            json_decref(copy);
+        }
+        char *got = heard_rows(&v, "st");
+        assert_string_equal(got, "1|user|joke|0|-\n"
+                                 "1|assistant|Answer:|1|Answer: a cat walks in\n"
+                                 "2|user|again?|0|-\n2|assistant|Answer: sure, again|0|-\n");
+        free(got);
+        json_decref(tid);
         json_decref(msgs);
         env_close(&v);
     }
@@ -708,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_retry_replaces_reply),
         cmocka_unit_test(test_stored_mode_turn_ids),
         cmocka_unit_test(test_stored_mode_heard),
+        cmocka_unit_test(test_stored_mode_heard_sent_again),
         cmocka_unit_test(test_reply_recorded_after_its_heard_part),
         cmocka_unit_test(test_request_turn_id_numbers_the_new_turn),
         cmocka_unit_test(test_replies_pending),

@@ -297,6 +297,120 @@ static void test_heard(void **state)
         json_decref(list[i]);
 }
 
+/* Reconciles the window given as JSON text into store; the result is the caller's. */
+static struct reconcile_result run_text(json_t *store, const char *window_json)
+{
+    json_t *w = msgs_of(window_json);
+    struct reconcile_result r = run(store, w);
+    json_decref(w);
+    return r;
+}
+
+static void run_text_clear(json_t *store, const char *window_json)
+{
+    struct reconcile_result r = run_text(store, window_json);
+    reconcile_result_clear(&r);
+}
+
+#define Q(n)    "{\"role\":\"user\",\"content\":\"q" #n "\"}"
+#define A(text) "{\"role\":\"assistant\",\"content\":\"" text "\"}"
+
+/* r brought exactly one new message, new, of turn turn, and changed nothing stored. */
+static void assert_one_new(struct reconcile_result *r, const char *new, int64_t turn)
+{
+    assert_int_equal(json_array_size(r->inserts), 1);
+    assert_int_equal(json_array_size(r->updates), 0);
+    assert_string_equal(str(json_array_get(r->inserts, 0), "content"), new);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r->inserts, 0), "turn_id")),
+                     turn);
+    reconcile_result_clear(r);
+}
+
+/* A plain client (no turn ids) that leaves out a reply the caller never heard: the reply stays
+ * stored, and only the new question is new. Each reply here begins "Answer", as does what was
+ * heard of an older one, so a stored reply the window lacks "matches" that heard part; the
+ * run through the window's end must win over that one message. Twice in a row, with a gap
+ * before the stored end. Test fails if a window's older turns are stored again. */
+static void test_unheard_reply_left_out(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Answer 1: yes.", 1, 0);
+    run_text_clear(store, "[" Q(1) "," A("Answer") "," Q(2) "]");
+    record_reply(store, "Answer 2: no.", 2, 1); /* hung up; the caller heard none of it */
+    r = run_text(store, "[" Q(1) "," A("Answer") "," Q(2) "," Q(3) "]");
+    assert_one_new(&r, "q3", 3);
+    record_reply(store, "Answer 3: maybe.", 3, 1); /* unheard again */
+    r = run_text(store, "[" Q(1) "," A("Answer") "," Q(2) "," Q(3) "," Q(4) "]");
+    assert_one_new(&r, "q4", 4);
+    assert_int_equal(json_array_size(store), 7);
+    assert_string_equal(str(json_array_get(store, 5), "content"), "Answer 3: maybe.");
+    json_decref(store);
+}
+
+/* A barge-in's reply recorded after the next question (the next request was read before the
+ * stream's hang-up) and left out of the window, then:
+ * - the reply to that question in the window: the window's messages pair with the stored
+ *   ones, passing over the reply it lacks, and only the newest question is new (a run allowed
+ *   to end short of the stored end, at a longer match, would store the second reply again);
+ * - what was heard of the reply to that question, cut short and not yet recorded: it begins
+ *   as the late reply does, but follows the next question, so it is that question's reply
+ *   (new, of its turn), and the late reply stays as recorded. */
+static void test_reply_recorded_after_next_question(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "," Q(2) "]");
+    record_reply(store, "Answer 1: the first", 1, 1);
+    record_reply(store, "And the second.", 2, 0);
+    r = run_text(store, "[" Q(1) "," Q(2) "," A("And the second.") "," Q(3) "]");
+    assert_one_new(&r, "q3", 3);
+    assert_int_equal(json_array_size(store), 5);
+    json_decref(store);
+
+    store = json_array();
+    run_text_clear(store, "[" Q(1) "," Q(2) "]");
+    record_reply(store, "Answer 1: the first", 1, 1); /* after q2: the caller heard none */
+    r = run_text(store, "[" Q(1) "," Q(2) "," A("Answer") "," Q(3) "]");
+    assert_int_equal(json_array_size(r.updates), 0);
+    assert_int_equal(json_array_size(r.inserts), 2);
+    json_t *heard = json_array_get(r.inserts, 0);
+    assert_string_equal(str(heard, "content"), "Answer");
+    assert_int_equal(json_integer_value(json_object_get(heard, "turn_id")), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r.inserts, 1), "turn_id")),
+                     3);
+    reconcile_result_clear(&r);
+    assert_string_equal(str(json_array_get(store, 2), "content"), "Answer 1: the first");
+    json_decref(store);
+}
+
+/* The original an interruption keeps is the longer of memproxy's record and the platform's
+ * when one begins the other (the tokens memproxy had when it saw the hang-up may be more than
+ * the platform had received), else the platform's. */
+static void test_original_the_longer(void **state)
+{
+    json_t *reply = reconcile_reply_turn("Answer: one two three", "llm", 1, 0, 1, NOW);
+    json_object_set_new(reply, "seq", json_integer(2));
+    json_t *fewer = json_pack("{s:s, s:s, s:{s:b, s:s}}", "role", "assistant", "content",
+                              "Answer:", "metadata", "interrupted", 1, "original", "Answer: one");
+    json_t *more =
+        json_pack("{s:s, s:s, s:{s:b, s:s}}", "role", "assistant", "content", "Answer:", "metadata",
+                  "interrupted", 1, "original", "Answer: one two three four");
+    json_t *other = json_pack("{s:s, s:s, s:{s:b, s:s}}", "role", "assistant", "content",
+                              "Answer:", "metadata", "interrupted", 1, "original", "Answer: uno");
+    json_t *u1 = reconcile_heard(reply, fewer, NOW);
+    json_t *u2 = reconcile_heard(reply, more, NOW);
+    json_t *u3 = reconcile_heard(reply, other, NOW);
+    assert_string_equal(str(u1, "original"), "Answer: one two three");
+    assert_string_equal(str(u2, "original"), "Answer: one two three four");
+    assert_string_equal(str(u3, "original"), "Answer: uno");
+    assert_string_equal(str(u1, "content"), "Answer:");
+    json_t *list[] = {reply, fewer, more, other, u1, u2, u3};
+    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+        json_decref(list[i]);
+}
+
 /* A platform that sends memproxy's replies back in words of its own (its rendering of the
  * text, not a cut): each reply stays the one row recorded, in the window that first shows it
  * and in the ones where its turn is the oldest, cut at its start or whole; an assistant
@@ -525,6 +639,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_normal_mode_alignment),
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_heard),
+        cmocka_unit_test(test_unheard_reply_left_out),
+        cmocka_unit_test(test_reply_recorded_after_next_question),
+        cmocka_unit_test(test_original_the_longer),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),
         cmocka_unit_test(test_reworded_replies),

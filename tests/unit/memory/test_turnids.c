@@ -89,11 +89,33 @@ static void test_resent(void **state)
     turnlist_destroy(l);
 }
 
+/* The turn before a resent one, whose reply a heard part sent before the question speaks of;
+ * the newest assistant message of a turn. */
+static void test_before_and_reply(void **state)
+{
+    (void)state;
+    struct turnlist *l = turnlist_create();
+    assert_int_equal(turnids_before(l, 5), -1);
+    stored(l, 3, "user", "q3");
+    stored(l, 3, "assistant", "a3");
+    stored(l, 3, "assistant", "are you there?");
+    stored(l, 5, "user", "q5");
+    stored(l, 5, "assistant", "a5");
+    assert_int_equal(turnids_before(l, 5), 3);
+    assert_int_equal(turnids_before(l, 6), 5);
+    assert_int_equal(turnids_before(l, 3), -1);
+    assert_int_equal(turnids_reply(l, 3), 2);
+    assert_int_equal(turnids_reply(l, 5), 4);
+    assert_int_equal(turnids_reply(l, 4), -1);
+    turnlist_destroy(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_inserts),
         cmocka_unit_test(test_resent),
+        cmocka_unit_test(test_before_and_reply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
