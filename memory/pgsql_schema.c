@@ -101,6 +101,28 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "UPDATE " table " SET " due " = $1::bigint + $3::bigint, " owner " = $4 WHERE " key            \
     " IN (" pick " FOR UPDATE SKIP LOCKED) RETURNING " returning
 
+/* A turn's row that is there already (the same turn, role and index): nothing, but for one case.
+ * Replicas without sticky routing: at a barge-in, the replica whose stream the caller cut
+ * short records the reply (memproxy's: it has a latency) while another, reading the next
+ * request, stores what was heard of it (a shorter start, no latency) under the same key. In
+ * one process the later of the two takes the other's row (memory_heard_first, reconcile); here
+ * the insert that comes second does it in SQL, whichever that is: content what was heard,
+ * original what was generated, interrupted, and the reply's model, usage and timings. */
+#define PGSQL_TURN_MERGE                                                                           \
+    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                \
+    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "     \
+    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "    \
+    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "     \
+    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "    \
+    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "          \
+    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                         \
+    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "    \
+    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "    \
+    "<> (excluded.latency_us IS NULL) AND length(messages.content) <> "                            \
+    "length(excluded.content) AND starts_with(CASE WHEN messages.latency_us IS NULL THEN "         \
+    "excluded.content ELSE messages.content END, CASE WHEN messages.latency_us IS NULL THEN "      \
+    "messages.content ELSE excluded.content END) "
+
 static const char *const pgsql_sql[PG__COUNT] = {
     /* updated_ms moves only when $4 ms old (store_opts.touch_ms): it is indexed, and an
      * UPDATE that changes no indexed column is a HOT one (no new index entry in any of the
@@ -119,13 +141,13 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_SESSION_WINDOW] = "INSERT INTO session_windows(sid, hash) VALUES ($1, $2) "
                           "ON CONFLICT (sid) DO UPDATE SET hash = excluded.hash",
     [PG_WINDOW_TURNS] = "UPDATE sessions SET window_turns = $2 WHERE sid = $1",
-    [PG_INSERT] = "INSERT INTO messages(sid, turn_id, turn_idx, role, content, source, "
-                  "interrupted, interrupt_ms, original, metadata, tool_calls, tool_call_id, "
-                  "name, timestamp_ms, importance, model, usage, finish_reason, ttft_us, "
-                  "latency_us, seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-                  "$13, $14, $15, $16, $17, $18, $19, $20, COALESCE((SELECT MAX(seq) + 1 FROM "
-                  "messages WHERE sid = $1 HAVING MAX(seq) >= $21), $21)) "
-                  "ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING RETURNING seq",
+    [PG_INSERT] =
+        "INSERT INTO messages(sid, turn_id, turn_idx, role, content, source, "
+        "interrupted, interrupt_ms, original, metadata, tool_calls, tool_call_id, "
+        "name, timestamp_ms, importance, model, usage, finish_reason, ttft_us, "
+        "latency_us, seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+        "$13, $14, $15, $16, $17, $18, $19, $20, COALESCE((SELECT MAX(seq) + 1 FROM "
+        "messages WHERE sid = $1 HAVING MAX(seq) >= $21), $21)) " PGSQL_TURN_MERGE "RETURNING seq",
     [PG_UPDATE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
                   "interrupt_ms = $6 WHERE sid = $1 AND seq = $2",
     [PG_REPLACE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
@@ -252,8 +274,8 @@ static const char *const pgsql_sql[PG__COUNT] = {
         "$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, "
         "$17::double precision, $18::text, $19::text, $20::text, $21::bigint, $22::bigint, "
         "COALESCE((SELECT MAX(seq) + 1 FROM messages m WHERE m.sid = s.sid "
-        "HAVING MAX(seq) >= $23::bigint), $23::bigint) FROM s "
-        "ON CONFLICT (sid, turn_id, role, turn_idx) DO NOTHING RETURNING 1)" PGSQL_REOPEN_IF("w"),
+        "HAVING MAX(seq) >= $23::bigint), $23::bigint) FROM s " PGSQL_TURN_MERGE
+        "RETURNING 1)" PGSQL_REOPEN_IF("w"),
 #define PGSQL_CHANGED(set)                                                                         \
     "WITH w AS (UPDATE messages SET " set " WHERE sid = (SELECT sid FROM sessions WHERE "          \
     "tenant = $1 AND id = $2) AND seq = $4 RETURNING sid, seq), f AS (DELETE FROM embeddings e "   \

@@ -8,6 +8,7 @@
 #include "memory/reconcile.h"
 #include "memory/turnlist.h"
 
+#include <event2/event.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ struct memory_prep {
     uint64_t gen; /* its turns' generation when the read went out */
     int64_t *ids; /* the window's turn ids, while the turns they reach back to are read */
     size_t nids;
+    struct event *poll; /* while the entry's own batches are in flight (memory_prep_wait) */
+    int64_t waited_us;
 };
 
 static void memory_prep_done(struct memory_prep *p);
@@ -100,6 +103,8 @@ static void memory_prep_done(struct memory_prep *p)
         return; /* done again once the older turns are read */
     p->rec->prepared = 1;
     p->cb(p->arg);
+    if (p->poll != NULL)
+        event_free(p->poll);
     free(p->ids);
     free(p);
 }
@@ -145,28 +150,73 @@ int memory_rec_warm(struct memory_rec *rec)
     return warm;
 }
 
-void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg)
+static void memory_prep_start(struct memory_prep *p);
+
+static void memory_prep_poll(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd;
+    (void)what;
+    memory_prep_start(arg);
+}
+
+/* The entry's own batches are in flight (the previous request's: a barge-in's reply, recorded
+ * when the caller hung up, while the next request came at once). Its version can be checked
+ * only once they settle: until then another replica's writes go unseen, and a request sent to
+ * this replica after one answered by another (a retry, the next turn) was reconciled against
+ * turns without them. So wait for them, polled on the loop (they take a commit round trip,
+ * about a millisecond), for at most MEMORY_PREP_WAIT_US; past that the entry is used as it
+ * is. 1 while waiting. */
+#define MEMORY_PREP_POLL_US 200
+#define MEMORY_PREP_WAIT_US 50000
+static int memory_prep_wait(struct memory_prep *p)
+{
+    static const struct timeval tick = {0, MEMORY_PREP_POLL_US};
+    if (p->waited_us >= MEMORY_PREP_WAIT_US || p->rec->rd->base == NULL)
+        return 0;
+    if (p->poll == NULL)
+        p->poll = event_new(p->rec->rd->base, -1, 0, memory_prep_poll, p);
+    if (p->poll == NULL || event_add(p->poll, &tick) != 0)
+        return 0;
+    p->waited_us += MEMORY_PREP_POLL_US;
+    return 1;
+}
+
+/* The entry's version checked against the database's (one read), or the session read when
+ * the entry is not loaded, is to be read again, or went stale while its batches settled. */
+static void memory_prep_start(struct memory_prep *p)
+{
+    struct memory_rec *rec = p->rec;
     struct memory *m = rec->rd->m;
-    if (rec->rd->as == NULL) { /* reads in place (SQLite; a shared store's: checked here) */
-        memory_prep_in_place(rec);
-        cb(arg);
-        return;
-    }
     struct workset_entry *e = memory_rec_entry(rec);
-    struct memory_prep *p = xcalloc(1, sizeof(*p));
-    *p = (struct memory_prep){.rec = rec, .cb = cb, .arg = arg, .have = -1};
     pthread_mutex_lock(&e->mu);
     int loaded = e->loaded && !rec->reload;
     p->gen = e->gen;
     pthread_mutex_unlock(&e->mu);
     if (loaded && (p->have = workset_check_version(m->ws, e)) < 0) {
-        memory_prep_done(p); /* its own writes in flight: it knows better than the database */
-        return;
+        int busy = workset_in_flight(m->ws, e);
+        if (busy && memory_prep_wait(p))
+            return;
+        if (busy || p->waited_us == 0) {
+            memory_prep_done(p); /* its own writes in flight: it knows better than the database */
+            return;
+        }
+        loaded = 0; /* settled stale: another replica wrote the session meanwhile */
     }
     rec->reload = 0;
     if (loaded)
         store_async_version(rec->rd->as, rec->tenant, rec->sid, memory_prep_versioned, p);
     else
         memory_prep_load(p);
+}
+
+void memory_rec_prepare(struct memory_rec *rec, void (*cb)(void *arg), void *arg)
+{
+    if (rec->rd->as == NULL) { /* reads in place (SQLite; a shared store's: checked here) */
+        memory_prep_in_place(rec);
+        cb(arg);
+        return;
+    }
+    struct memory_prep *p = xcalloc(1, sizeof(*p));
+    *p = (struct memory_prep){.rec = rec, .cb = cb, .arg = arg, .have = -1};
+    memory_prep_start(p);
 }

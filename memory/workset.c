@@ -233,6 +233,14 @@ int64_t workset_check_version(struct workset *m, struct workset_entry *e)
     return v;
 }
 
+int workset_in_flight(struct workset *m, struct workset_entry *e)
+{
+    pthread_mutex_lock(&m->mu);
+    int busy = e->pending > 0;
+    pthread_mutex_unlock(&m->mu);
+    return busy;
+}
+
 void workset_counts(struct workset *m, uint64_t *sessions, uint64_t *turns, uint64_t *bytes)
 {
     pthread_mutex_lock(&m->mu);

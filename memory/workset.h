@@ -102,6 +102,8 @@ void workset_settled(struct workset *m, struct workset_entry *e, int ok, const c
  * not to be read again anyway, else -1 (nothing to check). */
 void workset_set_version(struct workset *m, struct workset_entry *e, int64_t version);
 int64_t workset_check_version(struct workset *m, struct workset_entry *e);
+/* Whether batches for e are in flight (workset_pending, not yet settled). */
+int workset_in_flight(struct workset *m, struct workset_entry *e);
 /* e is read again before its next use (once nothing is in flight for it). */
 void workset_mark_stale(struct workset *m, struct workset_entry *e);
 

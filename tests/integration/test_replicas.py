@@ -10,7 +10,8 @@ import time
 import unittest
 
 from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, pg_database_for,
-                     raw_connect, raw_request, scratch_dir, sse_data, wait_for)
+                     raw_connect, raw_read_until, raw_request, scratch_dir, sse_data, wait_for)
+from test_recording import db_rows
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -250,6 +251,45 @@ class ReplicaSweep(SweepCase, unittest.TestCase):
 
     def test_seed_3(self):
         self.sweep(3)
+
+
+class BargeInAcrossReplicas(unittest.TestCase):
+    """A caller barges in while a reply streams from one replica, and the platform's next
+    request (the reply as heard, flagged, and the new question) reaches the other replica
+    before the first sees the hang-up: the second stores the heard part, the first then
+    records the reply under the same (turn_id, role, turn_idx), and the two are one row,
+    heard as content, generated as original (test_recording.BargeInReadFirst's case, across
+    replicas; the reply's insert was dropped before the merge)."""
+
+    def test_the_reply_and_its_heard_part_are_one_row(self):
+        mock = Mock("--token-delay-ms", "20")
+        self.addCleanup(mock.stop)
+        a = Memproxy(upstream=mock.url)
+        self.addCleanup(a.terminate)
+        b = Memproxy(upstream=mock.url, db=a.db_path)
+        self.addCleanup(b.terminate)
+        mock.config(reply=" ".join("w%d" % i for i in range(200)))
+        q1 = {"role": "user", "content": "q1", "turn_id": 1}
+        s = raw_connect(a.port)
+        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
+                                                "session_id": "both", "messages": [q1]})
+        raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
+        mock.config(reply="second")
+        status, _, out = b.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "both", "messages": [
+                q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
+                     "metadata": {"interrupted": True, "source": "llm"}},
+                {"role": "user", "content": "q2", "turn_id": 2}]})
+        self.assertEqual(status, 200, out)
+        s.close()
+        rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
+            db_rows(a.db_path, "both")), timeout=30, what="the first reply recorded")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
+            (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
+            (2, "assistant", "second")])
+        self.assertEqual(rows[1]["interrupted"], 1)
+        self.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"), rows[1]["original"])
+        self.assertEqual(rows[1]["finish_reason"], "client_disconnected")
 
 
 if __name__ == "__main__":
