@@ -494,8 +494,7 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t w, size_t s)
  * 1. Where does the end of what is stored appear in the window? The longest run wins (a
  *    run may pass over stored replies the window left out, reconcile_run_back); on a tie the
  *    earlier position, so an exchange repeated word for word is not mistaken for the one
- *    before it. What follows is new. A run ending at window message p pairs at most p + 1
- *    messages, so the positions before the best run's length cannot beat it.
+ *    before it. What follows is new.
  * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
  *    its reply was being recorded): nothing is new.
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new.
@@ -505,7 +504,7 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
     size_t ns = c->nstored, nw = c->nturns;
     struct reconcile_span best = {.new_from = 0};
     for (size_t p = 0; ns > 0 && p < nw; p++) {
-        size_t l = p < best.len ? 0 : reconcile_run_back(c, p, ns - 1, 0);
+        size_t l = reconcile_run_back(c, p, ns - 1, 0);
         if (l > best.len)
             best = (struct reconcile_span){p, ns - 1, l, p + 1};
     }

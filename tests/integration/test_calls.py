@@ -29,7 +29,8 @@ import random
 import threading
 import unittest
 
-from harness import Memproxy, Mock, raw_connect, raw_request, read_response, sse_data
+from harness import (Memproxy, Mock, chat_text, raw_connect, raw_request, read_response,
+                     sse_data)
 
 ADMIN = {"Authorization": "Bearer admin-key-0123456789abcdef"}
 CONFIG = """
@@ -60,16 +61,6 @@ def tokens(text):
             out.append(text[start:i])
             start = i
     return out + [text[start:]]
-
-
-def content_of(events):
-    text = ""
-    for e in events:
-        if e == "[DONE]":
-            continue
-        for c in json.loads(e).get("choices", []):
-            text += (c.get("delta") or {}).get("content") or ""
-    return text
 
 
 class Call:
@@ -124,7 +115,7 @@ class Call:
                 if status != 200:
                     raise AssertionError("%s: %d %r" % (self.name, status, out[:300]))
                 if body["stream"]:
-                    return content_of(sse_data(out.decode()))
+                    return chat_text(sse_data(out.decode()))
                 return json.loads(out)["choices"][0]["message"]["content"]
             if int(f.readline().split()[1]) != 200:
                 raise AssertionError("%s: a stream refused" % self.name)
@@ -134,7 +125,7 @@ class Call:
                 if not line:
                     raise AssertionError("%s: the stream ended before token %d" % (self.name, cut))
                 if line.startswith("data: {"):
-                    got += content_of([line[6:]])
+                    got += chat_text([line[6:]])
             return got
         finally:
             s.close()

@@ -300,28 +300,35 @@ class BargeInReadFirst(StackTest):
     MOCK_ARGS = ("--token-delay-ms", "20")
 
     def test_the_reply_takes_the_place_of_its_heard_part(self):
-        self.mock.config(reply=" ".join("w%d" % i for i in range(200)))
-        q1 = {"role": "user", "content": "q1", "turn_id": 1}
-        s = raw_connect(self.mp.port)
-        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
-                                                "session_id": "both", "messages": [q1]})
-        raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
-        self.mock.config(reply="second")
-        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
-            "model": "m", "session_id": "both", "messages": [
-                q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
-                     "metadata": {"interrupted": True, "source": "llm"}},
-                {"role": "user", "content": "q2", "turn_id": 2}]})
-        self.assertEqual(status, 200, out)
-        s.close()
-        rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
-            db_rows(self.mp.db_path, "both")), what="the first reply recorded")
-        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
-            (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
-            (2, "assistant", "second")])
-        self.assertEqual(rows[1]["interrupted"], 1)
-        self.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"))
-        self.assertEqual(rows[1]["finish_reason"], "client_disconnected")
+        barge_in_read_first(self, self.mock, self.mp, self.mp)
+
+
+def barge_in_read_first(test, mock, first, second, timeout=5.0):
+    """The barge-in above: the reply streams from memproxy `first`, the next request (the
+    heard part and q2) is answered by `second` (the same process, or another replica on the
+    same database), then the stream is hung up. The four rows test checks are the same."""
+    mock.config(reply=" ".join("w%d" % i for i in range(200)))
+    q1 = {"role": "user", "content": "q1", "turn_id": 1}
+    s = raw_connect(first.port)
+    raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
+                                            "session_id": "both", "messages": [q1]})
+    raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
+    mock.config(reply="second")
+    status, _, out = second.request("POST", "/v1/chat/completions", {
+        "model": "m", "session_id": "both", "messages": [
+            q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
+                 "metadata": {"interrupted": True, "source": "llm"}},
+            {"role": "user", "content": "q2", "turn_id": 2}]})
+    test.assertEqual(status, 200, out)
+    s.close()
+    rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
+        db_rows(first.db_path, "both")), timeout=timeout, what="the first reply recorded")
+    test.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
+        (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
+        (2, "assistant", "second")])
+    test.assertEqual(rows[1]["interrupted"], 1)
+    test.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"), rows[1]["original"])
+    test.assertEqual(rows[1]["finish_reason"], "client_disconnected")
 
 
 class CrashAfterDone(unittest.TestCase):

@@ -10,8 +10,8 @@ import time
 import unittest
 
 from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, pg_database_for,
-                     raw_connect, raw_read_until, raw_request, scratch_dir, sse_data, wait_for)
-from test_recording import db_rows
+                     raw_connect, raw_request, scratch_dir, sse_data, wait_for)
+from test_recording import barge_in_read_first
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -268,29 +268,7 @@ class BargeInAcrossReplicas(unittest.TestCase):
         self.addCleanup(a.terminate)
         b = Memproxy(upstream=mock.url, db=a.db_path)
         self.addCleanup(b.terminate)
-        mock.config(reply=" ".join("w%d" % i for i in range(200)))
-        q1 = {"role": "user", "content": "q1", "turn_id": 1}
-        s = raw_connect(a.port)
-        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
-                                                "session_id": "both", "messages": [q1]})
-        raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
-        mock.config(reply="second")
-        status, _, out = b.request("POST", "/v1/chat/completions", {
-            "model": "m", "session_id": "both", "messages": [
-                q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
-                     "metadata": {"interrupted": True, "source": "llm"}},
-                {"role": "user", "content": "q2", "turn_id": 2}]})
-        self.assertEqual(status, 200, out)
-        s.close()
-        rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
-            db_rows(a.db_path, "both")), timeout=30, what="the first reply recorded")
-        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
-            (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
-            (2, "assistant", "second")])
-        self.assertEqual(rows[1]["interrupted"], 1)
-        self.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"), rows[1]["original"])
-        self.assertEqual(rows[1]["finish_reason"], "client_disconnected")
-
+        barge_in_read_first(self, mock, a, b, timeout=30)
 
 if __name__ == "__main__":
     unittest.main()
