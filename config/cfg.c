@@ -98,6 +98,11 @@ static const struct cfg_option cfg_options[] = {
      "PostgreSQL: a webhook delivery, summary or embedding a replica takes is its own this "
      "long; when the replica dies, another takes the item over after it. Longer than "
      "webhooks[].timeout and than an upstream's answer to a summary may take."},
+    {CFG_SEC_TOP, "storage.replica_wait", T_DURATION, TOP(replica_wait_ms), "100ms", 0, 10 * SEC,
+     "PostgreSQL, stored history mode: how long a request that begins with what the caller "
+     "heard of a reply waits for that reply's turn, when another replica has not committed it "
+     "yet (a barge-in whose next request reached this replica at once; docs/deploy.md). "
+     "Checked every 2 ms; past it the request goes on with what this replica has."},
     {CFG_SEC_TOP, "storage.prepared_statements", T_BOOL, TOP(prepared_statements), "true", 0, 0,
      "PostgreSQL: each connection prepares the statements it runs (protocol-level, never SQL "
      "PREPARE) so the server parses and plans them once; behind PgBouncer older than 1.21, or "

@@ -124,6 +124,7 @@ struct cfg {
     char *db_url; /* PostgreSQL instead of db_path when not empty */
     long statement_timeout_ms;
     long lease_ms;
+    long replica_wait_ms; /* storage.replica_wait */
     int prepared_statements;
     long db_pool; /* storage.pool: threads (connections) of the read pool */
     long busy_timeout_ms;

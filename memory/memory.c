@@ -324,6 +324,7 @@ static void memory_turn_ids_back(struct memory_rec *rec, struct workset_entry *e
 
 static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, struct store_batch *b)
 {
+    rec->asked_turn = -1;
     if (rec->append) {
         memory_append(rec, e, b);
         return;
@@ -337,6 +338,7 @@ static void memory_reconcile(struct memory_rec *rec, struct workset_entry *e, st
     struct reconcile_view *owned;
     const struct reconcile_view *stored = memory_stored_for(rec, e, w, &ns, &db, &owned);
     reconcile_run_views(stored, ns, w, e->window_hash, util_wall_ms(), &res);
+    rec->asked_turn = res.reply_turn;
     reconcile_window_free(w);
     free(owned);
     json_decref(db);
@@ -512,12 +514,15 @@ static struct store_batch *memory_rec_batch(struct memory_rec *rec)
     return b;
 }
 
-/* The reply's turn: the request's, else the latest user turn's, else the latest turn's. */
+/* The reply's turn: the request's, else its window's question's (reconcile_result), else the
+ * latest user turn's, else the latest turn's. */
 static int64_t memory_reply_turn_id(const struct memory_rec *rec, struct workset_entry *e)
 {
     int64_t latest = -1;
     if (rec->turn_id >= 0)
         return rec->turn_id;
+    if (rec->asked_turn >= 0)
+        return rec->asked_turn;
     for (size_t i = turnlist_size(e->turns); i-- > 0;) {
         if (turnlist_role_is(e->turns, i, "user"))
             return turnlist_turn_id(e->turns, i);
@@ -864,6 +869,7 @@ struct memory *memory_open(const struct memory_opts *o, char **err)
                               .retention_ms = so.retention_ms};
     m->ws = workset_create(&wo);
     m->session_turns = o->session_turns;
+    m->replica_wait_us = o->replica_wait_ms * 1000;
     return m;
 }
 

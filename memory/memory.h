@@ -54,6 +54,8 @@ struct memory_opts {
     const char *url;           /* a PostgreSQL database instead (storage.url), or NULL */
     long statement_timeout_ms; /* PostgreSQL: statements running longer fail (0: none) */
     int64_t lease_ms;          /* PostgreSQL: a queue item taken is a replica's this long */
+    int64_t replica_wait_ms;   /* PostgreSQL, stored mode: a heard part waits this long for its
+                                  turn, another replica's (memory_rec_prepare) */
     int prepared_statements;   /* PostgreSQL: statements parsed once per connection */
     long busy_timeout_ms;      /* a connection waits this long for a lock */
     long retention_days;       /* > 0: sessions idle longer are deleted in the background */

@@ -30,7 +30,8 @@ struct jmemo;
 struct memory {
     struct store *st;
     struct workset *ws;
-    size_t session_turns; /* read when a session is loaded (the working set keeps as many) */
+    size_t session_turns;    /* read when a session is loaded (the working set keeps as many) */
+    int64_t replica_wait_us; /* memory_opts.replica_wait_ms */
     atomic_uint_fast64_t reach_back; /* turns read by memory_stored_for (memory_stats) */
 };
 
@@ -54,6 +55,7 @@ struct memory_rec {
                              reply replaces that one */
     int64_t reply_turn;   /* the turn its reply is of, fixed when the request was recorded (a
                              later request of the session may be recorded before the reply) */
+    int64_t asked_turn;   /* a window's: the turn of its question, as reconciled, or -1 */
     int append;           /* stored history mode: the messages are new, not a window */
     int embed;            /* retrieval: its turns wait for their embedding */
     int track_window;     /* summary_threshold: the window's span is written (callsum.h) */

@@ -58,8 +58,10 @@ void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first)
 
 void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first)
 {
-    int f = first - 2; /* the columns from seq on */
-    pgsql_param_jint(p, f + 2, json_object_get(d, "seq"));
+    int f = first; /* the key, then the columns from content on */
+    pgsql_param_jint(p, f, json_object_get(d, "turn_id"));
+    pgsql_param_jtext(p, f + 1, json_object_get(d, "role"));
+    pgsql_param_jint(p, f + 2, json_object_get(d, "turn_idx"));
     pgsql_param_jtext(p, f + 3, json_object_get(d, "content"));
     pgsql_param_jtext(p, f + 4, json_object_get(d, "original"));
     pgsql_param_int(p, f + 5, json_is_true(json_object_get(d, "interrupted")));
@@ -500,24 +502,25 @@ static int pgsql_exec_reopen(struct pgsql_db *st, struct store_batch *b, int64_t
     return pgsql_exec_run(st->c, PG_REOPEN, &p);
 }
 
-/* A turn's statement (insert, update, replace): the rows it wrote, or -1; *seq the turn's.
- * An insert takes the seq its replica numbered it with, or, when another replica's turn
- * holds that number already (both numbered from what they had read), the next free one: the
- * session's row lock (pgsql_exec_sid) makes that safe, and the version the batch reports
- * makes the replica read the session again before it numbers another. */
+/* A turn's statement (insert, update, replace): the rows it wrote, or -1; *seq the turn's, as
+ * the database numbered it. An insert takes the seq its replica numbered it with, or, when
+ * another replica's turn holds that number already (both numbered from what they had read),
+ * the next free one: the session's row lock (pgsql_exec_sid) makes that safe, and the version
+ * the batch reports makes the replica read the session again before it numbers another. */
 static int64_t pgsql_exec_turn(struct pgsql_db *st, int64_t sid, struct store_op *op, int64_t *seq)
 {
     struct pgsql_params p;
     pgsql_params_init(&p);
     *seq = json_integer_value(json_object_get(op->data, "seq"));
-    if (op->kind != STORE_OP_INSERT) {
+    enum pgsql_stmt which = op->kind == STORE_OP_INSERT   ? PG_INSERT
+                            : op->kind == STORE_OP_UPDATE ? PG_UPDATE
+                                                          : PG_REPLACE;
+    if (op->kind == STORE_OP_INSERT)
+        pgsql_exec_bind_turn(&p, op->data, 2);
+    else
         pgsql_exec_bind_change(&p, op->data, op->kind == STORE_OP_REPLACE, 2);
-        pgsql_param_int(&p, 1, sid);
-        return pgsql_exec_changes(st->c, op->kind == STORE_OP_UPDATE ? PG_UPDATE : PG_REPLACE, &p);
-    }
-    pgsql_exec_bind_turn(&p, op->data, 2);
     pgsql_param_int(&p, 1, sid);
-    PGresult *r = pgsql_exec_stmt(st->c, PG_INSERT, &p);
+    PGresult *r = pgsql_exec_stmt(st->c, which, &p);
     int64_t n = r ? PQntuples(r) : -1;
     if (n > 0)
         *seq = pgsql_int(r, 0, 0);

@@ -15,8 +15,11 @@
 #include "memory/store_batch.h"
 
 /* A turn's columns from turn_id (at $first) to seq (at $first + 19), as PG_INSERT (first 2)
- * and PG_P_INSERT (4) take them; a changed turn's from seq (at $first) on, as PG_UPDATE and
- * PG_REPLACE (2) and their pipelined forms (4) take them. */
+ * and PG_P_INSERT (4) take them; a changed turn's key (turn_id, role, turn_idx at $first on)
+ * and the columns it changes after it, as PG_UPDATE and PG_REPLACE (2) and their pipelined
+ * forms (4) take them. A change names its row by that key, not by seq: another replica may
+ * have numbered the session's rows otherwise than the one that made the change (pgsql_exec_turn
+ * says when), and a change by seq would then land on someone else's row. */
 void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first);
 void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first);
 /* Apply b inside the open transaction, setting b->ok. */

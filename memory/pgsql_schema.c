@@ -148,12 +148,14 @@ static const char *const pgsql_sql[PG__COUNT] = {
         "latency_us, seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
         "$13, $14, $15, $16, $17, $18, $19, $20, COALESCE((SELECT MAX(seq) + 1 FROM "
         "messages WHERE sid = $1 HAVING MAX(seq) >= $21), $21)) " PGSQL_TURN_MERGE "RETURNING seq",
-    [PG_UPDATE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
-                  "interrupt_ms = $6 WHERE sid = $1 AND seq = $2",
-    [PG_REPLACE] = "UPDATE messages SET content = $3, original = $4, interrupted = $5, "
-                   "interrupt_ms = $6, model = $7, usage = $8, finish_reason = $9, ttft_us = $10, "
-                   "latency_us = $11, timestamp_ms = $12, tool_calls = $13 "
-                   "WHERE sid = $1 AND seq = $2",
+    /* a change names its row by key, never by seq (pgsql_exec.h says why) */
+    [PG_UPDATE] = "UPDATE messages SET content = $5, original = $6, interrupted = $7, "
+                  "interrupt_ms = $8 WHERE sid = $1 AND turn_id = $2 AND role = $3 "
+                  "AND turn_idx = $4 RETURNING seq",
+    [PG_REPLACE] = "UPDATE messages SET content = $5, original = $6, interrupted = $7, "
+                   "interrupt_ms = $8, model = $9, usage = $10, finish_reason = $11, ttft_us = "
+                   "$12, latency_us = $13, timestamp_ms = $14, tool_calls = $15 WHERE sid = $1 "
+                   "AND turn_id = $2 AND role = $3 AND turn_idx = $4 RETURNING seq",
     [PG_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = $2, updated_ms = $2, "
                 "summarized_ms = CASE WHEN $4::boolean AND user_id IS NOT NULL THEN NULL "
                 "ELSE 0 END WHERE sid = $1 AND status <> 'STOPPED' AND updated_ms < $3",
@@ -278,14 +280,15 @@ static const char *const pgsql_sql[PG__COUNT] = {
         "RETURNING 1)" PGSQL_REOPEN_IF("w"),
 #define PGSQL_CHANGED(set)                                                                         \
     "WITH w AS (UPDATE messages SET " set " WHERE sid = (SELECT sid FROM sessions WHERE "          \
-    "tenant = $1 AND id = $2) AND seq = $4 RETURNING sid, seq), f AS (DELETE FROM embeddings e "   \
-    "USING w WHERE e.sid = w.sid AND e.seq = w.seq)" PGSQL_REOPEN_IF("w")
-    [PG_P_UPDATE] = PGSQL_CHANGED("content = $5, original = $6, interrupted = $7, "
-                                  "interrupt_ms = $8"),
-    [PG_P_REPLACE] = PGSQL_CHANGED("content = $5, original = $6, interrupted = $7, "
-                                   "interrupt_ms = $8, model = $9, usage = $10, "
-                                   "finish_reason = $11, ttft_us = $12, latency_us = $13, "
-                                   "timestamp_ms = $14, tool_calls = $15"),
+    "tenant = $1 AND id = $2) AND turn_id = $4 AND role = $5 AND turn_idx = $6 RETURNING sid, "    \
+    "seq), f AS (DELETE FROM embeddings e USING w WHERE e.sid = w.sid AND e.seq = "                \
+    "w.seq)" PGSQL_REOPEN_IF("w")
+    [PG_P_UPDATE] = PGSQL_CHANGED("content = $7, original = $8, interrupted = $9, "
+                                  "interrupt_ms = $10"),
+    [PG_P_REPLACE] = PGSQL_CHANGED("content = $7, original = $8, interrupted = $9, "
+                                   "interrupt_ms = $10, model = $11, usage = $12, "
+                                   "finish_reason = $13, ttft_us = $14, latency_us = $15, "
+                                   "timestamp_ms = $16, tool_calls = $17"),
     /* a replica that stops hands back what it took and did not finish: due at once */
     [PG_RELEASE_OUTBOX] = "UPDATE webhook_outbox SET next_ms = $2, lease_owner = NULL "
                           "WHERE lease_owner = $1 AND status = 'pending'",

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Replicas (a shared store): whether another one wrote the session since e was read (its
  * version in the database is not the one e holds). One read per recorded request; a failed
@@ -48,9 +49,12 @@ struct memory_prep {
     size_t nids;
     struct event *poll; /* while the entry's own batches are in flight (memory_prep_wait) */
     int64_t waited_us;
+    int reads;         /* of the session, dropped because the entry changed meanwhile */
+    int64_t behind_us; /* waited for another replica's turns (memory_prep_behind) */
 };
 
 static void memory_prep_done(struct memory_prep *p);
+static void memory_prep_start(struct memory_prep *p);
 
 /* On a pool thread: the window's turns older than the entry holds (memory_stored_for). */
 static void memory_prep_read_reach(struct memory_reader *r, void *arg)
@@ -97,10 +101,14 @@ static int memory_prep_reach(struct memory_prep *p)
     return 1;
 }
 
+static int memory_prep_behind(struct memory_prep *p);
+
 static void memory_prep_done(struct memory_prep *p)
 {
     if (memory_prep_reach(p))
         return; /* done again once the older turns are read */
+    if (memory_prep_behind(p))
+        return; /* done again once the turn it speaks of is read, or waited for long enough */
     p->rec->prepared = 1;
     p->cb(p->arg);
     if (p->poll != NULL)
@@ -109,18 +117,30 @@ static void memory_prep_done(struct memory_prep *p)
     free(p);
 }
 
-/* The session as read: into the entry, unless the entry changed meanwhile (a request of this
- * process wrote it: then it is newer than what was read). A failed read leaves it as it is. */
+/* The session as read: into the entry, unless a request of this process wrote the entry
+ * while it was read (a barge-in's reply, recorded at the hang-up). Then neither is whole: the
+ * read may lack that write, and the entry lacks what other replicas wrote since it was read
+ * (why it is read). Reconciling against it would store the window's turns a second time. So
+ * it is prepared again: its own write settles, then it is read again, at most
+ * MEMORY_PREP_READS times in all; past that it is used as it is. A failed read leaves it as
+ * it is. */
+#define MEMORY_PREP_READS 4
 static void memory_prep_loaded(void *arg, const struct store_loaded *l)
 {
     struct memory_prep *p = arg;
     struct memory_rec *rec = p->rec;
     struct workset_entry *e = rec->e;
+    int again = 0;
     pthread_mutex_lock(&e->mu);
     if (l != NULL && e->gen == p->gen)
         entry_fill(e, rec->rd->m->ws, l, rec->rd->m->session_turns);
+    else if (l != NULL && ++p->reads < MEMORY_PREP_READS)
+        again = rec->reload = 1;
     pthread_mutex_unlock(&e->mu);
-    memory_prep_done(p);
+    if (again)
+        memory_prep_start(p);
+    else
+        memory_prep_done(p);
 }
 
 static void memory_prep_load(struct memory_prep *p)
@@ -149,8 +169,6 @@ int memory_rec_warm(struct memory_rec *rec)
     pthread_mutex_unlock(&e->mu);
     return warm;
 }
-
-static void memory_prep_start(struct memory_prep *p);
 
 static void memory_prep_poll(evutil_socket_t fd, short what, void *arg)
 {
@@ -181,27 +199,81 @@ static int memory_prep_wait(struct memory_prep *p)
     return 1;
 }
 
-/* The entry's version checked against the database's (one read), or the session read when
- * the entry is not loaded, is to be read again, or went stale while its batches settled. */
+/* Stored mode: the turn the request's first message (after system ones) speaks of when it is
+ * what the caller heard of a reply (an assistant message): its turn id, else the turn before
+ * the request's; else -1. */
+static int64_t memory_prep_heard_turn(const struct memory_rec *rec)
+{
+    size_t i;
+    json_t *msg;
+    json_array_foreach(rec->messages, i, msg) {
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        if (role != NULL && strcmp(role, "system") == 0)
+            continue;
+        if (role == NULL || strcmp(role, "assistant") != 0)
+            return -1;
+        json_t *turn = json_object_get(msg, "turn_id");
+        return json_is_integer(turn) ? json_integer_value(turn) : rec->turn_id - 1;
+    }
+    return -1;
+}
+
+/* Stored mode on replicas: a request that begins with what the caller heard of a reply of a
+ * turn the entry has not got to (its newest turn is older). That turn is another replica's,
+ * whose question or reply is not committed yet: the caller barged in on a reply that one
+ * is still streaming, and the platform's next request came here at once. Recorded now, the
+ * heard part would go to the entry's newest turn, or before the question it answers. So the
+ * session is checked again (a version read; read again when it changed) every
+ * MEMORY_PREP_BEHIND_TICK_US, for at most storage.replica_wait; past that it is used as it
+ * is. Only such requests wait: one whose turn ids skip a number, for that long. 1 while
+ * waiting. */
+#define MEMORY_PREP_BEHIND_TICK_US 2000
+static int memory_prep_behind(struct memory_prep *p)
+{
+    static const struct timeval tick = {0, MEMORY_PREP_BEHIND_TICK_US};
+    struct memory_rec *rec = p->rec;
+    struct workset_entry *e = rec->e;
+    if (!rec->append || e == NULL || rec->rd->base == NULL ||
+        p->behind_us >= rec->rd->m->replica_wait_us || !store_shared(rec->rd->m->st))
+        return 0;
+    int64_t heard = memory_prep_heard_turn(rec);
+    if (heard < 1)
+        return 0;
+    pthread_mutex_lock(&e->mu);
+    size_t n = turnlist_size(e->turns);
+    int behind = (n ? turnlist_turn_id(e->turns, n - 1) : 0) < heard;
+    pthread_mutex_unlock(&e->mu);
+    if (!behind)
+        return 0;
+    if (p->poll == NULL)
+        p->poll = event_new(rec->rd->base, -1, 0, memory_prep_poll, p);
+    if (p->poll == NULL || event_add(p->poll, &tick) != 0)
+        return 0;
+    p->behind_us += MEMORY_PREP_BEHIND_TICK_US;
+    return 1;
+}
+
+/* The entry's own batches first (memory_prep_wait); then its version checked against the
+ * database's (one read), or the session read when the entry is not loaded, is to be read
+ * again, or went stale while its batches settled (another replica wrote it meanwhile). */
 static void memory_prep_start(struct memory_prep *p)
 {
     struct memory_rec *rec = p->rec;
     struct memory *m = rec->rd->m;
     struct workset_entry *e = memory_rec_entry(rec);
+    int busy = workset_in_flight(m->ws, e);
+    if (busy && memory_prep_wait(p))
+        return;
+    if (busy) { /* waited long enough: what this process wrote, as it holds it */
+        memory_prep_done(p);
+        return;
+    }
     pthread_mutex_lock(&e->mu);
     int loaded = e->loaded && !rec->reload;
     p->gen = e->gen;
     pthread_mutex_unlock(&e->mu);
-    if (loaded && (p->have = workset_check_version(m->ws, e)) < 0) {
-        int busy = workset_in_flight(m->ws, e);
-        if (busy && memory_prep_wait(p))
-            return;
-        if (busy || p->waited_us == 0) {
-            memory_prep_done(p); /* its own writes in flight: it knows better than the database */
-            return;
-        }
-        loaded = 0; /* settled stale: another replica wrote the session meanwhile */
-    }
+    if (loaded && (p->have = workset_check_version(m->ws, e)) < 0)
+        loaded = 0; /* stale */
     rec->reload = 0;
     if (loaded)
         store_async_version(rec->rd->as, rec->tenant, rec->sid, memory_prep_versioned, p);

@@ -254,7 +254,9 @@ static void reconcile_update(const struct reconcile_view *s, const struct reconc
     int64_t its_ms = json_is_integer(s->its) ? json_integer_value(s->its) /* the first is kept */
                      : w->interrupt_ms > 0   ? w->interrupt_ms
                                              : now_ms;
-    json_array_append_new(updates, json_pack("{s:I, s:O, s:O, s:b, s:I}", "seq", (json_int_t)s->seq,
+    json_array_append_new(updates, json_pack("{s:I, s:I, s:I, s:s, s:O, s:O, s:b, s:I}", "seq",
+                                             (json_int_t)s->seq, "turn_id", (json_int_t)s->turn_id,
+                                             "turn_idx", (json_int_t)s->turn_idx, "role", s->role,
                                              "content", w->text, "original", orig, "interrupted", 1,
                                              "interrupt_timestamp", (json_int_t)its_ms));
 }
@@ -282,7 +284,8 @@ struct reconcile_ctx {
     uint32_t *slots;
     size_t nslots;
     size_t *snext;
-    size_t *wgroup; /* per window message, its group's index */
+    size_t *wgroup;   /* per window message, its group's index */
+    size_t last_user; /* the window's last user message, or nturns (none) */
 };
 
 #define RECONCILE_NONE ((size_t)-1)
@@ -432,6 +435,8 @@ static void reconcile_turn_mode(struct reconcile_ctx *c, int64_t oldest)
          * which the window may have cut, also how many the window has */
         int64_t idx = (int64_t)g->wseen++, m = t == oldest ? (int64_t)g->wtotal : idx;
         long at = reconcile_find_by_turn(c, w, g, idx, m, t == oldest);
+        if (strcmp(w->role, "user") == 0)
+            c->out->reply_turn = t;
         if (at < 0) {
             reconcile_insert(c, w, t);
             continue;
@@ -453,6 +458,26 @@ struct reconcile_span {
  * cost its length times theirs. */
 #define RECONCILE_SKIP_MAX 4
 
+/* Stored reply s matches w; but the stored replies just before it (within the run's budget
+ * of replies to pass over) may hold one of a later turn that w matches too: then that one.
+ * On replicas a reply can be recorded after a later turn's (a barge-in's, its stream ended
+ * while another replica answered the next request); what was heard of that later reply
+ * begins as the late one does ("Answer"), and taken for the late one it would leave the
+ * later turn's question (of a greater turn id) no place in the run. */
+static size_t reconcile_latest_pair(const struct reconcile_ctx *c, size_t s,
+                                    const struct reconcile_msg *w, int64_t turn, size_t skipped)
+{
+    size_t best = s;
+    for (size_t j = s; j-- > 0 && skipped++ < RECONCILE_SKIP_MAX;) {
+        const struct reconcile_view *x = &c->stored[j];
+        if (x->role[0] != 'a')
+            break;
+        if (x->turn_id <= turn && x->turn_id > c->stored[best].turn_id && reconcile_matches(x, w))
+            best = j;
+    }
+    return best;
+}
+
 /* The run of stored turns up to `end` that ends at window message p, walked back: a stored
  * turn that matches the window's message there pairs with it; a stored reply that does not is
  * passed over (a client may leave out a reply the caller never heard, and a barge-in's reply
@@ -469,6 +494,12 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
         const struct reconcile_view *v = &c->stored[s];
         const struct reconcile_msg *w = &c->turns[p - k];
         if (v->turn_id <= turn && reconcile_matches(v, w)) {
+            if (v->role[0] == 'a') {
+                s = reconcile_latest_pair(c, s, w, turn, skipped);
+                v = &c->stored[s];
+            }
+            if (update && p - k == c->last_user)
+                c->out->reply_turn = v->turn_id;
             if (update)
                 reconcile_update(v, w, c->now_ms, c->out->updates);
             turn = v->turn_id;
@@ -481,12 +512,24 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
     return k;
 }
 
-static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t w, size_t s)
+/* Case 3's run: the window's messages from its start matched against the stored turns from
+ * s on, passing over stored replies the window left out as reconcile_run_back does (paired
+ * turn ids never shrinking going forward); *last is the stored index of its last pair. */
+static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t *last)
 {
-    size_t k = 0;
-    while (s + k < c->nstored && w + k < c->nturns &&
-           reconcile_matches(&c->stored[s + k], &c->turns[w + k]))
-        k++;
+    size_t k = 0, skipped = 0;
+    int64_t turn = INT64_MIN;
+    for (; s < c->nstored && k < c->nturns; s++) {
+        const struct reconcile_view *v = &c->stored[s];
+        if (v->turn_id >= turn && reconcile_matches(v, &c->turns[k])) {
+            turn = v->turn_id;
+            *last = s;
+            k++;
+            skipped = 0;
+        } else if (k == 0 || v->role[0] != 'a' || ++skipped > RECONCILE_SKIP_MAX) {
+            break;
+        }
+    }
     return k;
 }
 
@@ -496,8 +539,11 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t w, size_t s)
  *    earlier position, so an exchange repeated word for word is not mistaken for the one
  *    before it. What follows is new.
  * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
- *    its reply was being recorded): nothing is new.
- * 3. Otherwise the longest run of the window's start found anywhere; the rest is new.
+ *    its reply was being recorded; on replicas, a request recorded after the next one, which
+ *    another replica answered meanwhile): nothing is new.
+ * 3. Otherwise the longest run of the window's start found anywhere; the rest is new. Cases 2
+ *    and 3 are one pass, its runs passing over stored replies the window left out as case
+ *    1's do.
  */
 static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
 {
@@ -518,9 +564,9 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
     for (size_t i = 0; i < ns; i++) {
         if (by_hash && c->stored[i].chash != h)
             continue;
-        size_t k = reconcile_run_fwd(c, 0, i);
+        size_t last = i, k = reconcile_run_fwd(c, i, &last);
         if (k > best.len)
-            best = (struct reconcile_span){k - 1, i + k - 1, k, k};
+            best = (struct reconcile_span){k - 1, last, k, k};
     }
     return best;
 }
@@ -535,12 +581,18 @@ static void reconcile_align_mode(struct reconcile_ctx *c)
         turn = t > turn ? t : turn;
     }
     reconcile_groups_init(c, turn, nturn);
+    c->last_user = c->nturns;
+    for (i = c->nturns; i-- > 0 && c->last_user == c->nturns;)
+        if (strcmp(c->turns[i].role, "user") == 0)
+            c->last_user = i;
     struct reconcile_span sp = reconcile_align(c);
     if (sp.len > 0) /* the same walk again, recording the pairs' updates */
         reconcile_run_back(c, sp.p, sp.s, 1);
     for (i = sp.new_from; i < c->nturns; i++) {
         if (turn == 0 || strcmp(c->turns[i].role, "user") == 0)
             turn++; /* each new user message opens a turn */
+        if (i == c->last_user)
+            c->out->reply_turn = turn;
         reconcile_insert(c, &c->turns[i], turn);
     }
 }
@@ -748,6 +800,7 @@ void reconcile_run_views(const struct reconcile_view *stored, size_t ns,
     struct reconcile_ctx c = {
         .now_ms = now_ms, .out = out, .next_seq = 1, .turns = w->turns, .nturns = w->nturns};
     memset(out, 0, sizeof(*out));
+    out->reply_turn = -1;
     out->inserts = json_array();
     out->updates = json_array();
     out->window_hash = w->hash;

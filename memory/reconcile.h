@@ -46,9 +46,15 @@ json_t *reconcile_normalize(json_t *msg, int64_t now_ms);
 struct reconcile_result {
     uint64_t window_hash; /* fingerprint of the window's turns; keep it for the next call */
     json_t *inserts;      /* new turns in order, with turn_id, turn_idx and seq assigned */
-    json_t *updates;      /* [{seq, content, original, interrupted, interrupt_timestamp}] */
+    json_t *updates;      /* [{seq, turn_id, turn_idx, role, content, original, interrupted,
+                             interrupt_timestamp}]: the row by seq in this process, by
+                             (turn_id, role, turn_idx) in a database other replicas number too */
     json_t *system;       /* the window's system messages [{role, content}], or NULL if none
                              (or the window is the last one again) */
+    int64_t reply_turn;   /* the turn of the window's last user message, stored or new (the
+                             turn its reply is of), or -1: none, or the window is the last one
+                             again. On replicas a window may be recorded after the next one,
+                             another replica's: its question is then not the newest stored. */
 };
 
 /*

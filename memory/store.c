@@ -292,6 +292,8 @@ static void store_one_by_one(struct store *st, struct store_batch *list)
  * runs again alone: the one that failed fails alone and the others still land. */
 static void store_commit_group(struct store *st, struct store_batch *list)
 {
+    if (st->be->shared && list->next != NULL) /* store_batch.h says why */
+        list = store_batch_order(list);
     if (store_transaction(st, list) != 0) {
         if (list->next == NULL)
             list->ok = 0; /* alone: it may have failed only at the commit */

@@ -192,3 +192,54 @@ void store_batch_free(struct store_batch *b)
     free(b->known_vec);
     free(b);
 }
+
+static int store_batch_cmp(const struct store_batch *a, const struct store_batch *b)
+{
+    int c = strcmp(a->tenant, b->tenant);
+    return c != 0 ? c : strcmp(a->session_id, b->session_id);
+}
+
+/* A stable merge sort of session batches (a group under load holds hundreds). */
+static struct store_batch *store_batch_sort(struct store_batch *l)
+{
+    if (l == NULL || l->next == NULL)
+        return l;
+    struct store_batch *slow = l, *fast = l->next;
+    while (fast != NULL && fast->next != NULL) {
+        slow = slow->next;
+        fast = fast->next->next;
+    }
+    struct store_batch *r = store_batch_sort(slow->next), *head = NULL, **tail = &head;
+    slow->next = NULL;
+    l = store_batch_sort(l);
+    while (l != NULL && r != NULL) {
+        struct store_batch **from = store_batch_cmp(l, r) <= 0 ? &l : &r; /* equals: l's first */
+        *tail = *from;
+        *from = (*from)->next;
+        tail = &(*tail)->next;
+    }
+    *tail = l != NULL ? l : r;
+    return head;
+}
+
+struct store_batch *store_batch_order(struct store_batch *list)
+{
+    struct store_batch *head = NULL, **tail = &head;
+    while (list != NULL) {
+        struct store_batch *run = list, **end = &run, *rest;
+        while (*end != NULL && (*end)->session_id != NULL) /* the session batches up to the next */
+            end = &(*end)->next;
+        rest = *end; /* a batch of no session, or none */
+        *end = NULL;
+        for (*tail = store_batch_sort(run); *tail != NULL; tail = &(*tail)->next)
+            ;
+        list = NULL;
+        if (rest != NULL) { /* where it was */
+            list = rest->next;
+            rest->next = NULL;
+            *tail = rest;
+            tail = &rest->next;
+        }
+    }
+    return head;
+}

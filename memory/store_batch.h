@@ -192,4 +192,15 @@ void store_batch_defer(struct store_batch *b);
  * that thread's loop. It must be short and thread-safe. */
 void store_batch_on_writer(struct store_batch *b, store_done_cb cb, void *arg);
 
+/* A group (batches linked through next) in the order of its sessions' rows, by tenant and
+ * session id; returns its new head. For a shared database: each session's first batch locks
+ * that row until the COMMIT (pgsql_exec.c), and every write of the session comes after it.
+ * Two replicas whose groups took the same two sessions' rows in opposite orders waited for
+ * each other until PostgreSQL's deadlock_timeout (a second by default) ended one of them,
+ * stalling every call of that replica; taken in one order, no cycle forms. Stable: a
+ * session's batches keep their order. A batch of no session keeps its place, the session
+ * batches before and after it sorted apart: it may depend on them (an embedding of a turn
+ * written before it), or they on it. */
+struct store_batch *store_batch_order(struct store_batch *list);
+
 #endif

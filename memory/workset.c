@@ -215,6 +215,8 @@ void workset_set_version(struct workset *m, struct workset_entry *e, int64_t ver
 {
     pthread_mutex_lock(&m->mu);
     e->version = version;
+    if (e->pending == 0) /* it holds the database's session now: nothing to read again */
+        e->stale = 0;
     pthread_mutex_unlock(&m->mu);
 }
 

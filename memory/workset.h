@@ -97,7 +97,8 @@ void workset_pending(struct workset *m, struct workset_entry *e);
  * wrote the session in between, so e must be read again. */
 void workset_settled(struct workset *m, struct workset_entry *e, int ok, const char *key,
                      const char *tenant, int64_t version);
-/* A shared store's version of what e holds: set when e is read; and, to be checked against
+/* A shared store's version of what e holds: set when e is read (which, with nothing in flight
+ * for e, makes it no longer stale); and, to be checked against
  * the database's before e is used, e's version when nothing is in flight for it and it is
  * not to be read again anyway, else -1 (nothing to check). */
 void workset_set_version(struct workset *m, struct workset_entry *e, int64_t version);

@@ -134,6 +134,7 @@ static int main_serve(const struct cfg *cfg)
                              .url = cfg->db_url,
                              .statement_timeout_ms = cfg->statement_timeout_ms,
                              .lease_ms = cfg->lease_ms,
+                             .replica_wait_ms = cfg->replica_wait_ms,
                              .prepared_statements = cfg->prepared_statements,
                              .busy_timeout_ms = cfg->busy_timeout_ms,
                              .retention_days = cfg->retention_days,

@@ -252,10 +252,9 @@ class Call:
 
 class CallsCase:
     """The calls, for a TestCase: REPLICAS memproxy processes on one database (more than one
-    on PostgreSQL only), every request sent to one of them at random, and every one of them
-    must then serve each call's history as the model has it. Only one in the suite: over two
-    replicas some barge-ins are still stored otherwise (docs/deploy.md, "What still needs
-    sticky routing")."""
+    on PostgreSQL only, test_replicas.CallsAcrossReplicas), every request sent to one of them
+    at random, and every one of them must then serve each call's history as the model has
+    it."""
     CALLS = 3  # of each shape, all at once
     REPLICAS = 1
 

@@ -9,9 +9,10 @@ import threading
 import time
 import unittest
 
-from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, pg_database_for,
-                     raw_connect, raw_request, scratch_dir, sse_data, wait_for)
-from test_recording import barge_in_read_first
+from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, db_connect,
+                     pg_database_for, raw_connect, raw_request, scratch_dir, sse_data, wait_for)
+from test_calls import CallsCase
+from test_recording import barge_in_read_first, db_rows
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -269,6 +270,110 @@ class BargeInAcrossReplicas(unittest.TestCase):
         b = Memproxy(upstream=mock.url, db=a.db_path)
         self.addCleanup(b.terminate)
         barge_in_read_first(self, mock, a, b, timeout=30)
+
+class CallsAcrossReplicas(CallsCase, unittest.TestCase):
+    """test_calls' voice calls, every request sent to one of two replicas at random: no
+    sticky routing. The barge-ins are where replicas race: the caller hangs up a stream on
+    one replica and the platform's next request reaches the other at once, before the first
+    has recorded the reply, sometimes before its question is committed."""
+    REPLICAS = 2
+
+    def test_seed_1(self):
+        self.play(1)
+
+    def test_seed_2(self):
+        self.play(2)
+
+
+class HeardPartWaitsForItsTurn(unittest.TestCase):
+    """Stored history mode across replicas: the caller barges in on a reply streaming from
+    replica a, and the platform's next request (what was heard, then the new question)
+    reaches b before a has committed the turn that reply is of. b waits for that turn
+    (storage.replica_wait) and records the heard part as the reply's, after its question.
+    Recorded at once, the heard part went to the turn b had, or none, before the question,
+    which a then stored after the next one. Here a commits turn 1 only after b has read
+    request 2, however slow the machine: a is sent turn 1 then."""
+
+    CONFIG = """
+storage:
+  replica_wait: 10s
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - {name: stored, upstream: mock, history: stored}
+"""
+    PATH = "/p/stored/v1/chat/completions?session_id=held"
+
+    def test_the_heard_part_lands_after_its_question(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        a = Memproxy(self.CONFIG, upstream=mock.url)
+        self.addCleanup(a.terminate)
+        b = Memproxy(self.CONFIG, upstream=mock.url, db=a.db_path)
+        self.addCleanup(b.terminate)
+        mock.config(reply="w0 w1 w2 w3")
+        answer = {}
+        second = threading.Thread(target=lambda: answer.update(zip(
+            ("status", "headers", "body"), b.request("POST", self.PATH, {
+                "model": "m", "turn_id": 2, "messages": [
+                    {"role": "assistant", "content": "w0 w1",
+                     "metadata": {"interrupted": True}},
+                    {"role": "user", "content": "q2"}]}, timeout=60))))
+        second.start()
+        time.sleep(0.3)  # b has read request 2 and found no turn 1
+        self.assertTrue(second.is_alive(), answer)
+        status, _, out = a.request("POST", self.PATH, {
+            "model": "m", "turn_id": 1, "messages": [{"role": "user", "content": "q1"}]})
+        self.assertEqual(status, 200, out)
+        second.join(60)
+        self.assertEqual(answer.get("status"), 200, answer)
+        rows = db_rows(a.db_path, "held")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
+            (1, "user", "q1"), (1, "assistant", "w0 w1"), (2, "user", "q2"),
+            (2, "assistant", "w0 w1 w2 w3")])
+        self.assertEqual(rows[1]["interrupted"], 1)
+        self.assertEqual(rows[1]["original"], "w0 w1 w2 w3")
+
+
+class ChangeByKey(unittest.TestCase):
+    """A replica numbers a session's new rows from what it holds; another replica that wrote
+    the session meanwhile may hold that number already, and then the database gives the row
+    the next free one. A later change of that row (a heard part's update) must still reach it,
+    not the row that holds the number the replica knows it by. Here the database is renumbered
+    behind the replica's back, as the other replica's insert would have numbered it (a silence
+    prompt of the same turn holds the reply's seq), and the version left as it was, so that
+    the replica goes by what it holds."""
+
+    def test_a_heard_part_updates_its_reply_however_numbered(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(upstream=mock.url)
+        self.addCleanup(mp.terminate)
+        mock.config(reply="w0 w1 w2 w3")
+        q1 = {"role": "user", "content": "q1", "turn_id": 1}
+        status, _, out = mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "keyed", "messages": [q1]})
+        self.assertEqual(status, 200, out)
+        reply = db_rows(mp.db_path, "keyed")[1]
+        con = db_connect(mp.db_path)
+        con.execute("UPDATE messages SET seq = seq + 1 WHERE sid = ? AND seq = ?",
+                    (reply["sid"], reply["seq"]))
+        con.execute("INSERT INTO messages(sid, seq, turn_id, turn_idx, role, content, source, "
+                    "timestamp_ms, importance) "
+                    "VALUES (?, ?, 1, 1, 'assistant', ?, 'silence', 0, 0.5)",
+                    (reply["sid"], reply["seq"], "are you there?"))
+        status, _, out = mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "keyed", "messages": [
+                q1, {"role": "assistant", "content": "w0 w1", "turn_id": 1,
+                     "metadata": {"interrupted": True, "source": "llm"}},
+                {"role": "user", "content": "q2", "turn_id": 2}]})
+        self.assertEqual(status, 200, out)
+        rows = db_rows(mp.db_path, "keyed")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"], r["original"]) for r in rows], [
+            (1, "user", "q1", None), (1, "assistant", "are you there?", None),
+            (1, "assistant", "w0 w1", "w0 w1 w2 w3"), (2, "user", "q2", None),
+            (2, "assistant", "w0 w1 w2 w3", None)])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -385,6 +385,75 @@ static void test_reply_recorded_after_next_question(void **state)
     json_decref(store);
 }
 
+/* On replicas, a request recorded after the next one: the next request (another replica's)
+ * is stored already, up to its question, when this request's window comes to be recorded.
+ * That window lies inside what is stored, and it left out a reply the caller never heard:
+ * nothing in it is new, and its reply is of its own question's turn, not the newest. A run
+ * that could not pass over that reply matched only the window's first question and stored
+ * every later message a second time. */
+static void test_older_window_inside_with_a_reply_left_out(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Answer 1: unheard.", 1, 1);
+    run_text_clear(store, "[" Q(1) "," Q(2) "]");
+    record_reply(store, "Answer 2: yes.", 2, 0);
+    run_text_clear(store, "[" Q(1) "," Q(2) "," A("Answer 2: yes.") "," Q(3) "]");
+    run_text_clear(store, "[" Q(1) "," Q(2) "," A("Answer 2: yes.") "," Q(3) "," Q(4) "]");
+    assert_int_equal(json_array_size(store), 6);
+    r = run_text(store, "[" Q(1) "," Q(2) "," A("Answer 2: yes.") "," Q(3) "]");
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    assert_int_equal(r.reply_turn, 3); /* its reply is of q3's turn, not q4's */
+    reconcile_result_clear(&r);
+    r = run_text(store, "[" Q(1) "," Q(2) "," A("Answer") "," Q(3) "]"); /* and heard in part */
+    assert_int_equal(json_array_size(r.inserts), 0);
+    assert_int_equal(json_array_size(r.updates), 1);
+    assert_int_equal(r.reply_turn, 3);
+    reconcile_result_clear(&r);
+    r = run_text(store, "[" Q(1) "," Q(2) "," A("Answer") "," Q(3) "," Q(4) "," Q(5) "]");
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_int_equal(r.reply_turn, 5);
+    reconcile_result_clear(&r);
+    json_array_remove(store, json_array_size(store) - 1);
+    assert_int_equal(json_array_size(store), 6);
+    assert_string_equal(str(json_array_get(store, 3), "content"), "Answer");
+    json_decref(store);
+}
+
+/* On replicas, a reply recorded after a later turn's (its stream ended while another replica
+ * answered the next request), left out of the window as never heard; the later reply heard
+ * in part ("Answer", as both begin). Walked back from the window's end, that heard part
+ * reaches the late reply first: it is the later turn's, whose question follows, so it pairs
+ * with the later reply, and the late one stays as recorded. */
+static void test_heard_part_passes_a_late_reply(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Answer 1: yes.", 1, 0);
+    run_text_clear(store, "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "]");
+    run_text_clear(store, "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "," Q(3) "]");
+    record_reply(store, "Answer 3: maybe.", 3, 1);
+    record_reply(store, "Answer 2: no.", 2, 1); /* the late one, never heard */
+    r = run_text(store,
+                 "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "," Q(3) "," A("Answer") "," Q(4) "]");
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_int_equal(json_array_size(r.updates), 1); /* reply 3, heard in part */
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(r.updates, 0), "turn_id")),
+                     3);
+    reconcile_result_clear(&r);
+    record_reply(store, "Answer 4: fine.", 4, 0);
+    r = run_text(store, "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "," Q(3) "," A("Answer") "," Q(
+                            4) "," A("Answer 4: fine.") "," Q(5) "]");
+    assert_one_new(&r, "q5", 5);
+    assert_string_equal(str(json_array_get(store, 4), "content"), "Answer");
+    assert_string_equal(str(json_array_get(store, 4), "original"), "Answer 3: maybe.");
+    assert_string_equal(str(json_array_get(store, 5), "content"), "Answer 2: no.");
+    assert_int_equal(json_array_size(store), 9);
+    json_decref(store);
+}
+
 /* The original an interruption keeps is the longer of memproxy's record and the platform's
  * when one begins the other (the tokens memproxy had when it saw the hang-up may be more than
  * the platform had received), else the platform's. */
@@ -641,6 +710,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_heard),
         cmocka_unit_test(test_unheard_reply_left_out),
         cmocka_unit_test(test_reply_recorded_after_next_question),
+        cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
+        cmocka_unit_test(test_heard_part_passes_a_late_reply),
         cmocka_unit_test(test_original_the_longer),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),

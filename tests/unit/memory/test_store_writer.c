@@ -582,11 +582,43 @@ static void test_checkpoint_bounded(void **state)
     free(path);
 }
 
+/* A replica's group in the order of its sessions' rows (store_batch_order): sorted by tenant
+ * and session, a session's batches in their order, a batch of no session where it was with
+ * the batches on each side of it sorted apart. */
+static void test_group_order(void **state)
+{
+    (void)state;
+    static const char *const in[][2] = {{"u", NULL}, {"t", "b"}, {"t", "a"},
+                                        {"t", "b"},  {"s", "z"}, {"t", NULL},
+                                        {"t", NULL}, {"t", "c"}, {"t", "a"}};
+    static const char *const want[] = {"u/-/0", "s/z/4", "t/a/2", "t/b/1", "t/b/3",
+                                       "t/-/5", "t/-/6", "t/a/8", "t/c/7"};
+    struct store_batch *list = NULL, **tail = &list;
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        *tail = store_batch_new(in[i][0], in[i][1]);
+        (*tail)->version = (int64_t)i; /* its place before */
+        tail = &(*tail)->next;
+    }
+    list = store_batch_order(list);
+    size_t n = 0;
+    for (struct store_batch *b = list, *next; b != NULL; b = next, n++) {
+        char got[32];
+        snprintf(got, sizeof(got), "%s/%s/%lld", b->tenant, b->session_id ? b->session_id : "-",
+                 (long long)b->version);
+        assert_true(n < sizeof(want) / sizeof(want[0]));
+        assert_string_equal(got, want[n]);
+        next = b->next;
+        store_batch_free(b);
+    }
+    assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+}
+
 int main(void)
 {
     evthread_use_pthreads(); /* completions arrive from the writer thread */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_group_order),
         cmocka_unit_test(test_drain_and_writer_callback),
         cmocka_unit_test(test_writer_hook_then_report),
         cmocka_unit_test(test_failed_batch),
