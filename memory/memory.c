@@ -18,21 +18,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
- * or the key of a session to read again (a REST change), and who waits for it. */
-struct memory_report {
-    struct memory *m;
-    struct workset_entry *e;
-    struct store_batch *b; /* its batch, until the writer reports it (its version) */
-    char *key;
-    char *tenant; /* every session of this tenant is read again (a user's data changed) */
-    struct event_base *base;
-    memory_done_cb cb;
-    void *arg;
-};
-
-/* The working set's key of a session: tenant, 0x1f, id. */
-static char *memory_key(const char *tenant, const char *id)
+char *memory_key(const char *tenant, const char *id)
 {
     return xjoin(tenant, '\x1f', id);
 }
@@ -52,7 +38,7 @@ static void memory_set_owned(char **field, const char *v)
 }
 
 /* Does v change what the session has (NULL never does)? */
-static int memory_changes(const char *have, const char *v)
+static int memory_differs(const char *have, const char *v)
 {
     return v != NULL && (have == NULL || strcmp(have, v) != 0);
 }
@@ -159,9 +145,7 @@ static void memory_settled(void *arg, int ok)
         memory_report_free(r);
 }
 
-/* Queue b; r reports it (r->cb on r->base's thread, which also frees b; without a cb the
- * writer frees b and memory_settled frees r). Takes both. */
-static void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r)
+void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r)
 {
     r->b = b;
     store_batch_on_writer(b, memory_settled, r);
@@ -541,8 +525,8 @@ void memory_rec_request(struct memory_rec *rec)
     store_expect(m->st, 1);
     struct workset_entry *e = memory_rec_lock(rec);
     struct store_batch *b = memory_rec_batch(rec);
-    if (!e->exists || memory_changes(e->user, rec->user) ||
-        memory_changes(e->profile, rec->profile)) {
+    if (!e->exists || memory_differs(e->user, rec->user) ||
+        memory_differs(e->profile, rec->profile)) {
         store_batch_session(b, rec->user, rec->profile);
         e->exists = 1;
         if (rec->user)
@@ -679,126 +663,6 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     memory_submit(m, e, b, base, cb, arg);
     workset_account(m->ws, e);
     pthread_mutex_unlock(&e->mu);
-}
-
-/* ---- the REST API's view ---- */
-
-/* A report that only tells the caller (cb on base's thread; nothing when base is NULL). */
-static struct memory_report *memory_report_new(struct memory *m, struct event_base *base,
-                                               memory_done_cb cb, void *arg)
-{
-    struct memory_report *r = xcalloc(1, sizeof(*r));
-    *r = (struct memory_report){.m = m, .base = base, .cb = base ? cb : NULL, .arg = arg};
-    return r;
-}
-
-/* A report for a change that makes the working set read a session (id) or all of a
- * tenant's sessions (id NULL) again once committed. */
-static struct memory_report *memory_change_report(struct memory *m, const char *tenant,
-                                                  const char *id, struct event_base *base,
-                                                  memory_done_cb cb, void *arg)
-{
-    struct memory_report *r = memory_report_new(m, base, cb, arg);
-    if (id != NULL)
-        r->key = memory_key(tenant, id);
-    else
-        r->tenant = xstrdup(tenant);
-    return r;
-}
-
-void memory_change(struct memory *m, const char *tenant, const char *id, enum memory_change what,
-                   json_t *data, struct event_base *base, memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new(tenant, id);
-    struct memory_report *r = memory_change_report(m, tenant, id, base, cb, arg);
-    store_batch_existing(b);
-    if (what == MEMORY_STOP)
-        store_batch_stop(b, data);
-    else if (what == MEMORY_DELETE)
-        store_batch_delete(b);
-    else if (what == MEMORY_RUNTIME)
-        store_batch_runtime(b, data);
-    else
-        store_batch_patch(b, data);
-    memory_send(m, b, r);
-}
-
-void memory_import(struct memory *m, const char *tenant, json_t *snapshot, struct event_base *base,
-                   memory_done_cb cb, void *arg)
-{
-    const char *id = json_string_value(json_object_get(json_object_get(snapshot, "session"), "id"));
-    struct store_batch *b = store_batch_new(tenant, NULL);
-    store_batch_import(b, snapshot);
-    memory_send(m, b, memory_change_report(m, tenant, id, base, cb, arg));
-}
-
-void memory_user_change(struct memory *m, const char *tenant, const char *user_id,
-                        enum memory_user_change what, json_t *data, struct event_base *base,
-                        memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new(tenant, NULL);
-    if (what == MEMORY_USER_ERASE)
-        store_batch_user_erase(b, user_id);
-    else
-        store_batch_user_memory(b, user_id, data);
-    memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
-}
-
-void memory_summary_done(struct memory *m, const char *tenant, json_t *outcome,
-                         struct event_base *base, memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new(tenant, NULL);
-    store_batch_summary(b, outcome);
-    memory_send(m, b, memory_change_report(m, tenant, NULL, base, cb, arg));
-}
-
-void memory_cache_put(struct memory *m, const char *tenant, const char *user_id, const char *key,
-                      const char *content, const char *model, int64_t ttl_ms)
-{
-    struct store_batch *b = store_batch_new(tenant, NULL);
-    json_t *e =
-        json_pack("{s:s, s:s?, s:s, s:s?, s:I}", "key", key, "user_id", user_id, "content", content,
-                  "model", model, "expires_ms", (json_int_t)(util_wall_ms() + ttl_ms));
-    store_batch_cache_put(b, e);
-    json_decref(e);
-    store_submit(m->st, b, NULL, NULL, NULL);
-}
-
-void memory_embedded(struct memory *m, const struct memory_embedding *v, size_t n,
-                     struct event_base *base, memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new("", NULL);
-    struct memory_report *r = memory_report_new(m, base, cb, arg);
-    for (size_t i = 0; i < n; i++) {
-        struct store_embedding e = {.sid = v[i].sid,
-                                    .seq = v[i].seq,
-                                    .model = v[i].model,
-                                    .text = v[i].text,
-                                    .vec = v[i].vec,
-                                    .dim = v[i].dim,
-                                    .error = v[i].error,
-                                    .retry_ms = v[i].retry_ms};
-        store_batch_embedding(b, &e);
-    }
-    memory_send(m, b, r);
-}
-
-void memory_outbox_result(struct memory *m, json_t *result, struct event_base *base,
-                          memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new("", NULL);
-    struct memory_report *r = memory_report_new(m, base, cb, arg);
-    store_batch_outbox_result(b, result);
-    memory_send(m, b, r);
-}
-
-void memory_delivery_retry(struct memory *m, const char *tenant, const char *notice_id,
-                           struct event_base *base, memory_done_cb cb, void *arg)
-{
-    struct store_batch *b = store_batch_new(tenant, NULL);
-    struct memory_report *r = memory_report_new(m, base, cb, arg);
-    store_batch_outbox_retry(b, notice_id);
-    memory_send(m, b, r);
 }
 
 int memory_rec_replied(const struct memory_rec *rec)

@@ -1,8 +1,8 @@
 /*
  * memory_reads: the memory module's reads that only pass a reader's question to the store
- * (memory.h: the REST API's view, the jobs' queues, the cache and retrieval). The third part of
- * the module with memory.c and prepare.c (memory_types.h), kept apart so memory.c holds what
- * the module itself decides: recording, the working set and its writes.
+ * (memory.h: the REST API's view, the jobs' queues, the cache and retrieval). A part of the
+ * module with memory.c, memory_changes.c and prepare.c (memory_types.h), kept apart so
+ * memory.c holds what the module itself decides: recording, the working set and its writes.
  */
 #include "memory/memory.h"
 #include "memory/memory_types.h"

@@ -1,8 +1,9 @@
 /*
- * memory_types: the structs behind memory.h's handles, for memory.c, memory_reads.c and
- * prepare.c only (parts of one module: prepare.c makes a recorded request's session entry
- * current before it is used; memory_reads.c passes readers' questions to the store). Nothing
- * outside memory/ includes this.
+ * memory_types: the structs behind memory.h's handles, for memory.c, memory_reads.c,
+ * memory_changes.c and prepare.c only (parts of one module: prepare.c makes a recorded
+ * request's session entry current before it is used; memory_reads.c passes readers' questions
+ * to the store; memory_changes.c queues the writes that are not a request's). Nothing outside
+ * memory/ includes this.
  */
 #ifndef MEMPROXY_MEMORY_TYPES_H
 #define MEMPROXY_MEMORY_TYPES_H
@@ -76,5 +77,27 @@ struct memory_rec {
 
 /* The session's entry, referenced until memory_rec_free (memory.c). */
 struct workset_entry *memory_rec_entry(struct memory_rec *rec);
+
+/* A submitted batch's report: the entry it is in flight for (a request's or reply's write),
+ * or the key of a session to read again (a REST change), and who waits for it. The working
+ * set learns of it on the writer thread (memory_settled), then the caller, if any, on its
+ * base's thread. */
+struct memory_report {
+    struct memory *m;
+    struct workset_entry *e;
+    struct store_batch *b; /* its batch, until the writer reports it (its version) */
+    char *key;
+    char *tenant; /* every session of this tenant is read again (a user's data changed) */
+    struct event_base *base;
+    memory_done_cb cb;
+    void *arg;
+};
+
+/* The working set's key of a session: tenant, 0x1f, id. Owned by the caller. */
+char *memory_key(const char *tenant, const char *id);
+
+/* Queue b; r reports it (r->cb on r->base's thread, which also frees b; without a cb the
+ * writer frees b and memory_settled frees r). Takes both. */
+void memory_send(struct memory *m, struct store_batch *b, struct memory_report *r);
 
 #endif
