@@ -58,7 +58,7 @@ void pgsql_exec_bind_turn(struct pgsql_params *p, json_t *t, int first)
 
 void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int first)
 {
-    int f = first; /* the key, then the columns from content on */
+    int f = first; /* the key (turn_id, role, turn_idx), then the columns from content on */
     pgsql_param_jint(p, f, json_object_get(d, "turn_id"));
     pgsql_param_jtext(p, f + 1, json_object_get(d, "role"));
     pgsql_param_jint(p, f + 2, json_object_get(d, "turn_idx"));

@@ -177,6 +177,17 @@ static void memory_prep_poll(evutil_socket_t fd, short what, void *arg)
     memory_prep_start(arg);
 }
 
+/* memory_prep_start again in us microseconds, on the request's loop: 1 when set. */
+static int memory_prep_after(struct memory_prep *p, long us)
+{
+    const struct timeval tv = {0, us};
+    if (p->rec->rd->base == NULL)
+        return 0;
+    if (p->poll == NULL)
+        p->poll = event_new(p->rec->rd->base, -1, 0, memory_prep_poll, p);
+    return p->poll != NULL && event_add(p->poll, &tv) == 0;
+}
+
 /* The entry's own batches are in flight (the previous request's: a barge-in's reply, recorded
  * when the caller hung up, while the next request came at once). Its version can be checked
  * only once they settle: until then another replica's writes go unseen, and a request sent to
@@ -188,12 +199,7 @@ static void memory_prep_poll(evutil_socket_t fd, short what, void *arg)
 #define MEMORY_PREP_WAIT_US 50000
 static int memory_prep_wait(struct memory_prep *p)
 {
-    static const struct timeval tick = {0, MEMORY_PREP_POLL_US};
-    if (p->waited_us >= MEMORY_PREP_WAIT_US || p->rec->rd->base == NULL)
-        return 0;
-    if (p->poll == NULL)
-        p->poll = event_new(p->rec->rd->base, -1, 0, memory_prep_poll, p);
-    if (p->poll == NULL || event_add(p->poll, &tick) != 0)
+    if (p->waited_us >= MEMORY_PREP_WAIT_US || !memory_prep_after(p, MEMORY_PREP_POLL_US))
         return 0;
     p->waited_us += MEMORY_PREP_POLL_US;
     return 1;
@@ -230,11 +236,10 @@ static int64_t memory_prep_heard_turn(const struct memory_rec *rec)
 #define MEMORY_PREP_BEHIND_TICK_US 2000
 static int memory_prep_behind(struct memory_prep *p)
 {
-    static const struct timeval tick = {0, MEMORY_PREP_BEHIND_TICK_US};
     struct memory_rec *rec = p->rec;
     struct workset_entry *e = rec->e;
-    if (!rec->append || e == NULL || rec->rd->base == NULL ||
-        p->behind_us >= rec->rd->m->replica_wait_us || !store_shared(rec->rd->m->st))
+    if (!rec->append || e == NULL || p->behind_us >= rec->rd->m->replica_wait_us ||
+        !store_shared(rec->rd->m->st))
         return 0;
     int64_t heard = memory_prep_heard_turn(rec);
     if (heard < 1)
@@ -243,11 +248,7 @@ static int memory_prep_behind(struct memory_prep *p)
     size_t n = turnlist_size(e->turns);
     int behind = (n ? turnlist_turn_id(e->turns, n - 1) : 0) < heard;
     pthread_mutex_unlock(&e->mu);
-    if (!behind)
-        return 0;
-    if (p->poll == NULL)
-        p->poll = event_new(rec->rd->base, -1, 0, memory_prep_poll, p);
-    if (p->poll == NULL || event_add(p->poll, &tick) != 0)
+    if (!behind || !memory_prep_after(p, MEMORY_PREP_BEHIND_TICK_US))
         return 0;
     p->behind_us += MEMORY_PREP_BEHIND_TICK_US;
     return 1;

@@ -303,23 +303,31 @@ class BargeInReadFirst(StackTest):
         barge_in_read_first(self, self.mock, self.mp, self.mp)
 
 
+Q1 = {"role": "user", "content": "q1", "turn_id": 1}
+
+
+def heard_then_q2(test, mp, session, heard):
+    """Agora's request after a barge-in on reply 1: q1, what was heard of the reply (flagged
+    interrupted), and q2; answered 200."""
+    status, _, out = mp.request("POST", "/v1/chat/completions", {
+        "model": "m", "session_id": session, "messages": [
+            Q1, {"role": "assistant", "content": heard, "turn_id": 1,
+                 "metadata": {"interrupted": True, "source": "llm"}},
+            {"role": "user", "content": "q2", "turn_id": 2}]})
+    test.assertEqual(status, 200, out)
+
+
 def barge_in_read_first(test, mock, first, second, timeout=5.0):
     """The barge-in above: the reply streams from memproxy `first`, the next request (the
     heard part and q2) is answered by `second` (the same process, or another replica on the
     same database), then the stream is hung up. The four rows test checks are the same."""
     mock.config(reply=" ".join("w%d" % i for i in range(200)))
-    q1 = {"role": "user", "content": "q1", "turn_id": 1}
     s = raw_connect(first.port)
     raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
-                                            "session_id": "both", "messages": [q1]})
+                                            "session_id": "both", "messages": [Q1]})
     raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
     mock.config(reply="second")
-    status, _, out = second.request("POST", "/v1/chat/completions", {
-        "model": "m", "session_id": "both", "messages": [
-            q1, {"role": "assistant", "content": "w0 w1 w2", "turn_id": 1,
-                 "metadata": {"interrupted": True, "source": "llm"}},
-            {"role": "user", "content": "q2", "turn_id": 2}]})
-    test.assertEqual(status, 200, out)
+    heard_then_q2(test, second, "both", "w0 w1 w2")
     s.close()
     rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
         db_rows(first.db_path, "both")), timeout=timeout, what="the first reply recorded")

@@ -12,7 +12,7 @@ import unittest
 from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, db_connect,
                      pg_database_for, raw_connect, raw_request, scratch_dir, sse_data, wait_for)
 from test_calls import CallsCase
-from test_recording import barge_in_read_first, db_rows
+from test_recording import Q1, barge_in_read_first, db_rows, heard_then_q2
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -350,9 +350,8 @@ class ChangeByKey(unittest.TestCase):
         mp = Memproxy(upstream=mock.url)
         self.addCleanup(mp.terminate)
         mock.config(reply="w0 w1 w2 w3")
-        q1 = {"role": "user", "content": "q1", "turn_id": 1}
         status, _, out = mp.request("POST", "/v1/chat/completions", {
-            "model": "m", "session_id": "keyed", "messages": [q1]})
+            "model": "m", "session_id": "keyed", "messages": [Q1]})
         self.assertEqual(status, 200, out)
         reply = db_rows(mp.db_path, "keyed")[1]
         con = db_connect(mp.db_path)
@@ -362,12 +361,7 @@ class ChangeByKey(unittest.TestCase):
                     "timestamp_ms, importance) "
                     "VALUES (?, ?, 1, 1, 'assistant', ?, 'silence', 0, 0.5)",
                     (reply["sid"], reply["seq"], "are you there?"))
-        status, _, out = mp.request("POST", "/v1/chat/completions", {
-            "model": "m", "session_id": "keyed", "messages": [
-                q1, {"role": "assistant", "content": "w0 w1", "turn_id": 1,
-                     "metadata": {"interrupted": True, "source": "llm"}},
-                {"role": "user", "content": "q2", "turn_id": 2}]})
-        self.assertEqual(status, 200, out)
+        heard_then_q2(self, mp, "keyed", "w0 w1")
         rows = db_rows(mp.db_path, "keyed")
         self.assertEqual([(r["turn_id"], r["role"], r["content"], r["original"]) for r in rows], [
             (1, "user", "q1", None), (1, "assistant", "are you there?", None),
