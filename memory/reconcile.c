@@ -286,6 +286,7 @@ struct reconcile_ctx {
     size_t *snext;
     size_t *wgroup;   /* per window message, its group's index */
     size_t last_user; /* the window's last user message, or nturns (none) */
+    int run_exact;    /* reconcile_run_back's pair at window message p is the same text */
 };
 
 #define RECONCILE_NONE ((size_t)-1)
@@ -451,6 +452,7 @@ static void reconcile_turn_mode(struct reconcile_ctx *c, int64_t oldest)
  * are new. */
 struct reconcile_span {
     size_t p, s, len, new_from;
+    int exact; /* its pair at p is the same text, not what was heard of a reply */
 };
 
 /* At most this many stored replies in a row are passed over in a run: a reply and a prompt
@@ -490,6 +492,7 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
 {
     size_t k = 0, skipped = 0;
     int64_t turn = INT64_MAX;
+    c->run_exact = 0;
     for (size_t s = end + 1; k <= p && s-- > 0;) {
         const struct reconcile_view *v = &c->stored[s];
         const struct reconcile_msg *w = &c->turns[p - k];
@@ -498,6 +501,9 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
                 s = reconcile_latest_pair(c, s, w, turn, skipped);
                 v = &c->stored[s];
             }
+            if (k == 0)
+                c->run_exact =
+                    v->chash == w->chash && strcmp(v->content, reconcile_content(w)) == 0;
             if (update && p - k == c->last_user)
                 c->out->reply_turn = v->turn_id;
             if (update)
@@ -537,13 +543,19 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t *last)
  * 1. Where does the end of what is stored appear in the window? The longest run wins (a
  *    run may pass over stored replies the window left out, reconcile_run_back); on a tie the
  *    earlier position, so an exchange repeated word for word is not mistaken for the one
- *    before it. What follows is new.
+ *    before it. What follows is new. A run that pairs the window's every message but its
+ *    last, and pairs the message where it ends with a stored turn of the same text, settles
+ *    it: a window resent whole or sliding, every call's usual request.
  * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
- *    its reply was being recorded; on replicas, a request recorded after the next one, which
- *    another replica answered meanwhile): nothing is new.
+ *    its reply was being recorded; on replicas, a request recorded after the next ones,
+ *    which other replicas answered meanwhile): nothing is new.
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new. Cases 2
  *    and 3 are one pass, its runs passing over stored replies the window left out as case
- *    1's do.
+ *    1's do, and run whenever case 1's did not settle it. Its run replaces case 1's only
+ *    when longer: case 1's may be one message deep, what was heard of an old reply
+ *    ("Answer") pairing with the newest stored reply, which begins alike (on replicas, a
+ *    request recorded after later turns were), and taken it would store every later
+ *    message of the window again.
  */
 static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
 {
@@ -552,9 +564,9 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
     for (size_t p = 0; ns > 0 && p < nw; p++) {
         size_t l = reconcile_run_back(c, p, ns - 1, 0);
         if (l > best.len)
-            best = (struct reconcile_span){p, ns - 1, l, p + 1};
+            best = (struct reconcile_span){p, ns - 1, l, p + 1, c->run_exact};
     }
-    if (best.len > 0 || nw == 0)
+    if (nw == 0 || (best.len == best.p + 1 && best.p + 2 >= nw && best.exact))
         return best;
     /* Only a reply matches a stored turn of other content (what was heard of it): any other
      * first message can start a run only where the contents hash alike. In a long call whose
@@ -566,7 +578,7 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
             continue;
         size_t last = i, k = reconcile_run_fwd(c, i, &last);
         if (k > best.len)
-            best = (struct reconcile_span){k - 1, last, k, k};
+            best = (struct reconcile_span){k - 1, last, k, k, 1};
     }
     return best;
 }

@@ -421,6 +421,36 @@ static void test_older_window_inside_with_a_reply_left_out(void **state)
     json_decref(store);
 }
 
+/* On replicas, a request recorded after later turns were (another replica answered the next
+ * requests meanwhile): its window lies inside what is stored, and what was heard of an old
+ * reply ("Answer") also begins the newest stored reply, a later turn's. That one message
+ * pairing with the newest reply is a run from the end of what is stored, but not the same
+ * text, and it leaves the window's start unexplained: the window's run from its start, which
+ * pairs every message, wins, and nothing is new. */
+static void test_window_inside_beats_a_heard_part_at_the_end(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Answer 1: cut short here.", 1, 1);
+    run_text_clear(store, "[" Q(1) "," A("Answer") "," Q(2) "]");
+    record_reply(store, "Answer 2: yes.", 2, 0);
+    run_text_clear(store, "[" Q(1) "," A("Answer") "," Q(2) "," A("Answer 2: yes.") "," Q(3) "]");
+    record_reply(store, "Answer 3: maybe.", 3, 0);
+    assert_int_equal(json_array_size(store), 6);
+    r = run_text(store, "[" Q(1) "," A("Answer") "," Q(2) "]");
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    assert_int_equal(r.reply_turn, 2);
+    reconcile_result_clear(&r);
+    /* a client that sends only its newest messages: the heard part, then its question */
+    r = run_text(store, "[" A("Answer") "," Q(2) "]");
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    assert_int_equal(r.reply_turn, 2);
+    reconcile_result_clear(&r);
+    assert_string_equal(str(json_array_get(store, 5), "content"), "Answer 3: maybe.");
+    json_decref(store);
+}
+
 /* On replicas, a reply recorded after a later turn's (its stream ended while another replica
  * answered the next request), left out of the window as never heard; the later reply heard
  * in part ("Answer", as both begin). Walked back from the window's end, that heard part
@@ -712,6 +742,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reply_recorded_after_next_question),
         cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
         cmocka_unit_test(test_heard_part_passes_a_late_reply),
+        cmocka_unit_test(test_window_inside_beats_a_heard_part_at_the_end),
         cmocka_unit_test(test_original_the_longer),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),
