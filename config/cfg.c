@@ -102,7 +102,8 @@ static const struct cfg_option cfg_options[] = {
      "PostgreSQL, stored history mode: how long a request that begins with what the caller "
      "heard of a reply waits for that reply's turn, when another replica has not committed it "
      "yet (a barge-in whose next request reached this replica at once; docs/deploy.md). "
-     "Checked every 2 ms; past it the request goes on with what this replica has."},
+     "Checked every 2 ms; past it the request goes on with what this replica has, and a heard "
+     "part of no turn id is not recorded (that reply stays as its replica recorded it)."},
     {CFG_SEC_TOP, "storage.prepared_statements", T_BOOL, TOP(prepared_statements), "true", 0, 0,
      "PostgreSQL: each connection prepares the statements it runs (protocol-level, never SQL "
      "PREPARE) so the server parses and plans them once; behind PgBouncer older than 1.21, or "

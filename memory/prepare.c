@@ -206,9 +206,9 @@ static int memory_prep_wait(struct memory_prep *p)
 }
 
 /* Stored mode: the turn the request's first message (after system ones) speaks of when it is
- * what the caller heard of a reply (an assistant message): its turn id, else the turn before
- * the request's; else -1. */
-static int64_t memory_prep_heard_turn(const struct memory_rec *rec)
+ * what the caller heard of a reply (an assistant message): its turn id, else (*inferred set)
+ * the turn before the request's; else -1. */
+static int64_t memory_prep_heard_turn(const struct memory_rec *rec, int *inferred)
 {
     size_t i;
     json_t *msg;
@@ -219,39 +219,69 @@ static int64_t memory_prep_heard_turn(const struct memory_rec *rec)
         if (role == NULL || strcmp(role, "assistant") != 0)
             return -1;
         json_t *turn = json_object_get(msg, "turn_id");
-        return json_is_integer(turn) ? json_integer_value(turn) : rec->turn_id - 1;
+        *inferred = !json_is_integer(turn);
+        return *inferred ? rec->turn_id - 1 : json_integer_value(turn);
     }
     return -1;
+}
+
+/* Under e->mu: whether the platform numbers the session's turns one by one, as far as the
+ * entry shows: its two newest questions' turn ids are consecutive (with fewer than two, taken
+ * as so). Where it skips numbers, "the turn before the request's" is no turn at all. */
+static int memory_prep_by_one(const struct turnlist *l)
+{
+    int64_t newer = -1;
+    for (size_t i = turnlist_size(l); i-- > 0;) {
+        if (!turnlist_role_is(l, i, "user"))
+            continue;
+        int64_t t = turnlist_turn_id(l, i);
+        if (newer < 0)
+            newer = t;
+        else if (t != newer)
+            return newer - t == 1;
+    }
+    return 1;
 }
 
 /* Stored mode on replicas: a request that begins with what the caller heard of a reply of a
  * turn the entry has not got to (its newest turn is older). That turn is another replica's,
  * whose question or reply is not committed yet: the caller barged in on a reply that one
  * is still streaming, and the platform's next request came here at once. Recorded now, the
- * heard part would go to the entry's newest turn, or before the question it answers. So the
- * session is checked again (a version read; read again when it changed) every
- * MEMORY_PREP_BEHIND_TICK_US, for at most storage.replica_wait; past that it is used as it
- * is. Only such requests wait: one whose turn ids skip a number, for that long. 1 while
- * waiting. */
+ * heard part would go to the entry's newest turn's reply (replacing what was heard of it), or
+ * before the question it answers. So the session is checked again (a version read; read
+ * again when it changed) every MEMORY_PREP_BEHIND_TICK_US, for at most storage.replica_wait.
+ * Past that (the other replica's commit is slower than that: an overloaded database), a heard
+ * part of no turn id is not recorded (rec->heard_turn, memory.c's memory_append): the reply it
+ * speaks of stays as its replica records it at the hang-up, what memproxy had sent, flagged
+ * interrupted; no other turn's reply takes it. Only such requests wait, and when the heard
+ * part has no turn id, only where the platform numbers turns one by one (memory_prep_by_one).
+ * 1 while waiting. */
 #define MEMORY_PREP_BEHIND_TICK_US 2000
 static int memory_prep_behind(struct memory_prep *p)
 {
     struct memory_rec *rec = p->rec;
     struct workset_entry *e = rec->e;
-    if (!rec->append || e == NULL || p->behind_us >= rec->rd->m->replica_wait_us ||
-        !store_shared(rec->rd->m->st))
+    int inferred = 0;
+    if (!rec->append || e == NULL || !store_shared(rec->rd->m->st))
         return 0;
-    int64_t heard = memory_prep_heard_turn(rec);
+    int64_t heard = memory_prep_heard_turn(rec, &inferred);
     if (heard < 1)
         return 0;
     pthread_mutex_lock(&e->mu);
     size_t n = turnlist_size(e->turns);
-    int behind = (n ? turnlist_turn_id(e->turns, n - 1) : 0) < heard;
+    int behind = (n ? turnlist_turn_id(e->turns, n - 1) : 0) < heard &&
+                 (!inferred || memory_prep_by_one(e->turns));
     pthread_mutex_unlock(&e->mu);
-    if (!behind || !memory_prep_after(p, MEMORY_PREP_BEHIND_TICK_US))
+    if (!behind)
         return 0;
-    p->behind_us += MEMORY_PREP_BEHIND_TICK_US;
-    return 1;
+    if (p->behind_us < rec->rd->m->replica_wait_us &&
+        memory_prep_after(p, MEMORY_PREP_BEHIND_TICK_US)) {
+        p->behind_us += MEMORY_PREP_BEHIND_TICK_US;
+        return 1;
+    }
+    if (inferred)
+        rec->heard_turn = heard;
+    return 0;
 }
 
 /* The entry's own batches first (memory_prep_wait); then its version checked against the

@@ -285,6 +285,20 @@ class CallsAcrossReplicas(CallsCase, unittest.TestCase):
         self.play(2)
 
 
+def stored_replicas(test, config, count=2):
+    """count memproxy processes on one database and the mock they share, answering
+    "w0 w1 w2 w3", all stopped when test ends."""
+    mock = Mock()
+    test.addCleanup(mock.stop)
+    mock.config(reply="w0 w1 w2 w3")
+    mps = []
+    for _ in range(count):
+        mp = Memproxy(config, upstream=mock.url, db=mps[0].db_path if mps else None)
+        test.addCleanup(mp.terminate)
+        mps.append(mp)
+    return mps
+
+
 class HeardPartWaitsForItsTurn(unittest.TestCase):
     """Stored history mode across replicas: the caller barges in on a reply streaming from
     replica a, and the platform's next request (what was heard, then the new question)
@@ -305,13 +319,7 @@ profiles:
     PATH = "/p/stored/v1/chat/completions?session_id=held"
 
     def test_the_heard_part_lands_after_its_question(self):
-        mock = Mock()
-        self.addCleanup(mock.stop)
-        a = Memproxy(self.CONFIG, upstream=mock.url)
-        self.addCleanup(a.terminate)
-        b = Memproxy(self.CONFIG, upstream=mock.url, db=a.db_path)
-        self.addCleanup(b.terminate)
-        mock.config(reply="w0 w1 w2 w3")
+        a, b = stored_replicas(self, self.CONFIG)
         answer = {}
         second = threading.Thread(target=lambda: answer.update(zip(
             ("status", "headers", "body"), b.request("POST", self.PATH, {
@@ -333,6 +341,54 @@ profiles:
             (2, "assistant", "w0 w1 w2 w3")])
         self.assertEqual(rows[1]["interrupted"], 1)
         self.assertEqual(rows[1]["original"], "w0 w1 w2 w3")
+
+
+class HeardPartOfATurnNotHere(unittest.TestCase):
+    """The same as HeardPartWaitsForItsTurn, but b gives up waiting at once (replica_wait: 0,
+    as when the other replica's commit takes longer than the wait: an overloaded database).
+    b's newest turn is then the one before: a reply the heard part begins as well, as every
+    reply of the mock does. The heard part must not become that older reply's content; b
+    records its question alone, and turn 2's reply is recorded by a as it was generated."""
+
+    CONFIG = HeardPartWaitsForItsTurn.CONFIG.replace("10s", "0s")
+    PATH = HeardPartWaitsForItsTurn.PATH
+
+    def test_an_older_reply_keeps_its_text(self):
+        a, b = stored_replicas(self, self.CONFIG)
+        for mp, turn, messages in (
+                (a, 1, [{"role": "user", "content": "q1"}]),
+                (b, 3, [{"role": "assistant", "content": "w0 w1",
+                         "metadata": {"interrupted": True}}, {"role": "user", "content": "q3"}]),
+                (a, 2, [{"role": "user", "content": "q2"}])):
+            status, _, out = mp.request("POST", self.PATH, {
+                "model": "m", "turn_id": turn, "messages": messages})
+            self.assertEqual(status, 200, out)
+        rows = sorted(db_rows(a.db_path, "held"), key=lambda r: (r["turn_id"], r["seq"]))
+        self.assertEqual([(r["turn_id"], r["role"], r["content"], r["interrupted"])
+                          for r in rows], [
+            (1, "user", "q1", 0), (1, "assistant", "w0 w1 w2 w3", 0),
+            (2, "user", "q2", 0), (2, "assistant", "w0 w1 w2 w3", 0),
+            (3, "user", "q3", 0), (3, "assistant", "w0 w1 w2 w3", 0)])
+
+    def test_turn_ids_that_skip_a_number(self):
+        """A platform numbering turns 1, 3, 5: "the turn before the request's" is none, so
+        the heard part is of the newest turn, which the replica has: it is recorded there."""
+        a, = stored_replicas(self, self.CONFIG, 1)
+        for turn, messages in (
+                (1, [{"role": "user", "content": "q1"}]),
+                (3, [{"role": "user", "content": "q3"}]),
+                (5, [{"role": "assistant", "content": "w0 w1",
+                      "metadata": {"interrupted": True}}, {"role": "user", "content": "q5"}])):
+            status, _, out = a.request("POST", self.PATH, {
+                "model": "m", "turn_id": turn, "messages": messages})
+            self.assertEqual(status, 200, out)
+        rows = db_rows(a.db_path, "held")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"], r["interrupted"])
+                          for r in rows], [
+            (1, "user", "q1", 0), (1, "assistant", "w0 w1 w2 w3", 0),
+            (3, "user", "q3", 0), (3, "assistant", "w0 w1", 1),
+            (5, "user", "q5", 0), (5, "assistant", "w0 w1 w2 w3", 0)])
+        self.assertEqual(rows[3]["original"], "w0 w1 w2 w3")
 
 
 class ChangeByKey(unittest.TestCase):
