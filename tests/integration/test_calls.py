@@ -257,6 +257,7 @@ class CallsCase:
     it."""
     CALLS = 3  # of each shape, all at once
     REPLICAS = 1
+    CONFIG = CONFIG
 
     def setUp(self):
         self.mock = Mock()
@@ -265,7 +266,7 @@ class CallsCase:
         self.replicas = []
         for _ in range(self.REPLICAS):
             db = self.replicas[0].db_path if self.replicas else None
-            mp = Memproxy(CONFIG, upstream=self.mock.url, db=db)
+            mp = Memproxy(self.CONFIG, upstream=self.mock.url, db=db)
             self.addCleanup(mp.terminate)
             self.replicas.append(mp)
 
