@@ -543,19 +543,20 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t *last)
  * 1. Where does the end of what is stored appear in the window? The longest run wins (a
  *    run may pass over stored replies the window left out, reconcile_run_back); on a tie the
  *    earlier position, so an exchange repeated word for word is not mistaken for the one
- *    before it. What follows is new. A run that pairs the window's every message but its
- *    last, and pairs the message where it ends with a stored turn of the same text, settles
- *    it: a window resent whole or sliding, every call's usual request.
+ *    before it. What follows is new.
  * 2. Otherwise the window may lie wholly inside the stored turns (a request replayed while
  *    its reply was being recorded; on replicas, a request recorded after the next ones,
  *    which other replicas answered meanwhile): nothing is new.
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new. Cases 2
  *    and 3 are one pass, its runs passing over stored replies the window left out as case
- *    1's do, and run whenever case 1's did not settle it. Its run replaces case 1's only
- *    when longer: case 1's may be one message deep, what was heard of an old reply
- *    ("Answer") pairing with the newest stored reply, which begins alike (on replicas, a
- *    request recorded after later turns were), and taken it would store every later
- *    message of the window again.
+ *    1's do.
+ * Case 2 also wins over case 1 when case 1's run pairs its window message p with what was
+ * heard of a stored reply, not with its text, and the window lies wholly inside the stored
+ * turns: what was heard of an old reply ("Answer") begins the newest reply as well (on
+ * replicas, a request recorded after later turns were), and taken for the end of what is
+ * stored that one message would store every later message of the window again. Case 3 never
+ * does: a run from the window's start that stops short (at a reply the client rewrote in its
+ * copy) says less than one from the end of what is stored.
  */
 static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
 {
@@ -566,8 +567,9 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
         if (l > best.len)
             best = (struct reconcile_span){p, ns - 1, l, p + 1, c->run_exact};
     }
-    if (nw == 0 || (best.len == best.p + 1 && best.p + 2 >= nw && best.exact))
+    if (nw == 0 || (best.len > 0 && best.exact))
         return best;
+    size_t found = best.len; /* case 1's, which only a whole window's run replaces */
     /* Only a reply matches a stored turn of other content (what was heard of it): any other
      * first message can start a run only where the contents hash alike. In a long call whose
      * client sends only its newest message, that is no stored turn, found in one tight pass. */
@@ -577,7 +579,7 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
         if (by_hash && c->stored[i].chash != h)
             continue;
         size_t last = i, k = reconcile_run_fwd(c, i, &last);
-        if (k > best.len)
+        if (k > best.len && (found == 0 || k == nw))
             best = (struct reconcile_span){k - 1, last, k, k, 1};
     }
     return best;

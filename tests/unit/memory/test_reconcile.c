@@ -451,6 +451,26 @@ static void test_window_inside_beats_a_heard_part_at_the_end(void **state)
     json_decref(store);
 }
 
+/* A client that rewrote an earlier reply in its copy (here a summary of it): the window's end
+ * lines up with what is stored, and only its new question is new, however long the run from
+ * the window's start is (it breaks at the rewritten reply too). */
+static void test_rewritten_reply_keeps_the_end(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Answer 1: yes.", 1, 0);
+    run_text_clear(store, "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "]");
+    record_reply(store, "Answer 2: no.", 2, 0);
+    run_text_clear(store,
+                   "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "," A("Answer 2: no.") "," Q(3) "]");
+    record_reply(store, "Answer 3: maybe.", 3, 0);
+    r = run_text(store, "[" Q(1) "," A("Answer 1: yes.") "," Q(2) "," A("(a summary)") "," Q(
+                            3) "," A("Answer 3: maybe.") "," Q(4) "]");
+    assert_one_new(&r, "q4", 4);
+    json_decref(store);
+}
+
 /* On replicas, a reply recorded after a later turn's (its stream ended while another replica
  * answered the next request), left out of the window as never heard; the later reply heard
  * in part ("Answer", as both begin). Walked back from the window's end, that heard part
@@ -743,6 +763,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
         cmocka_unit_test(test_heard_part_passes_a_late_reply),
         cmocka_unit_test(test_window_inside_beats_a_heard_part_at_the_end),
+        cmocka_unit_test(test_rewritten_reply_keeps_the_end),
         cmocka_unit_test(test_original_the_longer),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),
