@@ -244,7 +244,7 @@ static int memory_append_turn(struct workset_entry *e, struct store_batch *b, js
  * newest before the turn it is for (whose reply may begin as the heard part does). It takes
  * that turn's number: it updates that turn's reply, or is stored there already (the client's
  * copy of the last reply), and is not taken for the retried turn's own reply. On replicas,
- * when that turn had not reached this one (rec->heard_turn: memory_prep_behind waited for it
+ * when that turn had not reached this one (rec->heard_unplaced: memory_prep_behind waited for it
  * in vain), it is not recorded: the session's newest reply here is an older turn's, which
  * the heard part may begin as well, and the reply it speaks of is recorded by its own replica
  * as memproxy had it, flagged interrupted. */
@@ -269,11 +269,13 @@ static void memory_append(struct memory_rec *rec, struct workset_entry *e, struc
         int64_t own = memory_int(t, "turn_id");
         if (own < 0 && (long)i == last_user)
             own = rec->turn_id;
-        else if (own < 0 && !asked && strcmp(role, "assistant") == 0 && rec->heard_turn >= 0) {
-            json_decref(t); /* of a turn not here yet (memory_prep_behind): not placed */
-            continue;
-        } else if (own < 0 && !asked && strcmp(role, "assistant") == 0)
+        else if (own < 0 && !asked && strcmp(role, "assistant") == 0) {
+            if (rec->heard_unplaced) { /* of a turn not here yet (memory_prep_behind) */
+                json_decref(t);
+                continue;
+            }
             own = before; /* before any question: of the turn before it (above) */
+        }
         asked |= strcmp(role, "user") == 0;
         if (msg_role_is_system(role)) {
             if (system == NULL)
@@ -431,7 +433,7 @@ static void memory_history_heard(struct memory_rec *rec, struct workset_entry *e
         if (strcmp(memory_str(msg, "role"), "assistant") != 0)
             continue;
         int64_t own = msg_turn_id(json_object_get(msg, "turn_id"));
-        if (own < 0 && !asked && rec->heard_turn >= 0)
+        if (own < 0 && !asked && rec->heard_unplaced)
             continue; /* of a turn not here yet (memory_prep_behind) */
         long at = turnids_reply(e->turns, own >= 0 ? own : asked ? newest : before);
         json_t *u = at < 0 ? NULL : reconcile_heard(turnlist_get(e->turns, (size_t)at), msg, now);
@@ -696,7 +698,6 @@ struct memory_rec *memory_rec_new(struct memory_reader *r, const struct memory_r
     rec->embed = p->embed;
     rec->track_window = p->track_window;
     rec->window_turns = -1;
-    rec->heard_turn = -1;
     return rec;
 }
 

@@ -62,9 +62,9 @@ struct memory_rec {
     int track_window;     /* summary_threshold: the window's span is written (callsum.h) */
     int64_t window_turns; /* stored mode: the span memory_rec_window() was told, or -1 */
     int reload;           /* the entry must be read again before use */
-    int64_t heard_turn;   /* stored mode on replicas: the turn a heard part of no turn id speaks
-                             of, which the entry still lacked when memory_prep_behind gave up
-                             waiting for it (the heard part is then not recorded), or -1 */
+    int heard_unplaced;   /* stored mode on replicas: the entry still lacked the turn a heard
+                             part of no turn id speaks of when memory_prep_behind gave up
+                             waiting for it; the heard part is then not recorded */
     int prepared;         /* memory_rec_prepare() made the entry current: no read in place */
     int reached;          /* memory_rec_prepare() read what a turn-id window reaches back to */
     json_t *reach;        /* ... those turns (memory_stored_for takes them), or NULL */

@@ -6,6 +6,7 @@
 #include "memory/memory_types.h"
 #include "memory/readpool.h"
 #include "memory/reconcile.h"
+#include "memory/turnids.h"
 #include "memory/turnlist.h"
 
 #include <event2/event.h>
@@ -225,24 +226,6 @@ static int64_t memory_prep_heard_turn(const struct memory_rec *rec, int *inferre
     return -1;
 }
 
-/* Under e->mu: whether the platform numbers the session's turns one by one, as far as the
- * entry shows: its two newest questions' turn ids are consecutive (with fewer than two, taken
- * as so). Where it skips numbers, "the turn before the request's" is no turn at all. */
-static int memory_prep_by_one(const struct turnlist *l)
-{
-    int64_t newer = -1;
-    for (size_t i = turnlist_size(l); i-- > 0;) {
-        if (!turnlist_role_is(l, i, "user"))
-            continue;
-        int64_t t = turnlist_turn_id(l, i);
-        if (newer < 0)
-            newer = t;
-        else if (t != newer)
-            return newer - t == 1;
-    }
-    return 1;
-}
-
 /* Stored mode on replicas: a request that begins with what the caller heard of a reply of a
  * turn the entry has not got to (its newest turn is older). That turn is another replica's,
  * whose question or reply is not committed yet: the caller barged in on a reply that one
@@ -251,10 +234,10 @@ static int memory_prep_by_one(const struct turnlist *l)
  * before the question it answers. So the session is checked again (a version read; read
  * again when it changed) every MEMORY_PREP_BEHIND_TICK_US, for at most storage.replica_wait.
  * Past that (the other replica's commit is slower than that: an overloaded database), a heard
- * part of no turn id is not recorded (rec->heard_turn, memory.c's memory_append): the reply it
+ * part of no turn id is not recorded (rec->heard_unplaced, memory.c's memory_append): the reply it
  * speaks of stays as its replica records it at the hang-up, what memproxy had sent, flagged
  * interrupted; no other turn's reply takes it. Only such requests wait, and when the heard
- * part has no turn id, only where the platform numbers turns one by one (memory_prep_by_one).
+ * part has no turn id, only where the platform numbers turns one by one (turnids_by_one).
  * 1 while waiting. */
 #define MEMORY_PREP_BEHIND_TICK_US 2000
 static int memory_prep_behind(struct memory_prep *p)
@@ -270,7 +253,7 @@ static int memory_prep_behind(struct memory_prep *p)
     pthread_mutex_lock(&e->mu);
     size_t n = turnlist_size(e->turns);
     int behind = (n ? turnlist_turn_id(e->turns, n - 1) : 0) < heard &&
-                 (!inferred || memory_prep_by_one(e->turns));
+                 (!inferred || turnids_by_one(e->turns));
     pthread_mutex_unlock(&e->mu);
     if (!behind)
         return 0;
@@ -279,8 +262,7 @@ static int memory_prep_behind(struct memory_prep *p)
         p->behind_us += MEMORY_PREP_BEHIND_TICK_US;
         return 1;
     }
-    if (inferred)
-        rec->heard_turn = heard;
+    rec->heard_unplaced = inferred;
     return 0;
 }
 

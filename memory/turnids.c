@@ -82,3 +82,18 @@ long turnids_reply(const struct turnlist *l, int64_t turn)
             return (long)i;
     return -1;
 }
+
+int turnids_by_one(const struct turnlist *l)
+{
+    int64_t newer = -1;
+    for (size_t i = turnlist_size(l); i-- > 0;) {
+        if (!turnlist_role_is(l, i, "user"))
+            continue;
+        int64_t t = turnlist_turn_id(l, i);
+        if (newer < 0)
+            newer = t;
+        else if (t != newer)
+            return newer - t == 1;
+    }
+    return 1;
+}

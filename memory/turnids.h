@@ -46,4 +46,9 @@ int64_t turnids_before(const struct turnlist *l, int64_t turn);
 /* The position in l of the newest assistant message of turn, or -1. */
 long turnids_reply(const struct turnlist *l, int64_t turn);
 
+/* Whether the platform numbers the session's turns one by one, as far as l shows: its two
+ * newest questions' turn ids are consecutive (with fewer than two, taken as so). Where it
+ * skips numbers, "the turn before the request's" is no turn at all. */
+int turnids_by_one(const struct turnlist *l);
+
 #endif
