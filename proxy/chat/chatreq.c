@@ -129,14 +129,8 @@ int chatreq_parse(const char *buf, size_t len, const struct chatreq_opts *opt, s
                    opt->max_depth);
         return -1;
     }
-    if (out->body == NULL && json_error_code(&jerr) == json_error_out_of_memory) {
-        apierr_set(err, APIERR_TOO_LARGE, NULL,
-                   "the body holds more JSON values than server.max_json_nodes allows");
-        return -1;
-    }
     if (out->body == NULL) {
-        apierr_set(err, APIERR_INVALID_JSON, NULL,
-                   "the body is not valid JSON (line %d, column %d)", jerr.line, jerr.column);
+        apierr_json_syntax(err, &jerr);
         return -1;
     }
     if (chatreq_check(out, opt, err) != 0) {

@@ -50,6 +50,17 @@ void apierr_set(struct apierr *e, enum apierr_kind kind, const char *param, cons
     }
 }
 
+void apierr_json_syntax(struct apierr *e, const json_error_t *jerr)
+{
+    if (json_error_code(jerr) == json_error_out_of_memory)
+        apierr_set(e, APIERR_TOO_LARGE, NULL,
+                   "the body holds more JSON values than server.max_json_nodes allows");
+    else
+        apierr_set(e, APIERR_INVALID_JSON, NULL,
+                   "the body is not valid JSON (line %d, column %d: %s)", jerr->line, jerr->column,
+                   jerr->text);
+}
+
 int apierr_status(enum apierr_kind kind)
 {
     return apierr_table[kind].status;

@@ -10,6 +10,7 @@
 #ifndef MEMPROXY_APIERR_H
 #define MEMPROXY_APIERR_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 enum apierr_kind {
@@ -44,6 +45,12 @@ struct apierr {
 
 void apierr_set(struct apierr *e, enum apierr_kind kind, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* A body jtext could not read (jerr as jtext_load() left it): 413 request_too_large past
+ * server.max_json_nodes, else 400 invalid_json saying where and why ("line 1, column 53:
+ * \u0000 is not allowed"), so that a client can find the byte its encoder wrote. The reason
+ * is one of jtext's fixed phrases, never the client's own bytes. */
+void apierr_json_syntax(struct apierr *e, const json_error_t *jerr);
 
 int apierr_status(enum apierr_kind kind);
 const char *apierr_type(enum apierr_kind kind);

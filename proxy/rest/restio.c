@@ -41,14 +41,14 @@ json_t *restio_body(struct worker *w, struct evhttp_request *req, const struct r
     json_t *b = rc->body ? jtext_load(rc->body, rc->body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     if (json_is_object(b))
         return b;
+    struct apierr e;
+    if (rc->body != NULL && b == NULL)
+        apierr_json_syntax(&e, &jerr);
+    else
+        apierr_set(&e, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
+                   "the body must be a JSON object");
     json_decref(b);
-    if (rc->body != NULL && json_error_code(&jerr) == json_error_out_of_memory) {
-        restio_error(w, req, APIERR_TOO_LARGE, NULL,
-                     "the body holds more JSON values than server.max_json_nodes allows");
-        return NULL;
-    }
-    restio_error(w, req, rc->body ? APIERR_INVALID_JSON : APIERR_INVALID_REQUEST, NULL,
-                 "the body must be a JSON object");
+    respond_error(w, METRICS_ROUTE_REST, req, &e);
     return NULL;
 }
 

@@ -140,6 +140,22 @@ server:
             self.assertEqual(err["type"], "invalid_request_error", raw)
         self.assertEqual(self.mock.stats()["chat_requests"], 0)
 
+    def test_unreadable_json_says_where_and_why(self):
+        """Bodies most encoders write and memproxy's reader refuses: the message names the
+        place and the reason, not only "not valid JSON"."""
+        for raw, where in ((b'{"messages":[{"role":"user","content":"a\\u0000b"}]}',
+                            "line 1, column 41: \\u0000 is not allowed"),
+                           (b'{"messages":[{"role":"user","content":"a\\ud83d"}]}',
+                            "line 1, column 41: invalid Unicode surrogate pair"),
+                           (b'{"messages":[{"role":"user","content":"a\xff"}]}',
+                            "line 1, column 41: invalid UTF-8")):
+            status, _, body = self.mp.request("POST", "/v1/chat/completions", raw=raw)
+            self.assertEqual(status, 400, raw)
+            err = json.loads(body)["error"]
+            self.assertEqual(err["code"], "invalid_json", raw)
+            self.assertEqual(err["message"], "the body is not valid JSON (%s)" % where, raw)
+        self.assertEqual(self.mock.stats()["chat_requests"], 0)
+
     def test_param_names_the_bad_field(self):
         raw = b'{"messages":[{"role":"user","content":"a"},{"role":"robot","content":"b"}]}'
         _, _, body = self.mp.request("POST", "/v1/chat/completions", raw=raw)

@@ -181,6 +181,12 @@ class Rest(unittest.TestCase):
             self.assertEqual(status, want, (method, path, err))
             self.assertIn("message", err["error"], (method, path))
         self.assertEqual(self.api("GET", "/v1/sessions/room-42-agent")[1], before)
+        status, err = self.api("PATCH", "/v1/sessions/room-42-agent", raw=b'{"labels": {"a": 1,}}')
+        self.assertEqual((status, err["error"]["code"]), (400, "invalid_json"))
+        self.assertEqual(err["error"]["message"],
+                         "the body is not valid JSON (line 1, column 20: string or '}' expected)")
+        status, err = self.api("PATCH", "/v1/sessions/room-42-agent", raw=b"[1]")
+        self.assertEqual((status, err["error"]["message"]), (400, "the body must be a JSON object"))
 
 
 if __name__ == "__main__":

@@ -116,7 +116,16 @@ static void test_depth_is_checked_while_reading(void **state)
     assert_int_equal(parse(deep, &r, &e), -1);
     assert_string_equal(e.message, "the body is nested deeper than 16 levels");
     assert_int_equal(parse("{\"messages\":[}", &r, &e), -1);
-    assert_string_equal(e.message, "the body is not valid JSON (line 1, column 14)");
+    assert_string_equal(e.message, "the body is not valid JSON (line 1, column 14: invalid token)");
+    /* valid JSON to most encoders, refused by memproxy's reader: the message says why */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000\"}]}", &r, &e),
+                     -1);
+    assert_int_equal(e.kind, APIERR_INVALID_JSON);
+    assert_string_equal(e.message,
+                        "the body is not valid JSON (line 1, column 41: \\u0000 is not allowed)");
+    assert_int_equal(parse("{\"messages\":[],\"messages\":[]}", &r, &e), -1);
+    assert_string_equal(e.message,
+                        "the body is not valid JSON (line 1, column 29: duplicate object key)");
     free(ok);
     free(deep);
 }
