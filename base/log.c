@@ -67,8 +67,9 @@ static size_t log_escape(const char *in, size_t len, char *out, size_t cap)
     return o;
 }
 
-/* One line at level (LOG_ERROR + 1: fatal), written whatever the level set. */
-static void log_vline(int level, const char *fmt, va_list ap)
+/* One line at level (LOG_ERROR + 1: fatal), written whatever the level set. fmt is checked
+ * where log_msg() and log_fatal() are called (their format attributes). */
+__attribute__((format(printf, 2, 0))) static void log_vline(int level, const char *fmt, va_list ap)
 {
     static const char *const tags[] = {"debug", "info", "warn", "error", "fatal"};
     char line[LOG_LINE_MAX], msg[LOG_LINE_MAX];
