@@ -61,8 +61,10 @@ const char *reply_model(const struct reply *r);         /* NULL until one arrive
 /* borrowed; NULL when absent. Never changed once returned (a later usage replaces it whole),
  * so a caller may keep a reference past the reply's life. */
 json_t *reply_usage(const struct reply *r);
-json_t *reply_tool_calls(const struct reply *r); /* borrowed array; NULL when none */
-size_t reply_chunks(const struct reply *r);      /* content-bearing chunks seen */
+/* Borrowed array; NULL when none. Not const: the deltas' names and arguments are written
+ * into it here. */
+json_t *reply_tool_calls(struct reply *r);
+size_t reply_chunks(const struct reply *r); /* content-bearing chunks seen */
 int reply_truncated(const struct reply *r);
 
 /*

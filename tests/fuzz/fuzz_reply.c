@@ -22,7 +22,7 @@ static int same_json(json_t *a, json_t *b)
     return (a == NULL && b == NULL) || (a != NULL && b != NULL && json_equal(a, b));
 }
 
-static void same_replies(const struct reply *a, const struct reply *b)
+static void same_replies(struct reply *a, struct reply *b)
 {
     size_t la = 0, lb = 0;
     const char *ca = reply_content(a, &la), *cb = reply_content(b, &lb);

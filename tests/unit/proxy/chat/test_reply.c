@@ -8,6 +8,8 @@
 #include "proxy/chat/chunkscan.h"
 #include "proxy/chat/reply.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static enum reply_chunk add(struct reply *r, const char *s)
@@ -58,6 +60,77 @@ static void test_tool_calls_merge_by_index(void **state)
     assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
     assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"city\":\"Oslo\"}");
     assert_string_equal(reply_finish_reason(r), "tool_calls");
+    reply_destroy(r);
+}
+
+static json_t *call_fn(struct reply *r, size_t i)
+{
+    return json_object_get(json_array_get(reply_tool_calls(r), i), "function");
+}
+
+/* A tool call's arguments in as many parts as a long one streams in (5 bytes a chunk), its
+ * name in two, a second call between them, the calls read midway and again at the end. */
+static void test_tool_call_in_many_parts(void **state)
+{
+    struct reply *r = reply_create();
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":"
+           "{\"name\":\"get_\",\"arguments\":\"\"}}]}}]}");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"name\":\"weather\"}}]}}]}");
+    const char *part = "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+                       "{\"arguments\":\"abcd\\u00e9\"}}]}}]}"; /* 6 bytes: é is two */
+    for (int i = 0; i < 20000; i++) {
+        add(r, part);
+        if (i == 9999) {
+            assert_int_equal(json_string_length(json_object_get(call_fn(r, 0), "arguments")),
+                             60000);
+            add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":"
+                   "{\"name\":\"t\",\"arguments\":\"{}\"}}]}}]}");
+        }
+    }
+    json_t *fn = call_fn(r, 0);
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    assert_int_equal(json_string_length(json_object_get(fn, "arguments")), 120000);
+    for (size_t i = 0; i < 120000; i += 6)
+        assert_memory_equal(args + i, "abcd\xc3\xa9", 6);
+    assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
+    assert_string_equal(json_string_value(json_object_get(call_fn(r, 1), "arguments")), "{}");
+    assert_false(reply_truncated(r));
+    reply_destroy(r);
+}
+
+/* Arguments stop growing at REPLY_MAX_TEXT: the part that would pass it is left out whole. */
+static void test_tool_call_cap(void **state)
+{
+    struct reply *r = reply_create();
+    size_t n = 100 * 1024;
+    char *chunk = malloc(n + 128);
+    int off = sprintf(chunk, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,"
+                             "\"function\":{\"arguments\":\"");
+    memset(chunk + off, 'x', n);
+    strcpy(chunk + off + n, "\"}}]}}]}");
+    for (int i = 0; i < 11; i++)
+        add(r, chunk);
+    assert_int_equal(json_string_length(json_object_get(call_fn(r, 0), "arguments")), 10 * n);
+    assert_true(reply_truncated(r));
+    free(chunk);
+    reply_destroy(r);
+}
+
+/* A whole body's calls replace the deltas' (and their parts): the body is what was said. */
+static void test_body_calls_replace_deltas(void **state)
+{
+    struct reply *r = reply_create();
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"name\":\"a\",\"arguments\":\"x\"}}]}}]}");
+    const char *body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":"
+                       "\"c\",\"type\":\"function\",\"function\":{\"name\":\"b\",\"arguments\":"
+                       "\"{}\"}}]}}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(json_string_value(json_object_get(call_fn(r, 0), "name")), "b");
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"!\"}}]}}]}");
+    assert_string_equal(json_string_value(json_object_get(call_fn(r, 0), "arguments")), "{}!");
     reply_destroy(r);
 }
 
@@ -252,6 +325,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_text_finish_usage),
         cmocka_unit_test(test_tool_calls_merge_by_index),
+        cmocka_unit_test(test_tool_call_in_many_parts),
+        cmocka_unit_test(test_tool_call_cap),
+        cmocka_unit_test(test_body_calls_replace_deltas),
         cmocka_unit_test(test_odd_chunks),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_content_cap),
