@@ -385,21 +385,42 @@ static int tx_mergeable(json_t *a, json_t *b)
            !json_object_get(b, "tool_calls") && tx_same_name(a, b);
 }
 
+/* messages[from, to) as one: from's copy with their contents joined by "\n", in one pass.
+ * (Merged into the one before, message by message, each join copied all the run before it:
+ * 4,095 messages of 800 bytes held the worker 110 s.) */
+static json_t *tx_merged(json_t *messages, size_t from, size_t to)
+{
+    size_t len = to - from - 1, at = 0;
+    for (size_t k = from; k < to; k++)
+        len += json_string_length(json_object_get(json_array_get(messages, k), "content"));
+    char *text = xmalloc(len + 1);
+    for (size_t k = from; k < to; k++) {
+        json_t *c = json_object_get(json_array_get(messages, k), "content");
+        if (k > from)
+            text[at++] = '\n';
+        memcpy(text + at, json_string_value(c), json_string_length(c));
+        at += json_string_length(c);
+    }
+    /* each content was valid UTF-8, and so is their join */
+    json_t *m = tx_with_content(json_array_get(messages, from), json_stringn_nocheck(text, at));
+    free(text);
+    return m;
+}
+
+/* A run's messages share the first's role and name, so each is mergeable with the first. */
 void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 {
-    size_t i;
-    json_t *m, *keep = json_array();
+    size_t n = json_array_size(messages), j;
+    json_t *keep = json_array();
     (void)ctx;
-    json_array_foreach(messages, i, m) {
-        size_t n = json_array_size(keep);
-        json_t *last = n ? json_array_get(keep, n - 1) : NULL;
-        if (!tx_mergeable(last, m)) {
+    for (size_t i = 0; i < n; i = j) {
+        json_t *m = json_array_get(messages, i);
+        for (j = i + 1; j < n && tx_mergeable(m, json_array_get(messages, j)); j++)
+            ;
+        if (j == i + 1)
             json_array_append(keep, m);
-            continue;
-        }
-        char *text = xasprintf("%s\n%s", tx_str(last, "content"), tx_str(m, "content"));
-        json_array_set_new(keep, n - 1, tx_with_content(last, json_string(text)));
-        free(text);
+        else
+            json_array_append_new(keep, tx_merged(messages, i, j));
     }
     tx_replace_all(messages, keep);
 }
