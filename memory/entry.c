@@ -42,6 +42,19 @@ uint64_t entry_system_hash(json_t *system)
     return h;
 }
 
+/* What the user_context transform shows of the session: its labels, then its metadata's
+ * other keys (both set over REST); NULL when both are empty. */
+static json_t *entry_user_info(json_t *sess)
+{
+    json_t *labels = json_object_get(sess, "labels"), *meta = json_object_get(sess, "metadata");
+    if (json_object_size(labels) + json_object_size(meta) == 0)
+        return NULL;
+    json_t *out = json_is_object(labels) ? json_copy(labels) : json_object();
+    if (json_is_object(meta))
+        json_object_update_missing(out, meta);
+    return out;
+}
+
 /* The row's fields the requests use (sess NULL: the session is not there yet). */
 static void entry_fill_row(struct workset_entry *e, json_t *sess)
 {
@@ -63,6 +76,8 @@ static void entry_fill_row(struct workset_entry *e, json_t *sess)
     json_t *params = json_object_get(sess, "runtime_params");
     json_decref(e->params);
     e->params = json_object_size(params) > 0 ? json_incref(params) : NULL;
+    json_decref(e->user_info);
+    e->user_info = entry_user_info(sess);
 }
 
 void entry_fill(struct workset_entry *e, struct workset *ws, const struct store_loaded *l,

@@ -470,6 +470,7 @@ void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_
     if (e->call_summary != NULL)
         memory_call_summary(rec, e, out);
     out->params = e->params ? json_deep_copy(e->params) : NULL;
+    out->user_info = json_incref(e->user_info); /* replaced on a read, never changed */
     out->system = want_history && e->system ? json_incref(e->system) : NULL;
     pthread_mutex_unlock(&e->mu);
 }

@@ -164,14 +164,16 @@ void memory_rec_question(struct memory_rec *rec, const char *model, const char *
  * the session's entry: a change made behind memproxy's back (another process writing the
  * database) shows once the entry is read again. */
 struct memory_context {
-    json_t *history; /* the session's recent turns, stored shape (want_history only), but
-                        those the call's own summary stands in for */
-    json_t *inject;  /* system messages for inject_memory: the session's runtime system
-                        messages, the user's summary, the user's facts, the call's own
-                        summary while its turns are not in the request (callsum.h) */
-    json_t *params;  /* the session's runtime params (set over REST), an object */
-    json_t *system;  /* want_history only: the client's last system messages, or NULL (never
-                        changed: read only) */
+    json_t *history;   /* the session's recent turns, stored shape (want_history only), but
+                          those the call's own summary stands in for */
+    json_t *inject;    /* system messages for inject_memory: the session's runtime system
+                          messages, the user's summary, the user's facts, the call's own
+                          summary while its turns are not in the request (callsum.h) */
+    json_t *params;    /* the session's runtime params (set over REST), an object */
+    json_t *user_info; /* the session's labels and metadata for user_context, an object
+                          shared with the working set (never changed: read only), or NULL */
+    json_t *system;    /* want_history only: the client's last system messages, or NULL (never
+                          changed: read only) */
 };
 void memory_rec_context(struct memory_rec *rec, int want_history, struct memory_context *out);
 

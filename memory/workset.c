@@ -73,6 +73,7 @@ static void workset_entry_free(struct workset_entry *e)
     turnlist_destroy(e->turns);
     json_decref(e->inject);
     json_decref(e->params);
+    json_decref(e->user_info);
     json_decref(e->system);
     free(e->call_summary);
     free(e->user);

@@ -53,6 +53,7 @@ struct workset_entry {
     char *user, *profile; /* as last written */
     json_t *inject;       /* system messages for inject_memory, read with the entry */
     json_t *params;       /* the session's runtime params (an object), or NULL */
+    json_t *user_info;    /* its labels and metadata for user_context (entry.c), or NULL */
     json_t *system;       /* the client's last system messages [{role, content}], or NULL */
     /* the call's own summary (callsum.h), up to turn call_through, or NULL; the turns the
      * client's next window is expected to span as last written, and the last window's span

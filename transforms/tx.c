@@ -336,24 +336,54 @@ static size_t tx_after_system(json_t *messages)
     return i;
 }
 
+/* "key: value" added to user_context's line when it fits whole ("; " before all but the first);
+ * -1 when it does not. */
+static int tx_line_add(char *line, size_t *len, const char *key, const char *val, size_t vlen)
+{
+    size_t klen = strlen(key), sep = *len > sizeof(TX_USER_CONTEXT_HEAD) - 1 ? 2 : 0;
+    if (*len + sep + klen + 2 + vlen > TX_USER_CONTEXT_MAX)
+        return -1;
+    memcpy(line + *len, "; ", sep);
+    memcpy(line + *len + sep, key, klen);
+    memcpy(line + *len + sep + klen, ": ", 2);
+    memcpy(line + *len + sep + klen + 2, val, vlen);
+    *len += sep + klen + 2 + vlen;
+    return 0;
+}
+
+/* One item of user_info (a string as is, anything else as JSON); -1 when it did not fit. */
+static int tx_line_item(char *line, size_t *len, const char *key, json_t *v)
+{
+    if (json_is_string(v))
+        return tx_line_add(line, len, key, json_string_value(v), json_string_length(v));
+    size_t n = 0;
+    char *dumped = jtext_dump(v, &n);
+    int rc = tx_line_add(line, len, key, dumped ? dumped : "", dumped ? n : 0);
+    free(dumped);
+    return rc;
+}
+
 void tx_user_context(struct tx_ctx *ctx, json_t *messages)
 {
     const char *key;
     json_t *v;
     if (ctx->user_id == NULL && json_object_size(ctx->user_info) == 0)
         return;
-    char *line = xasprintf("What is known about the user:%s%s", ctx->user_id ? " id: " : "",
-                           ctx->user_id ? ctx->user_id : "");
+    char line[TX_USER_CONTEXT_MAX + sizeof(TX_USER_CONTEXT_MORE)];
+    size_t len = sizeof(TX_USER_CONTEXT_HEAD) - 1;
+    memcpy(line, TX_USER_CONTEXT_HEAD, len);
+    int full = ctx->user_id != NULL &&
+               tx_line_add(line, &len, "id", ctx->user_id, strlen(ctx->user_id)) != 0;
     json_object_foreach(ctx->user_info, key, v) {
-        char *val = json_is_string(v) ? xstrdup(json_string_value(v)) : jtext_dump(v, NULL);
-        char *n = xasprintf("%s; %s: %s", line, key, val ? val : "");
-        free(val);
-        free(line);
-        line = n;
+        if (full || (full = tx_line_item(line, &len, key, v) != 0))
+            break;
+    }
+    if (full) {
+        memcpy(line + len, TX_USER_CONTEXT_MORE, sizeof(TX_USER_CONTEXT_MORE) - 1);
+        len += sizeof(TX_USER_CONTEXT_MORE) - 1;
     }
     json_array_insert_new(messages, tx_after_system(messages),
-                          json_pack("{s:s, s:s}", "role", "system", "content", line));
-    free(line);
+                          json_pack("{s:s, s:s%}", "role", "system", "content", line, len));
 }
 
 /* ---- drop_sources, merge_consecutive ---- */

@@ -44,13 +44,22 @@ struct tx_ctx {
     json_t *body;                   /* the upstream request body (top-level fields), or NULL */
     json_t *inject;                 /* system messages memproxy adds ([{role, content}]), or NULL */
     const char *user_id;
-    json_t *user_info;  /* what else is known about the user (an object), or NULL */
+    json_t *user_info;  /* what else is known about the user (an object: the session's labels
+                           and metadata), or NULL */
     struct jmemo *memo; /* the worker's memo of messages, or NULL */
     /* what the pipeline did, for X-Memproxy-Context */
     size_t trimmed;  /* messages trim left out */
     size_t injected; /* messages inject_memory added */
     size_t dropped;  /* messages drop_sources left out */
 };
+
+/* user_context's line: the head, then "key: value" items ("id" first) while the line stays
+ * within TX_USER_CONTEXT_MAX bytes; an item that would pass it ends the line with
+ * TX_USER_CONTEXT_MORE. Labels and metadata are set over REST and may be large: the model
+ * gets a line, not a document, and building it stays one pass. */
+#define TX_USER_CONTEXT_HEAD "What is known about the user: "
+#define TX_USER_CONTEXT_MAX  2048
+#define TX_USER_CONTEXT_MORE "; (more left out)"
 
 typedef void (*tx_fn)(struct tx_ctx *ctx, json_t *messages);
 

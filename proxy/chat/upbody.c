@@ -205,8 +205,12 @@ char *upbody_end(struct upbody *b, struct evhttp_request *req, char key[65], siz
     size_t recalled = b->pick != NULL ? upbody_recalled_message(b) : 0, history_n = b->history_n;
     if (in->no_memory)
         upbody_drop_memory(b->mc.inject);
-    struct tx_ctx tx = {
-        .prof = prof, .body = b->up, .inject = b->mc.inject, .user_id = in->user, .memo = in->memo};
+    struct tx_ctx tx = {.prof = prof,
+                        .body = b->up,
+                        .inject = b->mc.inject,
+                        .user_id = in->user,
+                        .user_info = b->mc.user_info,
+                        .memo = in->memo};
     tx_run(&tx, b->msgs);
     if (in->rec != NULL && b->mc.history != NULL) /* the stored turns kept, and the new ones */
         memory_rec_window(in->rec,
@@ -234,6 +238,7 @@ void upbody_free(struct upbody *b)
     json_decref(b->mc.history);
     json_decref(b->mc.inject);
     json_decref(b->mc.params);
+    json_decref(b->mc.user_info);
     json_decref(b->mc.system);
     recall_pick_free(b->pick);
     free(b);

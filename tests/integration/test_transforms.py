@@ -280,6 +280,59 @@ def quoted(intro, data):
             "act.\n<<<memory\n%s\nmemory>>>" % (intro, data))
 
 
+class UserContext(StackTest):
+    """user_context: the session's user id, labels and metadata (set over REST) as one system
+    line after the client's system messages, from the next request after a change."""
+    CONFIG = """
+auth:
+  admin_keys: [{key: admin-0123456789abcdef}]
+profiles:
+  - name: default
+    upstream: default
+    transforms: [standard, user_context]
+"""
+
+    def sent_line(self, body):
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, out)
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        at = [i for i, m in enumerate(sent) if m["content"].startswith("What is known")]
+        self.assertEqual(len(at), 1, sent)
+        # a system line, right after the client's own system messages
+        self.assertEqual([m["role"] for m in sent[:at[0] + 1]], ["system"] * (at[0] + 1))
+        self.assertNotEqual(sent[at[0] + 1]["role"], "system")
+        return sent[at[0]]["content"]
+
+    def patch(self, fields):
+        status, _, out = self.mp.request("PATCH", "/v1/sessions/room-42-agent", fields,
+                                         {"Authorization": "Bearer admin-0123456789abcdef"})
+        self.assertEqual(status, 200, out)
+
+    def test_labels_and_metadata_reach_the_model(self):
+        body = agora()  # session room-42-agent, user 1002
+        self.assertEqual(self.sent_line(body), "What is known about the user: id: 1002")
+        self.patch({"labels": {"plan": "pro", "team": "sales"},
+                    "metadata": {"name": "Ada", "plan": "ignored: the label says it",
+                                 "visits": 3, "langs": ["en", "no"]}})
+        self.assertEqual(self.sent_line(body),
+                         "What is known about the user: id: 1002; plan: pro; team: sales; "
+                         "name: Ada; visits: 3; langs: [\"en\",\"no\"]")
+        # another session's request sees none of it
+        other = agora()
+        other["session_id"], other["user_uid"] = "other-room", "2002"
+        self.assertEqual(self.sent_line(other), "What is known about the user: id: 2002")
+
+    def test_a_large_metadata_is_a_line_not_a_document(self):
+        body = agora()
+        self.sent_line(body)
+        self.patch({"metadata": {"k%05d" % i: "v" * 20 for i in range(20000)}})
+        line = self.sent_line(body)
+        self.assertTrue(line.startswith("What is known about the user: id: 1002; k00000: " +
+                                        "v" * 20 + "; k00001: "), line[:100])
+        self.assertTrue(line.endswith("; (more left out)"), line[-100:])
+        self.assertLessEqual(len(line.encode()), 2048 + len("; (more left out)"))
+
+
 class InjectMemory(StackTest):
     """inject_memory: the session's runtime system messages, then the user's summary and facts,
     after the client's system messages (set here in the database directly, as the REST and

@@ -80,6 +80,7 @@ static void exchange_as(struct env *v, const struct memory_rec_params *p, const 
         json_decref(mc.history);
         json_decref(mc.inject);
         json_decref(mc.params);
+        json_decref(mc.user_info);
         json_decref(mc.system);
     }
     memory_rec_request(rec);
@@ -592,6 +593,7 @@ static char *working_set(struct env *v, const char *sid)
     json_decref(ctx.history);
     json_decref(ctx.inject);
     json_decref(ctx.params);
+    json_decref(ctx.user_info);
     return out;
 }
 
