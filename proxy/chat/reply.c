@@ -6,10 +6,12 @@
 
 #include <string.h>
 
-/* A string that grows by doubling. */
+/* A string that grows by doubling; touched once a part was added (only then is it written
+ * into the call's JSON, which keeps what a body put there otherwise). */
 struct reply_text {
     char *s;
     size_t len, cap;
+    int touched;
 };
 
 struct reply_call {
@@ -106,6 +108,7 @@ static void reply_text_set(struct reply_text *t, json_t *v)
     if (n > 0)
         memcpy(t->s, json_string_value(v), n);
     t->len = n;
+    t->touched = 0;
 }
 
 /* Append src's string to t (tool call arguments arrive in parts); a part that would take it
@@ -125,6 +128,7 @@ static void reply_concat(struct reply *r, struct reply_text *t, json_t *src)
     }
     memcpy(t->s + t->len, json_string_value(src), b);
     t->len += b;
+    t->touched = 1;
 }
 
 /* Slot idx's accumulators, made up to idx from what the slots hold. */
@@ -321,10 +325,10 @@ json_t *reply_tool_calls(struct reply *r)
         json_t *fn = json_object_get(json_array_get(r->tool_calls, i), "function");
         const struct reply_call *c = &r->calls[i];
         /* each part was valid UTF-8 (jtext read it), and so is their concatenation */
-        if (json_is_object(fn)) {
+        if (json_is_object(fn) && c->name.touched)
             json_object_set_new(fn, "name", json_stringn_nocheck(c->name.s, c->name.len));
+        if (json_is_object(fn) && c->args.touched)
             json_object_set_new(fn, "arguments", json_stringn_nocheck(c->args.s, c->args.len));
-        }
     }
     return r->tool_calls;
 }
