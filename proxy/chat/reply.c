@@ -6,21 +6,32 @@
 
 #include <string.h>
 
-/* A string that grows by doubling; touched once a part was added (only then is it written
- * into the call's JSON, which keeps what a body put there otherwise). */
+/* A string that grows by doubling, NUL-terminated once anything was put in it (s NULL before).
+ * touched: a call's name or arguments that a delta added to (only those are written into the
+ * call's JSON, which keeps what a body put there otherwise). */
 struct reply_text {
     char *s;
     size_t len, cap;
     int touched;
 };
 
+static void reply_text_put(struct reply_text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        t->cap = (t->len + n + 1) * 2;
+        t->s = xrealloc(t->s, t->cap);
+    }
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
+}
+
 struct reply_call {
     struct reply_text name, args;
 };
 
 struct reply {
-    char *content;
-    size_t len, cap;
+    struct reply_text content;
     char *finish_reason;
     char *model;
     json_t *usage;
@@ -59,7 +70,7 @@ void reply_destroy(struct reply *r)
         return;
     free(r->queue);
     chunkscan_buf_free(&r->scan);
-    free(r->content);
+    free(r->content.s);
     free(r->finish_reason);
     free(r->model);
     json_decref(r->usage);
@@ -70,17 +81,11 @@ void reply_destroy(struct reply *r)
 
 static void reply_append(struct reply *r, const char *s, size_t n)
 {
-    if (r->len + n > REPLY_MAX_TEXT) {
+    if (r->content.len + n > REPLY_MAX_TEXT) {
         r->truncated = 1;
-        n = REPLY_MAX_TEXT - r->len;
+        n = REPLY_MAX_TEXT - r->content.len;
     }
-    if (r->len + n + 1 > r->cap) {
-        r->cap = (r->len + n + 1) * 2;
-        r->content = xrealloc(r->content, r->cap);
-    }
-    memcpy(r->content + r->len, s, n);
-    r->len += n;
-    r->content[r->len] = '\0';
+    reply_text_put(&r->content, s, n);
 }
 
 /* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
@@ -99,16 +104,12 @@ static void reply_set_str(char **dst, json_t *v)
         reply_set_span(dst, json_string_value(v), json_string_length(v));
 }
 
-/* t's text from v (a string, else empty). */
+/* t (empty) from v: its text when a string, else nothing. */
 static void reply_text_set(struct reply_text *t, json_t *v)
 {
-    size_t n = json_is_string(v) ? json_string_length(v) : 0;
-    t->cap = n + 16;
-    t->s = xmalloc(t->cap);
-    if (n > 0)
-        memcpy(t->s, json_string_value(v), n);
-    t->len = n;
-    t->touched = 0;
+    *t = (struct reply_text){0};
+    reply_text_put(t, json_is_string(v) ? json_string_value(v) : "",
+                   json_is_string(v) ? json_string_length(v) : 0);
 }
 
 /* Append src's string to t (tool call arguments arrive in parts); a part that would take it
@@ -122,12 +123,7 @@ static void reply_concat(struct reply *r, struct reply_text *t, json_t *src)
         r->truncated = 1;
         return;
     }
-    if (t->len + b > t->cap) {
-        t->cap = 2 * (t->len + b);
-        t->s = xrealloc(t->s, t->cap);
-    }
-    memcpy(t->s + t->len, json_string_value(src), b);
-    t->len += b;
+    reply_text_put(t, json_string_value(src), b);
     t->touched = 1;
 }
 
@@ -300,8 +296,8 @@ int reply_set_body_tree(struct reply *r, const char *body, size_t len)
 
 const char *reply_content(const struct reply *r, size_t *len)
 {
-    *len = r->len;
-    return r->content ? r->content : "";
+    *len = r->content.len;
+    return r->content.s ? r->content.s : "";
 }
 
 const char *reply_finish_reason(const struct reply *r)
