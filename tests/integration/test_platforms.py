@@ -70,6 +70,32 @@ sessions:
         sess, _ = self.recorded(body)
         self.assertEqual(sess["user_id"], "patient-9")
 
+    def test_agora_normal_mode_keeps_what_was_heard(self):
+        """Agora's engine in normal mode sends role and content only, the session in
+        llm.params (copied to the top level). A reply the caller cut short comes back as the
+        shorter text alone, unflagged: stored as heard, with the generated text as original."""
+        body = fixture("agora-normal-request.json")
+        self.mock.config(reply="Bubbles is a classic, and Finn suits a fast one.")
+        sess, sent = self.recorded(body)
+        self.assertEqual(sess["id"], "room-7-agent")
+        self.assertNotIn("session_id", sent)
+        body["messages"] += [{"role": "assistant", "content": "Bubbles is a"},
+                             {"role": "user", "content": "Something shorter?"}]
+        self.mock.config(reply="Finn.")
+        self.recorded(body)
+        status, hist = self.mp.json("GET", "/v1/sessions/room-7-agent/history",
+                                    headers={"Authorization": "Bearer " + ADMIN})
+        self.assertEqual(status, 200, hist)
+        got = [(m["role"], m["content"], m["metadata"].get("interrupted"),
+                m["metadata"].get("original")) for m in hist["contents"]]
+        self.assertEqual(got, [
+            ("assistant", "Hello! How can I help?", None, None),
+            ("user", "What's a good name for a goldfish?", None, None),
+            ("assistant", "Bubbles is a", True,
+             "Bubbles is a classic, and Finn suits a fast one."),
+            ("user", "Something shorter?", None, None),
+            ("assistant", "Finn.", None, None)])
+
     def test_a_bad_pattern_is_refused_at_start(self):
         out = subprocess.run([MEMPROXY_BIN, "--upstream", "http://127.0.0.1:9/v1",
                               "--check-config", "--config", "/dev/stdin"],
