@@ -3,6 +3,7 @@
 
 #include "base/log.h"
 #include "base/msg.h"
+#include "base/spoken.h"
 #include "base/util.h"
 #include "memory/cache.h"
 #include "memory/callsum.h"
@@ -587,8 +588,8 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
 /* A later request's window brought this reply's turn before the reply was recorded (the
  * caller barged in while it streamed, and the platform's next request was read before the
  * hang-up): the assistant message stored from that window is what was heard of this reply,
- * when its text begins the reply's. memproxy's own replies carry their latency; a window's
- * copy does not. Its position, or -1. */
+ * when its text begins the reply's, or is all of it, as spoken (base/spoken.h). memproxy's own
+ * replies carry their latency; a window's copy does not. Its position, or -1. */
 static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, json_t *reply)
 {
     long i = (long)turnlist_size(e->turns), q;
@@ -610,24 +611,26 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
     if (q < 0)
         return -1; /* not after the question this reply answers */
     const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
-    size_t n = strlen(heard);
-    return n > 0 && strncmp(generated, heard, n) == 0 ? i : -1;
+    return *heard != '\0' && spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
 }
 
-/* Reply t, with what was heard of it (w: memory_heard_first) as its content: the generated
- * text becomes its original, and the first interruption time is kept. */
+/* Reply t, with what was heard of it (w: memory_heard_first): when it was cut short (a start
+ * of it as spoken, or either says so), w's text is its content and the generated text its
+ * original, and the first interruption time is kept; heard whole, t stays as generated. */
 static void memory_reply_heard(json_t *t, json_t *w)
 {
     json_t *generated = json_incref(json_object_get(t, "content"));
-    int cut = strlen(memory_str(w, "content")) < strlen(json_string_value(generated)) ||
-              json_is_true(json_object_get(w, "interrupted")) ||
-              json_is_true(json_object_get(t, "interrupted"));
+    int cut =
+        spoken_compare(json_string_value(generated), memory_str(w, "content")) == SPOKEN_START ||
+        json_is_true(json_object_get(w, "interrupted")) ||
+        json_is_true(json_object_get(t, "interrupted"));
     json_t *its = json_object_get(w, "interrupt_timestamp");
     if (cut && json_is_integer(its))
         json_object_set(t, "interrupt_timestamp", its);
     else if (cut && !json_is_integer(json_object_get(t, "interrupt_timestamp")))
         json_object_set_new(t, "interrupt_timestamp", json_integer(util_wall_ms()));
-    json_object_set(t, "content", json_object_get(w, "content"));
+    if (cut)
+        json_object_set(t, "content", json_object_get(w, "content"));
     json_object_set_new(t, "interrupted", json_boolean(cut));
     json_object_set(t, "original", cut ? generated : json_null());
     json_decref(generated);

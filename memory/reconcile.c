@@ -2,6 +2,7 @@
 
 #include "base/jmemo.h"
 #include "base/msg.h"
+#include "base/spoken.h"
 #include "base/util.h"
 
 #include <stdio.h>
@@ -203,23 +204,37 @@ static const char *reconcile_content(const struct reconcile_msg *w)
     return json_string_value(w->text);
 }
 
-/* w is what was heard of s: an assistant reply cut short. */
+/* w is what was heard of s: an assistant reply cut short, its start as the platform sent it
+ * back (byte for byte, or as spoken: base/spoken.h). */
 static int reconcile_heard_of(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
     const char *wc = reconcile_content(w), *orig = s->original ? s->original : "";
     size_t wl = strlen(wc);
     if (strcmp(s->role, "assistant") != 0 || wl == 0)
         return 0;
-    return (wl < strlen(s->content) && strncmp(s->content, wc, wl) == 0) ||
-           (wl < strlen(orig) && strncmp(orig, wc, wl) == 0);
+    if ((wl < strlen(s->content) && strncmp(s->content, wc, wl) == 0) ||
+        (wl < strlen(orig) && strncmp(orig, wc, wl) == 0))
+        return 1;
+    return spoken_compare(s->content, wc) == SPOKEN_START ||
+           (s->original && spoken_compare(orig, wc) == SPOKEN_START);
 }
 
-/* Is w the stored turn s (the same role and text, or what was heard of it)? Most stored turns
- * differ from w, and their content hashes tell them apart without a string compared. */
-static int reconcile_matches(const struct reconcile_view *s, const struct reconcile_msg *w)
+/* Is w the text of s: the same bytes, or for a reply the same words as spoken (a platform's
+ * copy of a reply it said whole)? Most stored turns differ from w, and their content hashes
+ * tell them apart without a string compared. */
+static int reconcile_same(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
     if (s->chash == w->chash && strcmp(s->role, w->role) == 0 &&
         strcmp(s->content, reconcile_content(w)) == 0)
+        return 1;
+    return w->role[0] == 'a' && strcmp(s->role, w->role) == 0 &&
+           spoken_compare(s->content, reconcile_content(w)) == SPOKEN_SAME;
+}
+
+/* Is w the stored turn s (the same role and text, or what was heard of it)? */
+static int reconcile_matches(const struct reconcile_view *s, const struct reconcile_msg *w)
+{
+    if (reconcile_same(s, w))
         return 1;
     /* only a reply is cut short (heard_of compares the roles) */
     return w->role[0] == 'a' && strcmp(s->role, w->role) == 0 && reconcile_heard_of(s, w);
@@ -245,8 +260,10 @@ static json_t *reconcile_original(const struct reconcile_view *s, const struct r
 static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w,
                              int64_t now_ms, json_t *updates)
 {
-    int same = strcmp(s->content, reconcile_content(w)) == 0;
-    if (strcmp(s->role, "assistant") != 0 || (same && (s->interrupted || !w->interrupted)))
+    if (strcmp(s->role, "assistant") != 0)
+        return;
+    int same = reconcile_same(s, w);
+    if (same && (s->interrupted || !w->interrupted))
         return;
     if (!same && !w->interrupted && !reconcile_heard_of(s, w))
         return;
@@ -502,8 +519,7 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
                 v = &c->stored[s];
             }
             if (k == 0)
-                c->run_exact =
-                    v->chash == w->chash && strcmp(v->content, reconcile_content(w)) == 0;
+                c->run_exact = reconcile_same(v, w);
             if (update && p - k == c->last_user)
                 c->out->reply_turn = v->turn_id;
             if (update)

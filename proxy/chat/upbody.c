@@ -2,6 +2,7 @@
 
 #include "base/jmemo.h"
 #include "base/msg.h"
+#include "base/spoken.h"
 #include "base/util.h"
 #include "config/cfg.h"
 #include "memory/cache.h"
@@ -37,7 +38,8 @@ static void upbody_hold_history(struct jmemo *memo, json_t *history)
     }
 }
 
-/* Do message m and stored turn t say the same (role and text)? */
+/* Do message m and stored turn t say the same (role and text; a reply's text as spoken: a
+ * platform sends back its text-to-speech's words, base/spoken.h)? */
 static int upbody_same_turn(json_t *m, json_t *t)
 {
     int dropped = 0;
@@ -45,7 +47,9 @@ static int upbody_same_turn(json_t *m, json_t *t)
         return 0;
     json_t *a = msg_text(json_object_get(m, "content"), &dropped);
     json_t *b = msg_text(json_object_get(t, "content"), &dropped);
-    int same = json_equal(a, b);
+    int same = json_equal(a, b) ||
+               (strcmp(msg_role(t), "assistant") == 0 &&
+                spoken_compare(json_string_value(b), json_string_value(a)) == SPOKEN_SAME);
     json_decref(a);
     json_decref(b);
     return same;

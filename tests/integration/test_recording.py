@@ -302,6 +302,14 @@ class BargeInReadFirst(StackTest):
     def test_the_reply_takes_the_place_of_its_heard_part(self):
         barge_in_read_first(self, self.mock, self.mp, self.mp)
 
+    def test_the_heard_part_as_spoken(self):
+        """The platform sends back its text-to-speech's words (base/spoken.h)."""
+        barge_in_read_first(self, self.mock, self.mp, self.mp, reply=SPOKEN_REPLY)
+
+
+# A reply whose words as spoken begin "w0 w1 w2", written with markdown and paragraphs.
+SPOKEN_REPLY = "**w0** w1\n\n_w2_ " + " ".join("w%d" % i for i in range(3, 200))
+
 
 Q1 = {"role": "user", "content": "q1", "turn_id": 1}
 
@@ -317,11 +325,15 @@ def heard_then_q2(test, mp, session, heard):
     test.assertEqual(status, 200, out)
 
 
-def barge_in_read_first(test, mock, first, second, timeout=5.0):
+WORDS = " ".join("w%d" % i for i in range(200))
+
+
+def barge_in_read_first(test, mock, first, second, timeout=5.0, reply=WORDS):
     """The barge-in above: the reply streams from memproxy `first`, the next request (the
-    heard part and q2) is answered by `second` (the same process, or another replica on the
-    same database), then the stream is hung up. The four rows test checks are the same."""
-    mock.config(reply=" ".join("w%d" % i for i in range(200)))
+    heard part "w0 w1 w2" and q2) is answered by `second` (the same process, or another
+    replica on the same database), then the stream is hung up. The four rows test checks are
+    the same. reply: what the model says (its words as spoken begin "w0 w1 w2 w3")."""
+    mock.config(reply=reply)
     s = raw_connect(first.port)
     raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
                                             "session_id": "both", "messages": [Q1]})
@@ -335,7 +347,10 @@ def barge_in_read_first(test, mock, first, second, timeout=5.0):
         (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
         (2, "assistant", "second")])
     test.assertEqual(rows[1]["interrupted"], 1)
-    test.assertTrue(rows[1]["original"].startswith("w0 w1 w2 w3"), rows[1]["original"])
+    original = rows[1]["original"]  # what was generated before the hang-up: more than heard
+    test.assertTrue(reply.startswith(original), original)
+    test.assertEqual(original.replace("*", "").replace("_", "").split()[:4],
+                     ["w0", "w1", "w2", "w3"], original)
     test.assertEqual(rows[1]["finish_reason"], "client_disconnected")
 
 

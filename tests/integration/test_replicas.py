@@ -13,7 +13,7 @@ from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, db_connec
                      pg_database_for, raw_connect, raw_request, scratch_dir, sse_data, wait_for)
 import test_calls
 from test_calls import CallsCase
-from test_recording import Q1, barge_in_read_first, db_rows, heard_then_q2
+from test_recording import SPOKEN_REPLY, Q1, barge_in_read_first, db_rows, heard_then_q2
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -263,14 +263,23 @@ class BargeInAcrossReplicas(unittest.TestCase):
     heard as content, generated as original (test_recording.BargeInReadFirst's case, across
     replicas; the reply's insert was dropped before the merge)."""
 
-    def test_the_reply_and_its_heard_part_are_one_row(self):
+    def two_replicas(self):
+        """A slow-streaming mock and two replicas on one database."""
         mock = Mock("--token-delay-ms", "20")
         self.addCleanup(mock.stop)
         a = Memproxy(upstream=mock.url)
         self.addCleanup(a.terminate)
         b = Memproxy(upstream=mock.url, db=a.db_path)
         self.addCleanup(b.terminate)
-        barge_in_read_first(self, mock, a, b, timeout=30)
+        return mock, a, b
+
+    def test_the_reply_and_its_heard_part_are_one_row(self):
+        barge_in_read_first(self, *self.two_replicas(), timeout=30)
+
+    def test_the_heard_part_as_spoken(self):
+        """The heard part as the platform's text-to-speech said it (base/spoken.h): the SQL
+        merge compares the two as spoken, as reconcile does in one process."""
+        barge_in_read_first(self, *self.two_replicas(), timeout=30, reply=SPOKEN_REPLY)
 
 class ReplicaCalls(CallsCase):
     """test_calls' voice calls, every request sent to one of two replicas at random: no

@@ -169,27 +169,41 @@ profiles:
         self.assertIn("Be brief.", con.execute("SELECT system_messages FROM sessions").fetchone()[0])
         con.close()
 
-    def test_a_client_that_resends_its_window_gets_no_duplicates(self):
+    def resend(self, session, reply, heard):
+        """Three exchanges of a client that resends its whole window, each reply (the mock's
+        reply % i) coming back as heard % i; then what the upstream was sent last and the
+        session's rows (role, content, interrupted)."""
         window = [{"role": "system", "content": "Be brief."}]
         for i in range(3):
-            self.mock.config(reply="answer %d" % i)
+            self.mock.config(reply=reply % i)
             window.append({"role": "user", "content": "question %d" % i})
             status, _, out = self.mp.request("POST", "/v1/chat/completions",
                                              {"model": "m", "messages": window},
-                                             {"X-Session-Id": "resender"})
+                                             {"X-Session-Id": session})
             self.assertEqual(status, 200, out)
-            window.append({"role": "assistant", "content": "answer %d" % i})
+            window.append({"role": "assistant", "content": heard % i})
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
-        self.assertEqual([(m["role"], m["content"]) for m in sent], [
-            ("system", "Be brief."), ("user", "question 0"), ("assistant", "answer 0"),
-            ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2")])
         con = db_connect(self.mp.db_path)
-        rows = con.execute("SELECT role, content FROM messages m JOIN sessions s USING (sid) "
-                           "WHERE s.id = 'resender' ORDER BY seq").fetchall()
+        rows = con.execute("SELECT role, content, interrupted FROM messages m JOIN sessions s "
+                           "USING (sid) WHERE s.id = ? ORDER BY seq", (session,)).fetchall()
         con.close()
-        self.assertEqual(rows, [("user", "question 0"), ("assistant", "answer 0"),
-                                ("user", "question 1"), ("assistant", "answer 1"),
-                                ("user", "question 2"), ("assistant", "answer 2")])
+        return [(m["role"], m["content"]) for m in sent], rows
+
+    def expect(self, sent, rows, reply):
+        self.assertEqual(sent, [
+            ("system", "Be brief."), ("user", "question 0"), ("assistant", reply % 0),
+            ("user", "question 1"), ("assistant", reply % 1), ("user", "question 2")])
+        self.assertEqual(rows, [(r, t % i, 0) for i in range(3)
+                                for r, t in (("user", "question %d"), ("assistant", reply))])
+
+    def test_a_client_that_resends_its_window_gets_no_duplicates(self):
+        self.expect(*self.resend("resender", "answer %d", "answer %d"), "answer %d")
+
+    def test_a_window_resent_as_spoken_gets_no_duplicates(self):
+        """The same, from a voice client that sends back its text-to-speech's words: the
+        replies' paragraphs and bold come back as single-spaced words (base/spoken.h)."""
+        reply = "**Answer %d.**\n\nThat is all."
+        self.expect(*self.resend("spoken", reply, "Answer %d. That is all."), reply)
 
     def test_a_request_sent_again_for_its_turn_is_recorded_once(self):
         """A platform that numbers its turns (Agora's turn_id) and sends only the new message:

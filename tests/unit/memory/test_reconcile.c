@@ -292,7 +292,19 @@ static void test_heard(void **state)
     assert_non_null(u2);
     assert_string_equal(str(u2, "original"), "A cat walks into a library");
     assert_int_equal(json_integer_value(json_object_get(u2, "interrupt_timestamp")), NOW + 5);
-    json_t *list[] = {reply, cut, u, flagged, f, other, same, user, kept, again, u2};
+    /* as a platform's text-to-speech sends it back (base/spoken.h) */
+    json_t *md = reconcile_reply_turn("A **cat** walks\ninto a library", "llm", 1, 0, 0, NOW);
+    json_object_set_new(md, "seq", json_integer(3));
+    json_t *said =
+        json_pack("{s:s, s:s}", "role", "assistant", "content", "A cat walks into a library");
+    json_t *spoken_cut = json_pack("{s:s, s:s}", "role", "assistant", "content", "A cat walks");
+    assert_null(reconcile_heard(md, said, NOW));
+    json_t *u3 = reconcile_heard(md, spoken_cut, NOW);
+    assert_non_null(u3);
+    assert_string_equal(str(u3, "content"), "A cat walks");
+    assert_string_equal(str(u3, "original"), "A **cat** walks\ninto a library");
+    json_t *list[] = {reply, cut,   u,  flagged, f,    other,      same, user,
+                      kept,  again, u2, md,      said, spoken_cut, u3};
     for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
         json_decref(list[i]);
 }
@@ -324,6 +336,38 @@ static void assert_one_new(struct reconcile_result *r, const char *new, int64_t 
     assert_int_equal(json_integer_value(json_object_get(json_array_get(r->inserts, 0), "turn_id")),
                      turn);
     reconcile_result_clear(r);
+}
+
+/* A platform sends back what its text-to-speech said (base/spoken.h): the reply's words with
+ * single spaces and no markdown marks, cut where the caller barged in. A copy of a whole
+ * reply is that reply, not a new one and not an interruption; a cut copy is what was heard.
+ * Test fails if a reply is stored twice or a whole one is taken for an interruption. */
+static void test_replies_as_spoken(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "**Bubbles** is a classic.\n\nFinn suits a fast one.  \n", 1, 0);
+    r = run_text(store,
+                 "[" Q(1) "," A("Bubbles is a classic. Finn suits a fast one.") "," Q(2) "]");
+    assert_one_new(&r, "q2", 2);
+    json_t *whole = find(store, 1, "assistant", 0);
+    assert_string_equal(str(whole, "content"),
+                        "**Bubbles** is a classic.\n\nFinn suits a fast one.  \n");
+    assert_false(json_is_true(json_object_get(whole, "interrupted")));
+
+    record_reply(store, "Try **Goldie**, or\nperhaps *Nemo*.", 2, 0);
+    r = run_text(store, "[" Q(1) "," A("Bubbles is a classic. Finn suits a fast one.") "," Q(
+                            2) "," A("Try Goldie, or perh") "," Q(3) "]");
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_int_equal(json_array_size(r.updates), 1);
+    reconcile_result_clear(&r);
+    json_t *cut = find(store, 2, "assistant", 0);
+    assert_string_equal(str(cut, "content"), "Try Goldie, or perh");
+    assert_string_equal(str(cut, "original"), "Try **Goldie**, or\nperhaps *Nemo*.");
+    assert_true(json_is_true(json_object_get(cut, "interrupted")));
+    assert_int_equal(json_array_size(store), 5);
+    json_decref(store);
 }
 
 /* A plain client (no turn ids) that leaves out a reply the caller never heard: the reply stays
@@ -759,6 +803,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hangup_then_heard),
         cmocka_unit_test(test_heard),
         cmocka_unit_test(test_unheard_reply_left_out),
+        cmocka_unit_test(test_replies_as_spoken),
         cmocka_unit_test(test_reply_recorded_after_next_question),
         cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
         cmocka_unit_test(test_heard_part_passes_a_late_reply),
