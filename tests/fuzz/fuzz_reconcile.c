@@ -10,6 +10,7 @@
  * themselves.
  */
 #include "base/jmemo.h"
+#include "base/spoken.h"
 #include "fuzz.h"
 #include "memory/reconcile.h"
 #include "memory/turnlist.h"
@@ -83,9 +84,9 @@ static void fuzz_rec_same_by_views(json_t *store, json_t *incoming,
 }
 
 /* Stored mode's check of a client message against a stored reply (reconcile_heard): an
- * update names that reply, carries the message's text as heard, which begins the generated
- * text it keeps or the reply's own (a stored reply need not begin its original), and comes
- * for a reply only. */
+ * update names that reply, carries the message's text as heard, which begins (as spoken,
+ * base/spoken.h) the generated text it keeps or the reply's own (a stored reply need not begin its
+ * original), and comes for a reply only. */
 static void fuzz_rec_heard(json_t *store, json_t *incoming)
 {
     size_t i, j;
@@ -100,9 +101,9 @@ static void fuzz_rec_heard(json_t *store, json_t *incoming)
             const char *orig = json_string_value(json_object_get(u, "original"));
             if (role == NULL || strcmp(role, "assistant") != 0 || heard == NULL || orig == NULL ||
                 !json_equal(json_object_get(u, "seq"), json_object_get(s, "seq")) ||
-                (strncmp(orig, heard, strlen(heard)) != 0 &&
-                 strncmp(json_string_value(json_object_get(s, "content")), heard, strlen(heard)) !=
-                     0 &&
+                (spoken_compare(orig, heard) == SPOKEN_DIFFERENT &&
+                 spoken_compare(json_string_value(json_object_get(s, "content")), heard) ==
+                     SPOKEN_DIFFERENT &&
                  !json_is_string(json_object_get(json_object_get(m, "metadata"), "original"))))
                 abort();
             json_decref(u);
