@@ -1,5 +1,6 @@
 #include "base/spoken.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* A text read as spoken, one byte at a time. */
@@ -9,9 +10,23 @@ struct spoken_reader {
     int started; /* a byte given already: a gap before the next one is a space */
 };
 
-static int spoken_is_space(unsigned char c)
+/* The length of the whitespace character at p, or 0: ASCII's and Unicode's (UTF-8), the set
+ * Python's str.split() splits words on, as a client joining a TTS's words by it does. */
+static size_t spoken_space(const unsigned char *p)
 {
-    return c == ' ' || (c >= '\t' && c <= '\r');
+    if (*p == ' ' || (*p >= '\t' && *p <= '\r') || (*p >= 0x1c && *p <= 0x1f))
+        return 1;
+    if (p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) /* NEL, no-break space */
+        return 2;
+    if (p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) /* ogham space mark */
+        return 3;
+    if (p[0] == 0xe2 && p[1] == 0x80) /* U+2000-200A, line and paragraph separators, 202F */
+        return (p[2] >= 0x80 && p[2] <= 0x8a) || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf ? 3
+                                                                                              : 0;
+    if ((p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) || /* medium mathematical space */
+        (p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80))   /* ideographic space */
+        return 3;
+    return 0;
 }
 
 static int spoken_is_mark(unsigned char c)
@@ -24,10 +39,12 @@ static int spoken_next(struct spoken_reader *r)
 {
     for (;; r->p++) {
         unsigned char c = *r->p;
+        size_t n;
         if (c == 0)
             return -1;
-        if (spoken_is_space(c)) {
+        if ((n = spoken_space(r->p)) > 0) {
             r->gap = 1;
+            r->p += n - 1;
         } else if (!spoken_is_mark(c)) {
             if (r->gap && r->started) {
                 r->gap = 0;

@@ -8,9 +8,10 @@
  * for byte, that copy is neither the stored reply nor its start: reconciliation would store
  * the reply a second time and miss the interruption (memory/reconcile.h).
  *
- * What is ignored: runs of ASCII whitespace (one space between words, none at either end)
- * and the marks markdown uses for emphasis, code and headings: * _ ` # ~. Everything else
- * counts: letters and their case, digits, punctuation.
+ * What is ignored: runs of whitespace (one space between words, none at either end; ASCII's
+ * and Unicode's, the set Python's str.split() splits on: a no-break space, French's narrow
+ * one before "!", an ideographic space) and the marks markdown uses for emphasis, code and
+ * headings: * _ ` # ~. Everything else counts: letters and their case, digits, punctuation.
  *
  * Pure, no allocation; linear in the two texts. Both must be NUL-terminated.
  */

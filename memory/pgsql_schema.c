@@ -101,11 +101,12 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "UPDATE " table " SET " due " = $1::bigint + $3::bigint, " owner " = $4 WHERE " key            \
     " IN (" pick " FOR UPDATE SKIP LOCKED) RETURNING " returning
 
-/* A text as spoken (base/spoken.h): markdown's marks dropped, runs of whitespace one space,
- * none at either end. */
+/* A text as spoken (base/spoken.h): markdown's marks dropped, runs of whitespace (spoken.c's
+ * set) one space, none at either end. */
 #define PGSQL_SPOKEN(x)                                                                            \
-    "btrim(regexp_replace(regexp_replace(" x ", '[*_`#~]', '', 'g'), '[ \\t\\n\\r\\f\\v]+', ' ', " \
-    "'g'), ' ')"
+    "btrim(regexp_replace(regexp_replace(" x                                                       \
+    ", '[*_`#~]', '', 'g'), '[ \\t\\n\\r\\f\\v\\x1c-\\x1f"                                         \
+    "\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+', ' ', 'g'), ' ')"
 
 /* Of a reply's two rows under one key (below): the one memproxy recorded (it has a latency),
  * and the one a window brought back (what was heard). */
@@ -123,19 +124,20 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
  * original what was generated, interrupted, and the reply's model, usage and timings. What was
  * heard is a start of the reply as spoken (base/spoken.h), as reconcile has it: a platform
  * sends back its text-to-speech's words; the same words in full are no interruption. */
-#define PGSQL_TURN_MERGE                                                                                                                                                                 \
-    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                                                                                                      \
-    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "                                                                                           \
-    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "                                                                                          \
-    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "                                                                                           \
-    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "                                                                                          \
-    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "                                                                                                \
-    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                                                                                                               \
-    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "                                                                                          \
-    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "                                                                                          \
-    "<> (excluded.latency_us IS NULL) AND " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) " <> '' "                                                                                                     \
-                                                                           "AND " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) " <> " PGSQL_SPOKEN(PGSQL_REPLY_SIDE) " AND starts_with(" PGSQL_SPOKEN( \
-                                                                               PGSQL_REPLY_SIDE) ", " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) ") "
+#define PGSQL_TURN_MERGE                                                                                                                \
+    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                                                     \
+    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "                                          \
+    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "                                         \
+    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "                                          \
+    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "                                         \
+    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "                                               \
+    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                                                              \
+    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "                                         \
+    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "                                         \
+    "<> (excluded.latency_us IS NULL) AND " PGSQL_SPOKEN(                                                                               \
+        PGSQL_HEARD_SIDE) " <> '' "                                                                                                     \
+                          "AND " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) " <> " PGSQL_SPOKEN(PGSQL_REPLY_SIDE) " AND starts_with(" PGSQL_SPOKEN( \
+                              PGSQL_REPLY_SIDE) ", " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) ") "
 
 static const char *const pgsql_sql[PG__COUNT] = {
     /* updated_ms moves only when $4 ms old (store_opts.touch_ms): it is indexed, and an

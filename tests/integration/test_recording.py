@@ -307,8 +307,9 @@ class BargeInReadFirst(StackTest):
         barge_in_read_first(self, self.mock, self.mp, self.mp, reply=SPOKEN_REPLY)
 
 
-# A reply whose words as spoken begin "w0 w1 w2", written with markdown and paragraphs.
-SPOKEN_REPLY = "**w0** w1\n\n_w2_ " + " ".join("w%d" % i for i in range(3, 200))
+# A reply whose words as spoken begin "w0 w1 w2", written with markdown, paragraphs and
+# Unicode's spaces (a no-break space, a narrow one).
+SPOKEN_REPLY = "**w0**\u00a0w1\n\n_w2_\u202f " + " ".join("w%d" % i for i in range(3, 200))
 
 
 Q1 = {"role": "user", "content": "q1", "turn_id": 1}

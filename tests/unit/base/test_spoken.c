@@ -22,6 +22,16 @@ static void test_same_words(void **state)
     assert_int_equal(spoken_compare("**Bubbles** is a `classic`.\n## Also\n~~Finn~~",
                                     "Bubbles is a classic. Also Finn"),
                      SPOKEN_SAME);
+    /* Unicode's spaces, as Python's str.split() joins them back: ASCII spaces */
+    assert_int_equal(spoken_compare("Bonjour\xe2\x80\xaf! 10\xc2\xa0"
+                                    "000 \xe3\x80\x80ok",
+                                    "Bonjour ! 10 000 ok"),
+                     SPOKEN_SAME);
+    assert_int_equal(spoken_compare("a\xe2\x80\x8a\xe2\x80\xa8"
+                                    "b\xe1\x9a\x80"
+                                    "c",
+                                    "a b c"),
+                     SPOKEN_SAME);
     assert_int_equal(spoken_compare("", ""), SPOKEN_SAME);
     assert_int_equal(spoken_compare("**", " "), SPOKEN_SAME);
 }
@@ -53,6 +63,18 @@ static void test_different(void **state)
     assert_int_equal(spoken_compare("Bubbles is", "Bubblesis"), SPOKEN_DIFFERENT);
     assert_int_equal(spoken_compare("Bubbles is", "Bubbles i s"), SPOKEN_DIFFERENT);
     assert_int_equal(spoken_compare("Café au lait", "Cafe au lait"), SPOKEN_DIFFERENT);
+    /* other characters of those UTF-8 ranges are not spaces: a dash, a zero-width joiner */
+    assert_int_equal(spoken_compare("a\xe2\x80\x94"
+                                    "b",
+                                    "a b"),
+                     SPOKEN_DIFFERENT);
+    assert_int_equal(spoken_compare("a\xe2\x80\x8d"
+                                    "b",
+                                    "a b"),
+                     SPOKEN_DIFFERENT);
+    /* a sequence cut short at the end of the text is no space: read, not skipped */
+    assert_int_equal(spoken_compare("a\xe2\x80", "a"), SPOKEN_START);
+    assert_int_equal(spoken_compare("a\xc2", "a\xc2"), SPOKEN_SAME);
 }
 
 /* Long texts: compared in one pass, whatever their gaps. */
