@@ -6,9 +6,22 @@
 #include <openssl/rand.h>
 #include <stdio.h>
 
+/* An OpenAI message's own fields, in every format when the turn has them: without them an
+ * entry of a tool call or its result is no message a model takes back (history.h). */
+static const char *const history_message_fields[] = {"tool_calls", "tool_call_id", "name"};
+
 static const char *const history_full_fields[] = {
-    "seq",   "turn_idx",      "tool_calls", "tool_call_id", "name",      "model",
-    "usage", "finish_reason", "ttft_us",    "latency_us",   "importance"};
+    "seq", "turn_idx", "model", "usage", "finish_reason", "ttft_us", "latency_us", "importance"};
+
+/* t's fields of names present in c as they are. */
+static void history_copy(json_t *c, json_t *t, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(t, names[i]);
+        if (v != NULL)
+            json_object_set(c, names[i], v);
+    }
+}
 
 /* A new reference to v, or null when absent (the packers want a value). */
 static json_t *history_or_null(json_t *v)
@@ -42,11 +55,9 @@ json_t *history_content(json_t *t, int full)
         history_or_null(json_object_get(t, "content")), "turn_id",
         history_or_null(json_object_get(t, "turn_id")), "timestamp",
         history_or_null(json_object_get(t, "timestamp")), "metadata", history_metadata(t));
-    for (size_t i = 0; full && i < UTIL_ARRAY_LEN(history_full_fields); i++) {
-        json_t *v = json_object_get(t, history_full_fields[i]);
-        if (v != NULL)
-            json_object_set(c, history_full_fields[i], v);
-    }
+    history_copy(c, t, history_message_fields, UTIL_ARRAY_LEN(history_message_fields));
+    if (full)
+        history_copy(c, t, history_full_fields, UTIL_ARRAY_LEN(history_full_fields));
     return c;
 }
 

@@ -4,9 +4,12 @@
  * webhook dump). Pure: JSON in, JSON out; no SQLite, no HTTP.
  *
  * A content entry is {role, content, turn_id, timestamp, metadata:{source, interrupted,
- * interrupt_timestamp, original, ...the client's own metadata}}; "full" adds memproxy's own
- * fields (seq, turn_idx, tool_calls, tool_call_id, name, model, usage, finish_reason,
- * ttft_us, latency_us, importance).
+ * interrupt_timestamp, original, ...the client's own metadata}} and, when the turn has them,
+ * the OpenAI message fields tool_calls, tool_call_id and name: a tool call and its result
+ * read back are messages a model takes again (Agora's shape has no field for them, and a
+ * history passed to a new session as its seed would otherwise be refused by the model's API).
+ * "full" adds memproxy's own fields (seq, turn_idx, model, usage, finish_reason, ttft_us,
+ * latency_us, importance).
  *
  * Ownership: inputs are only read; every json_t returned is new (caller decrefs).
  */

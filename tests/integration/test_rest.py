@@ -80,6 +80,27 @@ class Rest(unittest.TestCase):
         self.assertTrue(text.startswith("ASSISTANT: Hi, what can I do for you?\n\nUSER: Tell me"))
         self.assertTrue(text.endswith("ASSISTANT: You asked for a joke about cats."))
 
+    def test_history_with_tool_calls_is_messages_again(self):
+        """A call that used a tool: its history's entries carry OpenAI's tool fields in the
+        default format, so they go back to a model as they are (a tool result needs the call
+        it answers); format=full as well; a turn without them gets none."""
+        call = {"id": "call_7", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}
+        self.mock.config(reply="It is sunny in Oslo.")
+        self.chat({"model": "m", "session_id": "tools", "messages": [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_7", "name": "weather",
+             "content": "{\"sky\":\"sunny\"}"}]})
+        for fmt in ("", "?format=full"):
+            status, h = self.api("GET", "/v1/sessions/tools/history" + fmt)
+            self.assertEqual(status, 200, h)
+            got = [(m["role"], m.get("tool_calls"), m.get("tool_call_id"), m.get("name"))
+                   for m in h["contents"]]
+            self.assertEqual(got, [("user", None, None, None), ("assistant", [call], None, None),
+                                   ("tool", None, "call_7", "weather"),
+                                   ("assistant", None, None, None)])
+
     def test_list_get_patch_stop_delete(self):
         for sid in ("s1", "s2", "s3"):
             self.chat({"model": "m", "session_id": sid, "user_id": "u-" + sid,
