@@ -70,3 +70,9 @@ enum spoken_match spoken_compare(const char *said, const char *heard)
             return SPOKEN_DIFFERENT;
     }
 }
+
+int spoken_empty(const char *text)
+{
+    struct spoken_reader r = {.p = (const unsigned char *)text};
+    return spoken_next(&r) < 0;
+}

@@ -26,4 +26,8 @@ enum spoken_match {
 
 enum spoken_match spoken_compare(const char *said, const char *heard);
 
+/* Does text say nothing (only whitespace and marks)? A platform's copy of a reply the caller
+ * barged into before its first word. */
+int spoken_empty(const char *text);
+
 #endif

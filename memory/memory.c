@@ -588,8 +588,9 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
 /* A later request's window brought this reply's turn before the reply was recorded (the
  * caller barged in while it streamed, and the platform's next request was read before the
  * hang-up): the assistant message stored from that window is what was heard of this reply,
- * when its text begins the reply's, or is all of it, as spoken (base/spoken.h). memproxy's own
- * replies carry their latency; a window's copy does not. Its position, or -1. */
+ * when its text begins the reply's, is all of it, or is nothing (the caller barged in before
+ * the first word), as spoken (base/spoken.h). memproxy's own replies carry their latency; a
+ * window's copy does not. Its position, or -1. */
 static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, json_t *reply)
 {
     long i = (long)turnlist_size(e->turns), q;
@@ -611,17 +612,20 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
     if (q < 0)
         return -1; /* not after the question this reply answers */
     const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
-    return *heard != '\0' && spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
+    json_t *calls = json_object_get(w, "tool_calls");
+    if (spoken_empty(heard)) /* a message that calls tools says nothing and is no copy */
+        return json_is_array(calls) && json_array_size(calls) > 0 ? -1 : i;
+    return spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
 }
 
-/* Reply t, with what was heard of it (w: memory_heard_first): when it was cut short (a start
- * of it as spoken, or either says so), w's text is its content and the generated text its
- * original, and the first interruption time is kept; heard whole, t stays as generated. */
+/* Reply t, with what was heard of it (w: memory_heard_first): when it was cut short (w's text
+ * is not all of it as spoken, or either says so), w's text is its content and the generated text
+ * its original, and the first interruption time is kept; heard whole, t stays as generated. */
 static void memory_reply_heard(json_t *t, json_t *w)
 {
     json_t *generated = json_incref(json_object_get(t, "content"));
     int cut =
-        spoken_compare(json_string_value(generated), memory_str(w, "content")) == SPOKEN_START ||
+        spoken_compare(json_string_value(generated), memory_str(w, "content")) != SPOKEN_SAME ||
         json_is_true(json_object_get(w, "interrupted")) ||
         json_is_true(json_object_get(t, "interrupted"));
     json_t *its = json_object_get(w, "interrupt_timestamp");

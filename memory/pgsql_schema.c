@@ -114,30 +114,37 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "CASE WHEN messages.latency_us IS NULL THEN excluded.content ELSE messages.content END"
 #define PGSQL_HEARD_SIDE                                                                           \
     "CASE WHEN messages.latency_us IS NULL THEN messages.content ELSE excluded.content END"
+#define PGSQL_HEARD_TOOLS                                                                          \
+    "CASE WHEN messages.latency_us IS NULL THEN messages.tool_calls ELSE excluded.tool_calls END"
+#define PGSQL_REPLY_SPOKEN PGSQL_SPOKEN(PGSQL_REPLY_SIDE)
+#define PGSQL_HEARD_SPOKEN PGSQL_SPOKEN(PGSQL_HEARD_SIDE)
+
+/* The heard row is what was heard of the reply, as reconcile has it: a strict start of it as
+ * spoken (base/spoken.h; a platform sends back its text-to-speech's words, and the same words
+ * in full are no interruption), or nothing, the caller having barged in before the first
+ * word (but a message that calls tools says nothing and is no such copy). */
+#define PGSQL_HEARD_OF                                                                             \
+    "(" PGSQL_HEARD_SPOKEN " <> '' OR " PGSQL_HEARD_TOOLS " IS NULL) AND " PGSQL_HEARD_SPOKEN      \
+    " <> " PGSQL_REPLY_SPOKEN " AND starts_with(" PGSQL_REPLY_SPOKEN ", " PGSQL_HEARD_SPOKEN ")"
 
 /* A turn's row that is there already (the same turn, role and index): nothing, but for one case.
  * Replicas without sticky routing: at a barge-in, the replica whose stream the caller cut
  * short records the reply (memproxy's: it has a latency) while another, reading the next
- * request, stores what was heard of it (a shorter start, no latency) under the same key. In
+ * request, stores what was heard of it (PGSQL_HEARD_OF; no latency) under the same key. In
  * one process the later of the two takes the other's row (memory_heard_first, reconcile); here
  * the insert that comes second does it in SQL, whichever that is: content what was heard,
- * original what was generated, interrupted, and the reply's model, usage and timings. What was
- * heard is a start of the reply as spoken (base/spoken.h), as reconcile has it: a platform
- * sends back its text-to-speech's words; the same words in full are no interruption. */
-#define PGSQL_TURN_MERGE                                                                                                                \
-    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                                                     \
-    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "                                          \
-    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "                                         \
-    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "                                          \
-    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "                                         \
-    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "                                               \
-    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                                                              \
-    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "                                         \
-    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "                                         \
-    "<> (excluded.latency_us IS NULL) AND " PGSQL_SPOKEN(                                                                               \
-        PGSQL_HEARD_SIDE) " <> '' "                                                                                                     \
-                          "AND " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) " <> " PGSQL_SPOKEN(PGSQL_REPLY_SIDE) " AND starts_with(" PGSQL_SPOKEN( \
-                              PGSQL_REPLY_SIDE) ", " PGSQL_SPOKEN(PGSQL_HEARD_SIDE) ") "
+ * original what was generated, interrupted, and the reply's model, usage and timings. */
+#define PGSQL_TURN_MERGE                                                                           \
+    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                \
+    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "     \
+    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "    \
+    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "     \
+    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "    \
+    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "          \
+    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                         \
+    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "    \
+    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "    \
+    "<> (excluded.latency_us IS NULL) AND " PGSQL_HEARD_OF " "
 
 static const char *const pgsql_sql[PG__COUNT] = {
     /* updated_ms moves only when $4 ms old (store_opts.touch_ms): it is indexed, and an

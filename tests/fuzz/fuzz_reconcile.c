@@ -84,9 +84,9 @@ static void fuzz_rec_same_by_views(json_t *store, json_t *incoming,
 }
 
 /* Stored mode's check of a client message against a stored reply (reconcile_heard): an
- * update names that reply, carries the message's text as heard, which begins (as spoken,
- * base/spoken.h) the generated text it keeps or the reply's own (a stored reply need not begin its
- * original), and comes for a reply only. */
+ * update names that reply, carries the message's text as heard, which is nothing or begins (as
+ * spoken, base/spoken.h) the generated text it keeps or the reply's own (a stored reply need not
+ * begin its original), and comes for a reply only. */
 static void fuzz_rec_heard(json_t *store, json_t *incoming)
 {
     size_t i, j;
@@ -101,7 +101,7 @@ static void fuzz_rec_heard(json_t *store, json_t *incoming)
             const char *orig = json_string_value(json_object_get(u, "original"));
             if (role == NULL || strcmp(role, "assistant") != 0 || heard == NULL || orig == NULL ||
                 !json_equal(json_object_get(u, "seq"), json_object_get(s, "seq")) ||
-                (spoken_compare(orig, heard) == SPOKEN_DIFFERENT &&
+                (!spoken_empty(heard) && spoken_compare(orig, heard) == SPOKEN_DIFFERENT &&
                  spoken_compare(json_string_value(json_object_get(s, "content")), heard) ==
                      SPOKEN_DIFFERENT &&
                  !json_is_string(json_object_get(json_object_get(m, "metadata"), "original"))))

@@ -306,6 +306,56 @@ class BargeInReadFirst(StackTest):
         """The platform sends back its text-to-speech's words (base/spoken.h)."""
         barge_in_read_first(self, self.mock, self.mp, self.mp, reply=SPOKEN_REPLY)
 
+    def test_nothing_heard(self):
+        """The caller barged in before the first word: the platform sends the reply back
+        empty."""
+        barge_in_read_first(self, self.mock, self.mp, self.mp, heard="")
+
+
+class HeardNothing(StackTest):
+    """A plain client (no turn ids) whose caller barged in before the reply's first word
+    sends the reply back empty, flagged or not: that is what was heard of it, the reply's row
+    (content empty, the generated text as original, interrupted), not a second reply. A
+    message that calls tools says nothing and is a message of its own."""
+
+    def chat(self, body, headers):
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body, headers)
+        self.assertEqual(status, 200, out)
+
+    def test_an_empty_copy_is_what_was_heard(self):
+        for flag in (False, True):
+            session = "nothing-%d" % flag
+            msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "q1"}]
+            self.mock.config(reply="Bubbles is a classic.")
+            self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": session})
+            empty = {"role": "assistant", "content": ""}
+            if flag:
+                empty["metadata"] = {"interrupted": True}
+            self.mock.config(reply="Finn.")
+            self.chat({"model": "m", "messages": msgs + [empty, {"role": "user", "content": "q2"}]},
+                      {"X-Session-Id": session})
+            rows = db_rows(self.mp.db_path, session)
+            self.assertEqual([(r["turn_id"], r["role"], r["content"], r["interrupted"],
+                               r["original"]) for r in rows], [
+                (1, "user", "q1", 0, None), (1, "assistant", "", 1, "Bubbles is a classic."),
+                (2, "user", "q2", 0, None), (2, "assistant", "Finn.", 0, None)])
+
+    def test_a_tool_call_is_not_an_empty_copy(self):
+        msgs = [{"role": "user", "content": "Weather?"}]
+        self.mock.config(reply="Let me check.")
+        self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": "tools"})
+        call = {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+        msgs += [{"role": "assistant", "content": "Let me check."},
+                 {"role": "assistant", "content": None, "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+        self.mock.config(reply="Sunny.")
+        self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": "tools"})
+        rows = db_rows(self.mp.db_path, "tools")
+        self.assertEqual([(r["role"], r["content"], r["interrupted"]) for r in rows], [
+            ("user", "Weather?", 0), ("assistant", "Let me check.", 0), ("assistant", "", 0),
+            ("tool", "sunny", 0), ("assistant", "Sunny.", 0)])
+        self.assertIn("c1", rows[2]["tool_calls"])
+
 
 # A reply whose words as spoken begin "w0 w1 w2", written with markdown, paragraphs and
 # Unicode's spaces (a no-break space, a narrow one).
@@ -329,23 +379,24 @@ def heard_then_q2(test, mp, session, heard):
 WORDS = " ".join("w%d" % i for i in range(200))
 
 
-def barge_in_read_first(test, mock, first, second, timeout=5.0, reply=WORDS):
+def barge_in_read_first(test, mock, first, second, timeout=5.0, reply=WORDS, heard="w0 w1 w2"):
     """The barge-in above: the reply streams from memproxy `first`, the next request (the
-    heard part "w0 w1 w2" and q2) is answered by `second` (the same process, or another
-    replica on the same database), then the stream is hung up. The four rows test checks are
-    the same. reply: what the model says (its words as spoken begin "w0 w1 w2 w3")."""
+    heard part, "w0 w1 w2" or nothing, and q2) is answered by `second` (the same process, or
+    another replica on the same database), then the stream is hung up. The four rows test
+    checks are the same. reply: what the model says (its words as spoken begin "w0 w1 w2
+    w3")."""
     mock.config(reply=reply)
     s = raw_connect(first.port)
     raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
                                             "session_id": "both", "messages": [Q1]})
     raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
     mock.config(reply="second")
-    heard_then_q2(test, second, "both", "w0 w1 w2")
+    heard_then_q2(test, second, "both", heard)
     s.close()
     rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
         db_rows(first.db_path, "both")), timeout=timeout, what="the first reply recorded")
     test.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
-        (1, "user", "q1"), (1, "assistant", "w0 w1 w2"), (2, "user", "q2"),
+        (1, "user", "q1"), (1, "assistant", heard), (2, "user", "q2"),
         (2, "assistant", "second")])
     test.assertEqual(rows[1]["interrupted"], 1)
     original = rows[1]["original"]  # what was generated before the hang-up: more than heard

@@ -281,6 +281,10 @@ class BargeInAcrossReplicas(unittest.TestCase):
         merge compares the two as spoken, as reconcile does in one process."""
         barge_in_read_first(self, *self.two_replicas(), timeout=30, reply=SPOKEN_REPLY)
 
+    def test_nothing_heard(self):
+        """The caller barged in before the first word: the heard row is empty."""
+        barge_in_read_first(self, *self.two_replicas(), timeout=30, heard="")
+
 class ReplicaCalls(CallsCase):
     """test_calls' voice calls, every request sent to one of two replicas at random: no
     sticky routing. The barge-ins are where replicas race: the caller hangs up a stream on

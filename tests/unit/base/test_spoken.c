@@ -95,13 +95,22 @@ static void test_long(void **state)
     free(b);
 }
 
+/* Nothing said: only whitespace and marks. */
+static void test_empty(void **state)
+{
+    (void)state;
+    assert_true(spoken_empty(""));
+    assert_true(spoken_empty(" \n** _\xc2\xa0"));
+    assert_false(spoken_empty(" a "));
+    assert_false(spoken_empty("."));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_words),
-        cmocka_unit_test(test_a_start),
-        cmocka_unit_test(test_different),
-        cmocka_unit_test(test_long),
+        cmocka_unit_test(test_same_words), cmocka_unit_test(test_a_start),
+        cmocka_unit_test(test_different),  cmocka_unit_test(test_long),
+        cmocka_unit_test(test_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -338,6 +338,21 @@ static void assert_one_new(struct reconcile_result *r, const char *new, int64_t 
     reconcile_result_clear(r);
 }
 
+/* Reconciling window into store brings one new message and one update: turn's reply, now
+ * content heard, original generated, interrupted. */
+static void assert_heard(json_t *store, const char *window, int64_t turn, const char *heard,
+                         const char *generated)
+{
+    struct reconcile_result r = run_text(store, window);
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_int_equal(json_array_size(r.updates), 1);
+    reconcile_result_clear(&r);
+    json_t *cut = find(store, turn, "assistant", 0);
+    assert_string_equal(str(cut, "content"), heard);
+    assert_string_equal(str(cut, "original"), generated);
+    assert_true(json_is_true(json_object_get(cut, "interrupted")));
+}
+
 /* A platform sends back what its text-to-speech said (base/spoken.h): the reply's words with
  * single spaces and no markdown marks, cut where the caller barged in. A copy of a whole
  * reply is that reply, not a new one and not an interruption; a cut copy is what was heard.
@@ -357,16 +372,36 @@ static void test_replies_as_spoken(void **state)
     assert_false(json_is_true(json_object_get(whole, "interrupted")));
 
     record_reply(store, "Try **Goldie**, or\nperhaps *Nemo*.", 2, 0);
-    r = run_text(store, "[" Q(1) "," A("Bubbles is a classic. Finn suits a fast one.") "," Q(
-                            2) "," A("Try Goldie, or perh") "," Q(3) "]");
-    assert_int_equal(json_array_size(r.inserts), 1);
-    assert_int_equal(json_array_size(r.updates), 1);
-    reconcile_result_clear(&r);
-    json_t *cut = find(store, 2, "assistant", 0);
-    assert_string_equal(str(cut, "content"), "Try Goldie, or perh");
-    assert_string_equal(str(cut, "original"), "Try **Goldie**, or\nperhaps *Nemo*.");
-    assert_true(json_is_true(json_object_get(cut, "interrupted")));
+    assert_heard(store,
+                 "[" Q(1) "," A("Bubbles is a classic. Finn suits a fast one.") "," Q(2) "," A(
+                     "Try Goldie, or perh") "," Q(3) "]",
+                 2, "Try Goldie, or perh", "Try **Goldie**, or\nperhaps *Nemo*.");
     assert_int_equal(json_array_size(store), 5);
+    json_decref(store);
+}
+
+/* The caller barged in before the reply's first word: the platform sends it back empty (or
+ * only marks), flagged or not. That is what was heard of the reply (content empty, generated
+ * as original), not a second reply; a message that calls tools says nothing and is none. */
+static void test_nothing_heard(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "Bubbles is a classic.", 1, 0);
+    assert_heard(store, "[" Q(1) "," A(" ** ") "," Q(2) "]", 1, " ** ", "Bubbles is a classic.");
+
+    record_reply(store, "Finn.", 2, 0);
+    r = run_text(
+        store, "[" Q(1) "," A(" ** ") "," Q(
+                   2) ","
+                      "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\","
+                      "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}"
+                      "]");
+    assert_int_equal(json_array_size(r.inserts), 1); /* the call: a message of its own */
+    assert_int_equal(json_array_size(r.updates), 0);
+    reconcile_result_clear(&r);
+    assert_false(json_is_true(json_object_get(find(store, 2, "assistant", 0), "interrupted")));
     json_decref(store);
 }
 
@@ -804,6 +839,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_heard),
         cmocka_unit_test(test_unheard_reply_left_out),
         cmocka_unit_test(test_replies_as_spoken),
+        cmocka_unit_test(test_nothing_heard),
         cmocka_unit_test(test_reply_recorded_after_next_question),
         cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
         cmocka_unit_test(test_heard_part_passes_a_late_reply),
