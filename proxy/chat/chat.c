@@ -211,8 +211,10 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
         return;
     }
     reply_flush(c->reply);
-    if (body != NULL && reply_set_body(c->reply, body, len) != 0)
-        log_warn("upstream answered 2xx with a body that is not a JSON object");
+    if (body != NULL && reply_set_body(c->reply, body, len) != 0 &&
+        reply_set_events(c->reply, body, len) != 0)
+        log_warn("upstream answered 2xx with a body that is neither a JSON object nor an event "
+                 "stream");
     if (c->rec == NULL) {
         chat_reply_of(c, r, &mr);
         chat_cache_keep(c, &mr);

@@ -3,6 +3,7 @@
 #include "base/jtext.h"
 #include "base/util.h"
 #include "proxy/chat/chunkscan.h"
+#include "proxy/chat/sse.h"
 
 #include <string.h>
 
@@ -277,6 +278,40 @@ int reply_set_body(struct reply *r, const char *body, size_t len)
         return 0;
     }
     return reply_set_body_tree(r, body, len);
+}
+
+/* Does body begin as an event stream does (a field or a comment line)? */
+static int reply_looks_like_events(const char *body, size_t len)
+{
+    static const char *const starts[] = {"data:", "event:", "id:", "retry:", ":"};
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
+        i++;
+    for (size_t k = 0; k < UTIL_ARRAY_LEN(starts); k++) {
+        size_t n = strlen(starts[k]);
+        if (len - i >= n && memcmp(body + i, starts[k], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int reply_body_event(void *arg, const struct sse_event *ev)
+{
+    if (ev->data != NULL && !sse_is_done(ev))
+        reply_add_chunk(arg, ev->data, ev->data_len);
+    return 0;
+}
+
+int reply_set_events(struct reply *r, const char *body, size_t len)
+{
+    if (!reply_looks_like_events(body, len))
+        return -1;
+    struct sse_parser *p = sse_parser_create(REPLY_MAX_EVENT);
+    int rc = sse_parser_feed(p, body, len, reply_body_event, r);
+    if (rc == 0 && sse_parser_pending(p) > 0) /* a last event without its blank line */
+        rc = sse_parser_feed(p, "\n\n", 2, reply_body_event, r);
+    sse_parser_destroy(p);
+    return rc;
 }
 
 int reply_set_body_tree(struct reply *r, const char *body, size_t len)

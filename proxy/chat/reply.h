@@ -55,6 +55,13 @@ void reply_flush(struct reply *r);
 int reply_set_body(struct reply *r, const char *body, size_t len);
 int reply_set_body_tree(struct reply *r, const char *body, size_t len);
 
+/* A whole body that is an event stream, though the request asked for none (a server that
+ * ignores "stream": false): its events' data taken as streamed chunks, so the reply is
+ * recorded as the client got it. 0, or -1 when body is no event stream or an event passes
+ * REPLY_MAX_EVENT (what was read before it stays). */
+#define REPLY_MAX_EVENT (1024 * 1024)
+int reply_set_events(struct reply *r, const char *body, size_t len);
+
 const char *reply_content(const struct reply *r, size_t *len);
 const char *reply_finish_reason(const struct reply *r); /* NULL until one arrives */
 const char *reply_model(const struct reply *r);         /* NULL until one arrives */

@@ -4,7 +4,8 @@
  * body. Each chunk also goes to a second reply through the full parse only
  * (reply_add_chunk_tree): the common chunk's shortcut (proxy/chunkscan.h) must leave both
  * replies the same and classify the chunk the same. The whole input, read as a body, goes the
- * same two ways (reply_set_body, reply_set_body_tree).
+ * same two ways (reply_set_body, reply_set_body_tree), and once more as an event stream
+ * (reply_set_events).
  */
 #include "fuzz.h"
 #include "proxy/chat/reply.h"
@@ -62,6 +63,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         reply_set_body_tree(body_tree, (const char *)data, size))
         abort();
     same_replies(body, body_tree);
+    /* the whole input as an event stream (a server that streamed though asked not to) */
+    struct reply *events = reply_create();
+    reply_set_events(events, (const char *)data, size);
+    if (strlen(reply_content(events, &len)) > len)
+        __builtin_trap();
+    reply_destroy(events);
     reply_destroy(body);
     reply_destroy(body_tree);
     reply_destroy(r);

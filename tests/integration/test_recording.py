@@ -312,6 +312,24 @@ class BargeInReadFirst(StackTest):
         barge_in_read_first(self, self.mock, self.mp, self.mp, heard="")
 
 
+class UpstreamStreamsAnyway(StackTest):
+    """An upstream that ignores "stream": false and answers with an event stream: the client
+    gets the bytes as they came, and the reply is recorded from the events (it was recorded
+    empty)."""
+
+    def test_the_reply_is_recorded_from_its_events(self):
+        self.mock.config(always_stream=True, reply="Here it is, in pieces.")
+        status, hdrs, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "messages": [{"role": "user", "content": "q1"}]},
+            {"X-Session-Id": "streamed"})
+        self.assertEqual(status, 200, out)
+        self.assertTrue(hdrs["content-type"].startswith("text/event-stream"))
+        self.assertIn(b"data: [DONE]", out)
+        rows = db_rows(self.mp.db_path, "streamed")
+        self.assertEqual([(r["role"], r["content"], r["finish_reason"]) for r in rows], [
+            ("user", "q1", None), ("assistant", "Here it is, in pieces.", "stop")])
+
+
 class HeardNothing(StackTest):
     """A plain client (no turn ids) whose caller barged in before the reply's first word
     sends the reply back empty, flagged or not: that is what was heard of it, the reply's row

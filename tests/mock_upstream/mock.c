@@ -13,6 +13,8 @@
  *   token_delay_ms   delay between tokens
  *   fail_status      answer every chat request with this HTTP status and an OpenAI error body
  *   hang             never answer (no headers at all)
+ *   always_stream    answer every chat request as a stream, "stream": false or not (as a
+ *                    server that ignores the field does)
  *   drop_after       close the connection abruptly after this many tokens (-1 = never)
  *   stall_after      after this many tokens (-1 = never) send nothing for stall_ms, then go on
  *   stall_ms         how long that silence lasts
@@ -71,7 +73,7 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
-    int hang, echo, seeded, summaries;
+    int hang, echo, seeded, summaries, always_stream;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -364,7 +366,7 @@ static void mock_chat(struct evhttp_request *req, json_t *body)
     }
     struct mock_resp *r = calloc(1, sizeof(*r));
     r->req = req;
-    r->stream = json_is_true(json_object_get(body, "stream"));
+    r->stream = json_is_true(json_object_get(body, "stream")) || mock_cfg.always_stream;
     r->include_usage =
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
     snprintf(r->id, sizeof(r->id), "chatcmpl-mock-%ld", ++mock_seq);
@@ -498,6 +500,8 @@ static void mock_set_config(json_t *c)
     }
     if ((v = json_object_get(c, "hang")))
         mock_cfg.hang = json_is_true(v);
+    if ((v = json_object_get(c, "always_stream")))
+        mock_cfg.always_stream = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
     if ((v = json_object_get(c, "seeded")))

@@ -164,6 +164,25 @@ static void test_body(void **state)
     reply_destroy(r);
 }
 
+/* A body that is an event stream though none was asked for: its events are the reply, the
+ * last one without its blank line too; a body of neither kind is refused. */
+static void test_body_of_events(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *body =
+        "\r\n: keep-alive\n\ndata: {\"model\":\"m\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}"
+        "\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":"
+        "\"stop\"}]}\n\ndata: [DONE]";
+    assert_int_equal(reply_set_events(r, body, strlen(body)), 0);
+    assert_string_equal(reply_content(r, &len), "Hi there");
+    assert_string_equal(reply_finish_reason(r), "stop");
+    assert_string_equal(reply_model(r), "m");
+    assert_int_equal(reply_set_events(r, "{\"data:\": 1}", 12), -1);
+    assert_int_equal(reply_set_events(r, "", 0), -1);
+    reply_destroy(r);
+}
+
 static void test_content_cap(void **state)
 {
     struct reply *r = reply_create();
@@ -330,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_body_calls_replace_deltas),
         cmocka_unit_test(test_odd_chunks),
         cmocka_unit_test(test_body),
+        cmocka_unit_test(test_body_of_events),
         cmocka_unit_test(test_content_cap),
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
