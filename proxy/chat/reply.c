@@ -182,6 +182,28 @@ static void reply_add_tool_calls(struct reply *r, json_t *calls)
 }
 
 /* One choice's delta (stream) or message (body): only choice 0 is the spoken reply. */
+/* Content as an array of parts (Mistral's, and OpenAI's message shape): the text parts' text;
+ * other parts (a model's "thinking", images) are not said. A whole message's parts are joined
+ * by a newline, as base/msg.h reads a client's; a delta's are pieces of one stream. */
+static void reply_take_parts(struct reply *r, json_t *parts, int whole)
+{
+    size_t i;
+    json_t *p;
+    int any = 0;
+    json_array_foreach(parts, i, p) {
+        json_t *text = json_object_get(p, "text");
+        const char *type = json_string_value(json_object_get(p, "type"));
+        if (!json_is_string(text) || json_string_length(text) == 0 ||
+            (type != NULL && strcmp(type, "text") != 0))
+            continue;
+        if (whole && any)
+            reply_append(r, "\n", 1);
+        reply_append(r, json_string_value(text), json_string_length(text));
+        any = 1;
+    }
+    r->chunks += any;
+}
+
 static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
 {
     json_t *msg = json_object_get(choice, part);
@@ -189,6 +211,8 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     if (json_is_string(content) && json_string_length(content) > 0) {
         reply_append(r, json_string_value(content), json_string_length(content));
         r->chunks++;
+    } else if (json_is_array(content)) {
+        reply_take_parts(r, content, strcmp(part, "message") == 0);
     }
     json_t *calls = json_object_get(msg, "tool_calls");
     if (json_is_array(calls)) {

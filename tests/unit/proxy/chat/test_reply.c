@@ -183,6 +183,31 @@ static void test_body_of_events(void **state)
     reply_destroy(r);
 }
 
+/* Content as an array of parts, streamed and whole: the text parts are what was said (a
+ * model's "thinking" is not); a whole message's parts are joined by a newline. */
+static void test_content_parts(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    const char *d1 =
+        "{\"choices\":[{\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":"
+        "[{\"type\":\"text\",\"text\":\"hmm\"}]},{\"type\":\"text\",\"text\":\"Part\"}]}}]}";
+    const char *d2 = "{\"choices\":[{\"delta\":{\"content\":[{\"type\":\"text\",\"text\":"
+                     "\" one.\"}]},\"finish_reason\":\"stop\"}]}";
+    reply_add_chunk(r, d1, strlen(d1));
+    reply_add_chunk(r, d2, strlen(d2));
+    assert_string_equal(reply_content(r, &len), "Part one.");
+    assert_int_equal(reply_chunks(r), 2);
+    reply_destroy(r);
+    r = reply_create();
+    const char *body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":["
+                       "{\"type\":\"text\",\"text\":\"Part one.\"},{\"type\":\"image_url\"},"
+                       "{\"type\":\"text\",\"text\":\"Part two.\"}]},\"finish_reason\":\"stop\"}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_content(r, &len), "Part one.\nPart two.");
+    reply_destroy(r);
+}
+
 static void test_content_cap(void **state)
 {
     struct reply *r = reply_create();
@@ -350,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_odd_chunks),
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_body_of_events),
+        cmocka_unit_test(test_content_parts),
         cmocka_unit_test(test_content_cap),
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
