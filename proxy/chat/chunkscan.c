@@ -203,6 +203,11 @@ static int cs_choice_member(struct chunkscan_in *in, const struct chunkscan_span
         return cs_once(seen, CS_FINISH) && cs_string_or_null(in, &out->finish_reason, 1);
     if (cs_key_is(k, "logprobs"))
         return cs_word(in, "null");
+    if (cs_key_is(k, "index")) { /* 0: another choice (n > 1) goes the general way */
+        cs_ws(in);
+        const char *d = in->p;
+        return cs_integer(in) && in->p == d + 1 && *d == '0';
+    }
     if (cs_key_is(k, in->body ? "delta" : "message"))
         return 0; /* the other kind */
     return cs_scalar(in, NULL);

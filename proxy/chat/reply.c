@@ -204,6 +204,15 @@ static void reply_take_parts(struct reply *r, json_t *parts, int whole)
     r->chunks += any;
 }
 
+/* Is choice an object of the first choice (index 0, or none)? A request with n > 1 streams
+ * its choices' deltas interleaved; the first is the reply recorded, as a whole body's first. */
+static int reply_first_choice(json_t *choice)
+{
+    json_t *index = json_object_get(choice, "index");
+    return json_is_object(choice) && (index == NULL || json_is_null(index) ||
+                                      (json_is_integer(index) && json_integer_value(index) == 0));
+}
+
 static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
 {
     json_t *msg = json_object_get(choice, part);
@@ -283,7 +292,7 @@ enum reply_chunk reply_add_chunk_tree(struct reply *r, const char *data, size_t 
     }
     reply_take_common(r, root);
     json_t *choice = json_array_get(choices, 0);
-    if (json_is_object(choice))
+    if (reply_first_choice(choice))
         reply_take_choice(r, choice, "delta");
     json_decref(root);
     return kind;

@@ -208,6 +208,27 @@ static void test_content_parts(void **state)
     reply_destroy(r);
 }
 
+/* A request with n > 1: its choices' deltas come interleaved; the first choice is the reply
+ * (as a whole body's first), the fast path and the tree alike. */
+static void test_other_choices(void **state)
+{
+    struct reply *r = reply_create(), *tree = reply_create();
+    size_t len;
+    for (int i = 0; i < 4; i++) {
+        char chunk[160];
+        snprintf(chunk, sizeof(chunk),
+                 "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":%d,\"delta\":"
+                 "{\"content\":\"%s\"},\"logprobs\":null,\"finish_reason\":null}]}",
+                 i % 2, i % 2 ? "No" : "Yes");
+        reply_add_chunk(r, chunk, strlen(chunk));
+        reply_add_chunk_tree(tree, chunk, strlen(chunk));
+    }
+    assert_string_equal(reply_content(r, &len), "YesYes");
+    assert_string_equal(reply_content(tree, &len), "YesYes");
+    reply_destroy(r);
+    reply_destroy(tree);
+}
+
 static void test_content_cap(void **state)
 {
     struct reply *r = reply_create();
@@ -376,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_body),
         cmocka_unit_test(test_body_of_events),
         cmocka_unit_test(test_content_parts),
+        cmocka_unit_test(test_other_choices),
         cmocka_unit_test(test_content_cap),
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
