@@ -1,7 +1,6 @@
 #include "base/spoken.h"
 
 #include <stddef.h>
-#include <string.h>
 
 /* A text read as spoken, one byte at a time. */
 struct spoken_reader {
@@ -10,12 +9,10 @@ struct spoken_reader {
     int started; /* a byte given already: a gap before the next one is a space */
 };
 
-/* The length of the whitespace character at p, or 0: ASCII's and Unicode's (UTF-8), the set
- * Python's str.split() splits words on, as a client joining a TTS's words by it does. */
+/* The length of the Unicode whitespace character (UTF-8) at p, or 0. With ASCII's (below),
+ * the set Python's str.split() splits words on, as a client joining a TTS's words by it does. */
 static size_t spoken_space(const unsigned char *p)
 {
-    if (*p == ' ' || (*p >= '\t' && *p <= '\r') || (*p >= 0x1c && *p <= 0x1f))
-        return 1;
     if (p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) /* NEL, no-break space */
         return 2;
     if (p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) /* ogham space mark */
@@ -29,10 +26,16 @@ static size_t spoken_space(const unsigned char *p)
     return 0;
 }
 
-static int spoken_is_mark(unsigned char c)
-{
-    return c != 0 && strchr("*_`#~", c) != NULL;
-}
+/* What a byte may be, read as spoken: most are said as they are (0). */
+enum spoken_class { SPOKEN_SAID, SPOKEN_END, SPOKEN_SPACE, SPOKEN_MARK, SPOKEN_LEAD };
+
+static const unsigned char spoken_classes[256] = {
+    [0] = SPOKEN_END,      ['\t'] = SPOKEN_SPACE, ['\n'] = SPOKEN_SPACE, [0x0b] = SPOKEN_SPACE,
+    [0x0c] = SPOKEN_SPACE, ['\r'] = SPOKEN_SPACE, [0x1c] = SPOKEN_SPACE, [0x1d] = SPOKEN_SPACE,
+    [0x1e] = SPOKEN_SPACE, [0x1f] = SPOKEN_SPACE, [' '] = SPOKEN_SPACE,  ['*'] = SPOKEN_MARK,
+    ['_'] = SPOKEN_MARK,   ['`'] = SPOKEN_MARK,   ['#'] = SPOKEN_MARK,   ['~'] = SPOKEN_MARK,
+    [0xc2] = SPOKEN_LEAD,  [0xe1] = SPOKEN_LEAD,  [0xe2] = SPOKEN_LEAD,  [0xe3] = SPOKEN_LEAD,
+};
 
 /* The next byte as spoken (a gap between words is one ' '), or -1 at the end. */
 static int spoken_next(struct spoken_reader *r)
@@ -40,28 +43,45 @@ static int spoken_next(struct spoken_reader *r)
     for (;; r->p++) {
         unsigned char c = *r->p;
         size_t n;
-        if (c == 0)
+        switch (spoken_classes[c]) {
+        case SPOKEN_END:
             return -1;
-        if ((n = spoken_space(r->p)) > 0) {
+        case SPOKEN_MARK:
+            continue;
+        case SPOKEN_SPACE:
             r->gap = 1;
-            r->p += n - 1;
-        } else if (!spoken_is_mark(c)) {
-            if (r->gap && r->started) {
-                r->gap = 0;
-                return ' '; /* c again on the next call */
+            continue;
+        case SPOKEN_LEAD:
+            if ((n = spoken_space(r->p)) > 0) {
+                r->gap = 1;
+                r->p += n - 1;
+                continue;
             }
-            r->gap = 0;
-            r->started = 1;
-            r->p++;
-            return c;
+            break;
+        default:
+            break;
         }
+        if (r->gap && r->started) {
+            r->gap = 0;
+            return ' '; /* c again on the next call */
+        }
+        r->gap = 0;
+        r->started = 1;
+        r->p++;
+        return c;
     }
 }
 
 enum spoken_match spoken_compare(const char *said, const char *heard)
 {
-    struct spoken_reader a = {.p = (const unsigned char *)said};
-    struct spoken_reader b = {.p = (const unsigned char *)heard};
+    const unsigned char *x0 = (const unsigned char *)said, *y0 = (const unsigned char *)heard;
+    size_t i = 0;
+    /* the bytes both begin with and say as they are: read as spoken, they are themselves
+     * (most texts compared differ within a few bytes, or not at all) */
+    while (x0[i] == y0[i] && spoken_classes[x0[i]] == SPOKEN_SAID)
+        i++;
+    struct spoken_reader a = {.p = x0 + i, .started = i > 0};
+    struct spoken_reader b = {.p = y0 + i, .started = i > 0};
     for (;;) {
         int x = spoken_next(&a), y = spoken_next(&b);
         if (y < 0)
