@@ -37,6 +37,22 @@ int rest_match(const char *path, size_t len)
 
 /* ---- sessions: reads ---- */
 
+/* A turn's tool calls in a text transcript: "[calls name(arguments)]" each, after what was
+ * said (said: some text came before on its line). A turn that only calls tools says nothing,
+ * and read alone said nothing at all. */
+static void rest_text_calls(struct evbuffer *out, json_t *t, int said)
+{
+    size_t i;
+    json_t *call;
+    json_array_foreach(json_object_get(t, "tool_calls"), i, call) {
+        json_t *fn = json_object_get(call, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        evbuffer_add_printf(out, "%s[calls %s(%s)]", said || i ? " " : "", name ? name : "?",
+                            args ? args : "");
+    }
+}
+
 static void rest_history_text(struct worker *w, struct evhttp_request *req, json_t *turns)
 {
     struct evbuffer *out = evbuffer_new();
@@ -47,8 +63,9 @@ static void rest_history_text(struct worker *w, struct evhttp_request *req, json
         snprintf(role, sizeof(role), "%s", json_string_value(json_object_get(t, "role")));
         for (char *r = role; *r; r++)
             *r = (char)toupper((unsigned char)*r);
-        evbuffer_add_printf(out, "%s%s: %s", i ? "\n\n" : "", role,
-                            json_string_value(json_object_get(t, "content")));
+        const char *content = json_string_value(json_object_get(t, "content"));
+        evbuffer_add_printf(out, "%s%s: %s", i ? "\n\n" : "", role, content ? content : "");
+        rest_text_calls(out, t, content != NULL && *content != '\0');
     }
     respond_send_buffer(w, METRICS_ROUTE_REST, req, 200, "text/plain; charset=utf-8", out);
     evbuffer_free(out);

@@ -100,6 +100,9 @@ class Rest(unittest.TestCase):
             self.assertEqual(got, [("user", None, None, None), ("assistant", [call], None, None),
                                    ("tool", None, "call_7", "weather"),
                                    ("assistant", None, None, None)])
+        status, text = self.api("GET", "/v1/sessions/tools/history?format=text")
+        self.assertEqual(text, 'USER: Weather in Oslo?\n\nASSISTANT: [calls weather({"city":'
+                               '"Oslo"})]\n\nTOOL: {"sky":"sunny"}\n\nASSISTANT: It is sunny in Oslo.')
 
     def test_list_get_patch_stop_delete(self):
         for sid in ("s1", "s2", "s3"):
