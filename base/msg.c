@@ -89,6 +89,12 @@ int msg_role_is_system(const char *role)
     return role != NULL && (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0);
 }
 
+int msg_calls_tools(json_t *m)
+{
+    json_t *calls = json_object_get(m, "tool_calls");
+    return json_is_array(calls) && json_array_size(calls) > 0;
+}
+
 json_t *msg_voice(json_t *m, const char *key)
 {
     json_t *v = json_object_get(json_object_get(m, "metadata"), key);

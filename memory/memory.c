@@ -612,9 +612,8 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
     if (q < 0)
         return -1; /* not after the question this reply answers */
     const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
-    json_t *calls = json_object_get(w, "tool_calls");
     if (spoken_empty(heard)) /* a message that calls tools says nothing and is no copy */
-        return json_is_array(calls) && json_array_size(calls) > 0 ? -1 : i;
+        return msg_calls_tools(w) ? -1 : i;
     return spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
 }
 

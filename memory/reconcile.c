@@ -204,13 +204,6 @@ static const char *reconcile_content(const struct reconcile_msg *w)
     return json_string_value(w->text);
 }
 
-/* Does json message m call tools? */
-static int reconcile_calls_tools(json_t *m)
-{
-    json_t *calls = json_object_get(m, "tool_calls");
-    return json_is_array(calls) && json_array_size(calls) > 0;
-}
-
 /* w is what was heard of s: an assistant reply cut short, its start as the platform sent it
  * back (byte for byte, or as spoken: base/spoken.h); or nothing of it, the caller having
  * barged in before its first word (a message that calls tools says nothing and is none). */
@@ -221,7 +214,7 @@ static int reconcile_heard_of(const struct reconcile_view *s, const struct recon
     if (strcmp(s->role, "assistant") != 0)
         return 0;
     if (spoken_empty(wc))
-        return !reconcile_calls_tools(w->msg) && !spoken_empty(s->content);
+        return !msg_calls_tools(w->msg) && !spoken_empty(s->content);
     if ((wl < strlen(s->content) && strncmp(s->content, wc, wl) == 0) ||
         (wl < strlen(orig) && strncmp(orig, wc, wl) == 0))
         return 1;

@@ -181,7 +181,6 @@ static void reply_add_tool_calls(struct reply *r, json_t *calls)
     }
 }
 
-/* One choice's delta (stream) or message (body): only choice 0 is the spoken reply. */
 /* Content as an array of parts (Mistral's, and OpenAI's message shape): the text parts' text;
  * other parts (a model's "thinking", images) are not said. A whole message's parts are joined
  * by a newline, as base/msg.h reads a client's; a delta's are pieces of one stream. */
@@ -213,6 +212,7 @@ static int reply_first_choice(json_t *choice)
                                       (json_is_integer(index) && json_integer_value(index) == 0));
 }
 
+/* One choice's delta (stream) or message (body): only choice 0 is the spoken reply. */
 static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
 {
     json_t *msg = json_object_get(choice, part);
