@@ -1,6 +1,7 @@
 #include "config/cfg.h"
 
 #include "base/log.h"
+#include "base/tiktoken.h"
 #include "base/util.h"
 
 #include <ctype.h>
@@ -156,6 +157,13 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_TOP, "memory.max_turns", T_INT, TOP(ws_max_turns), "200000", 64, 100000000,
      "Turns kept in memory over all sessions; the least recently used sessions go first. "
      "A voice call's turn takes ~4 KiB (the default: ~800 MiB at most)."},
+    {CFG_SEC_TOP, "tokenizer.file", T_STR, TOP(tokenizer_file), "", 0, 0,
+     "A tiktoken ranks file (o200k_base.tiktoken, cl100k_base.tiktoken, Llama 3's "
+     "tokenizer.model): trim, inject_memory and retrieval count tokens with it. Empty = "
+     "characters / 4."},
+    {CFG_SEC_TOP, "tokenizer.pattern", T_STR, TOP(tokenizer_pattern), "o200k", 0, 0,
+     "The file's pre-tokenizer: o200k (GPT-4o, GPT-4.1, GPT-5, o-series) or cl100k (GPT-4, "
+     "GPT-3.5, Llama 3)."},
     {CFG_SEC_TOP, "retention.days", T_INT, TOP(retention_days), "0", 0, 36500,
      "Sessions not updated for this many days are deleted in the background; 0 keeps them."},
     {CFG_SEC_TOP, "sessions.idle_timeout", T_DURATION, TOP(idle_timeout_ms), "0s", 0,
@@ -268,8 +276,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
      "Sources the drop_sources transform leaves out (e.g. [silence, llm_failure])."},
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
-     "Tokens the trim transform fits the messages into (about 4 characters each); 0 = no "
-     "limit."},
+     "Tokens the trim transform fits the messages into (counted by tokenizer.file, else about 4 "
+     "characters each); 0 = no limit."},
     {CFG_SEC_PROFILE, "body_drop", T_STRLIST, PRO(body_drop), "", 0, 0,
      "Body fields the standard transform removes besides the voice platforms' own (call, "
      "customer, phoneNumber, elevenlabs_extra_body, turn_id, timestamp, interruptable, "
@@ -299,7 +307,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "memory_budget", T_INT, PRO(memory_budget), "1000", 0, 1000000,
      "Tokens inject_memory may add (runtime system messages, then summary, then facts)."},
     {CFG_SEC_PROFILE, "context_header", T_BOOL, PRO(context_header), "true", 0, 0,
-     "Answer with X-Memproxy-Context: history, trimmed and injected message counts."},
+     "Answer with X-Memproxy-Context: history, trimmed and injected message counts, and the "
+     "tokens sent when trim counted them."},
     {CFG_SEC_PROFILE, "summarize", T_BOOL, PRO(summarize), "false", 0, 0,
      "When a session with a user id stops, summarize it (and extract facts about the caller) "
      "through the profile's upstream, off the hot path; injected into the user's next sessions."},
@@ -917,6 +926,7 @@ void cfg_destroy(struct cfg *cfg)
     if (cfg->session_id_regex != NULL) /* compiled by cfgcheck */
         regfree(cfg->session_id_regex);
     free(cfg->session_id_regex);
+    tiktoken_destroy(cfg->tokenizer); /* loaded by cfgcheck */
     for (size_t i = 0; i < cfg->nupstreams; i++)
         cfg_free_fields(CFG_SEC_UPSTREAM, &cfg->upstreams[i]);
     for (size_t i = 0; i < cfg->nprofiles; i++)

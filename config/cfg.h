@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct tiktoken;
+
 #define CFG_MAX_FALLBACKS 8
 
 /* Longest upstream base URL accepted (upstream.c appends a path of its own). */
@@ -75,7 +77,9 @@ struct cfg_profile {
     long retrieval_timeout_ms; /* a request's lookup waits at most this long */
     long retrieval_recent, retrieval_relevant, retrieval_scan, retrieval_budget;
     double retrieval_importance, retrieval_similarity;
-    /* Resolved by validation: indexes into cfg.upstreams, primary first. */
+    /* Resolved by validation: the config's tokenizer (NULL: tokens are characters / 4), and
+     * indexes into cfg.upstreams, primary first. */
+    const struct tiktoken *tokenizer;
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;
 };
@@ -134,8 +138,11 @@ struct cfg {
     int sessions_require;
     struct cfg_strlist session_id_fields;
     struct cfg_strlist session_user_fields;
-    char *session_id_pattern; /* "" = none */
-    void *session_id_regex;   /* regex_t of session_id_pattern (cfgcheck compiles it), or NULL */
+    char *session_id_pattern;   /* "" = none */
+    void *session_id_regex;     /* regex_t of session_id_pattern (cfgcheck compiles it), or NULL */
+    char *tokenizer_file;       /* "" = none: tokens are estimated as characters / 4 */
+    char *tokenizer_pattern;    /* "o200k" or "cl100k" */
+    struct tiktoken *tokenizer; /* tokenizer_file, loaded by cfgcheck, or NULL */
     long ws_session_turns;
     long ws_max_turns;
     long ws_session_bytes; /* memory.session_bytes */

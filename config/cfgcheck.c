@@ -1,6 +1,7 @@
 #include "config/cfgcheck.h"
 
 #include "base/log.h"
+#include "base/tiktoken.h"
 #include "base/util.h"
 
 #include <regex.h>
@@ -272,6 +273,27 @@ static int cfgcheck_id_pattern(struct cfg *cfg, char **err)
     return 0;
 }
 
+/* tokenizer.file read once, shared by every profile. */
+static int cfgcheck_tokenizer(struct cfg *cfg, char **err)
+{
+    enum tiktoken_pattern pattern;
+    char *why = NULL;
+    if (tiktoken_pattern_named(cfg->tokenizer_pattern, &pattern) != 0)
+        return cfgcheck_invalid(cfg, err, "tokenizer.pattern: '%s' must be o200k or cl100k",
+                                cfg->tokenizer_pattern);
+    if (*cfg->tokenizer_file != '\0' && cfg->tokenizer == NULL) {
+        cfg->tokenizer = tiktoken_load(cfg->tokenizer_file, pattern, &why);
+        if (cfg->tokenizer == NULL) {
+            int rc = cfgcheck_invalid(cfg, err, "tokenizer.file: %s", why);
+            free(why);
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < cfg->nprofiles; i++)
+        cfg->profiles[i].tokenizer = cfg->tokenizer;
+    return 0;
+}
+
 int cfgcheck_loopback(const char *host)
 {
     return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
@@ -344,7 +366,8 @@ int cfgcheck_validate(struct cfg *cfg, char **err)
         if (strcmp(p->name, "default") == 0)
             cfg->default_profile = i;
     }
-    if (cfgcheck_secrets(cfg, err) != 0 || cfgcheck_id_pattern(cfg, err) != 0)
+    if (cfgcheck_secrets(cfg, err) != 0 || cfgcheck_id_pattern(cfg, err) != 0 ||
+        cfgcheck_tokenizer(cfg, err) != 0)
         return -1;
     if (strcmp(cfg->log_access, "text") != 0 && strcmp(cfg->log_access, "json") != 0 &&
         strcmp(cfg->log_access, "off") != 0)

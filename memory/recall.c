@@ -2,6 +2,7 @@
 
 #include "base/jtext.h"
 #include "base/msg.h"
+#include "base/tiktoken.h"
 #include "base/util.h"
 #include "memory/reconcile.h"
 
@@ -288,12 +289,28 @@ static char *recall_line(const struct recall_item *it)
     return xasprintf("[%s] %s: %s", when, it->role, it->content);
 }
 
+/* A line's framing around its role and content: the time, the brackets, the newline. */
+#define RECALL_LINE_TOKENS 6
+
+/* A line's tokens (recall_line), counted or else estimated as its characters / 4. */
+static size_t recall_cost(const struct recall_opts *o, const struct recall_item *it)
+{
+    const struct tiktoken *tk = o->tokenizer;
+    size_t content = strlen(it->content), role = strlen(it->role);
+    if (tk == NULL)
+        return (content + role + 24) / 4 + 1;
+    return tiktoken_count(tk, it->content, content) + tiktoken_count(tk, it->role, role) +
+           RECALL_LINE_TOKENS;
+}
+
 json_t *recall_pick_message(struct recall_pick *p, struct recall_stats *st)
 {
     static const char head[] = "Earlier messages from conversations with this caller, "
                                "retrieved from memory (oldest first).";
     struct recall_stats local;
-    size_t cap = p->nrelevant + p->nsalient + p->nrecent, used = sizeof(head) / 4 + 1, kept = 0;
+    size_t cap = p->nrelevant + p->nsalient + p->nrecent, kept = 0;
+    size_t used = p->o.tokenizer != NULL ? tiktoken_count(p->o.tokenizer, head, sizeof(head) - 1)
+                                         : sizeof(head) / 4 + 1;
     const struct recall_item **chosen = xcalloc(cap ? cap : 1, sizeof(*chosen));
     size_t n = recall_chosen(p, chosen);
     if (st == NULL)
@@ -303,7 +320,7 @@ json_t *recall_pick_message(struct recall_pick *p, struct recall_stats *st)
                                 .relevant = p->nrelevant,
                                 .embedded = p->embedded};
     for (size_t i = 0; i < n; i++) { /* keep in order while they fit; a smaller one may */
-        size_t cost = (strlen(chosen[i]->content) + strlen(chosen[i]->role) + 24) / 4 + 1;
+        size_t cost = recall_cost(&p->o, chosen[i]);
         if (used + cost <= p->o.budget_tokens) {
             chosen[kept++] = chosen[i];
             used += cost;

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct tiktoken;
+
 #define RECALL_MAX_DIM     4096 /* floats per embedding accepted from an upstream */
 #define RECALL_MAX_INPUTS  128  /* texts per embeddings request */
 #define RECALL_MAX_TEXT    8000 /* bytes of one text sent to be embedded (cut at a character) */
@@ -48,11 +50,13 @@ double recall_cosine(const float *a, const float *b, size_t dim);
 char *recall_query_text(json_t *messages);
 
 struct recall_opts {
-    size_t recent;        /* recency leg: this many newest candidates */
-    double importance;    /* salience leg: importance at least this */
-    double similarity;    /* relevance leg: cosine at least this */
-    size_t relevant;      /* relevance leg: at most this many, the most similar */
-    size_t budget_tokens; /* the message's size (about 4 characters a token) */
+    size_t recent;                    /* recency leg: this many newest candidates */
+    double importance;                /* salience leg: importance at least this */
+    double similarity;                /* relevance leg: cosine at least this */
+    size_t relevant;                  /* relevance leg: at most this many, the most similar */
+    size_t budget_tokens;             /* the message's size: counted by tokenizer, or else about 4
+                                         characters a token */
+    const struct tiktoken *tokenizer; /* borrowed, or NULL */
 };
 
 /*

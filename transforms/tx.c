@@ -2,6 +2,7 @@
 
 #include "base/jtext.h"
 #include "base/msg.h"
+#include "base/tiktoken.h"
 #include "base/util.h"
 
 #include <stdint.h>
@@ -123,36 +124,55 @@ static void tx_replace_all(json_t *messages, json_t *keep)
 
 /* ---- token estimate ---- */
 
-static size_t tx_text_len(json_t *content)
+/* A string's tokens by tk, or with no tokenizer its bytes (divided once, for the message). */
+static size_t tx_text_tokens(const struct tiktoken *tk, json_t *s)
+{
+    return tk == NULL ? json_string_length(s)
+                      : tiktoken_count(tk, json_string_value(s), json_string_length(s));
+}
+
+static size_t tx_content_tokens(const struct tiktoken *tk, json_t *content)
 {
     size_t i, n = 0;
     json_t *part;
     if (json_is_string(content))
-        return json_string_length(content);
+        return tx_text_tokens(tk, content);
     json_array_foreach(content, i, part)
-        n += json_string_length(json_object_get(part, "text"));
+        n += tx_text_tokens(tk, json_object_get(part, "text"));
     return n;
 }
 
-size_t tx_tokens(json_t *m)
+size_t tx_tokens(const struct tiktoken *tk, json_t *m)
 {
-    size_t chars = tx_text_len(json_object_get(m, "content")), i;
+    size_t n = tx_content_tokens(tk, json_object_get(m, "content")), i;
     json_t *call;
     json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
         json_t *fn = json_object_get(call, "function");
-        chars += json_string_length(json_object_get(fn, "name")) +
-                 json_string_length(json_object_get(fn, "arguments"));
+        n += tx_text_tokens(tk, json_object_get(fn, "name")) +
+             tx_text_tokens(tk, json_object_get(fn, "arguments"));
     }
-    return TX_MESSAGE_TOKENS + (chars + TX_CHARS_PER_TOKEN - 1) / TX_CHARS_PER_TOKEN;
+    return TX_MESSAGE_TOKENS + (tk != NULL ? n : (n + TX_CHARS_PER_TOKEN - 1) / TX_CHARS_PER_TOKEN);
 }
 
-size_t tx_tokens_all(json_t *messages)
+size_t tx_tokens_all(const struct tiktoken *tk, json_t *messages)
 {
     size_t i, n = 0;
     json_t *m;
     json_array_foreach(messages, i, m)
-        n += tx_tokens(m);
+        n += tx_tokens(tk, m);
     return n;
+}
+
+/* m's tokens by the profile's tokenizer while the request's TX_EXACT_BUDGET lasts; past it,
+ * estimated (*exact 0: not to be remembered, a later request counts it). */
+static size_t tx_ctx_tokens(struct tx_ctx *ctx, json_t *m, int *exact)
+{
+    const struct tiktoken *tk = ctx->prof->tokenizer;
+    *exact = tk == NULL || ctx->exact_bytes < TX_EXACT_BUDGET;
+    if (tk == NULL || !*exact)
+        return tx_tokens(NULL, m);
+    ctx->exact_bytes += tx_tokens(NULL, m) * TX_CHARS_PER_TOKEN;
+    return tx_tokens(tk, m);
 }
 
 /* ---- what tx reads of a message, noted in the memo ---- */
@@ -174,7 +194,7 @@ struct tx_facts {
 #define TX_NOTE_INTERRUPTED     TX_NOTE(5)
 #define TX_NOTE_TOKENS          32 /* the tokens in the top 32 bits */
 
-static struct tx_facts tx_facts_of(const struct tx_ctx *ctx, json_t *m)
+static struct tx_facts tx_facts_of(struct tx_ctx *ctx, json_t *m)
 {
     uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
     if (note != NULL && (*note & TX_NOTE_KNOWN))
@@ -183,11 +203,12 @@ static struct tx_facts tx_facts_of(const struct tx_ctx *ctx, json_t *m)
                                  .user = (*note & TX_NOTE_USER) != 0,
                                  .tokens = (size_t)(*note >> TX_NOTE_TOKENS)};
     const char *role = msg_role(m);
+    int exact;
     struct tx_facts f = {.system = msg_role_is_system(role),
                          .tool = strcmp(role, "tool") == 0,
                          .user = strcmp(role, "user") == 0,
-                         .tokens = tx_tokens(m)};
-    if (note != NULL && f.tokens <= UINT32_MAX)
+                         .tokens = tx_ctx_tokens(ctx, m, &exact)};
+    if (note != NULL && exact && f.tokens <= UINT32_MAX)
         *note |= TX_NOTE_KNOWN | (f.system ? TX_NOTE_SYSTEM : 0) | (f.tool ? TX_NOTE_TOOL : 0) |
                  (f.user ? TX_NOTE_USER : 0) | (uint64_t)f.tokens << TX_NOTE_TOKENS;
     return f;
@@ -458,7 +479,7 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 /* ---- trim ---- */
 
 /* What trim needs of each message, read once (trim looks at a message up to four times). */
-static struct tx_facts *tx_trim_info(const struct tx_ctx *ctx, json_t *messages, size_t n)
+static struct tx_facts *tx_trim_info(struct tx_ctx *ctx, json_t *messages, size_t n)
 {
     struct tx_facts *info = xcalloc(n, sizeof(*info));
     for (size_t i = 0; i < n; i++)
@@ -511,8 +532,11 @@ void tx_trim(struct tx_ctx *ctx, json_t *messages)
         return;
     struct tx_facts *info = tx_trim_info(ctx, messages, n);
     size_t from = tx_trim_from(info, n, budget), i, cut = 0;
-    for (i = 0; i < from; i++)
-        cut += !info[i].system;
+    ctx->tokens = 0;
+    for (i = 0; i < n; i++) {
+        cut += i < from && !info[i].system;
+        ctx->tokens += i >= from || info[i].system ? info[i].tokens : 0;
+    }
     if (cut == 0) { /* everything fits (the system messages before from stay): as it is */
         free(info);
         return;
@@ -542,8 +566,14 @@ static size_t tx_runtime_replace(struct tx_ctx *ctx, json_t *messages, size_t at
     }
     if (runtime == 0 || strcmp(ctx->prof->runtime_system, "replace") != 0)
         return at;
-    while (at > keep)
-        json_array_remove(messages, --at);
+    while (at > keep) {
+        at--;
+        if (ctx->tokens != 0) { /* trim counted it, and it is not sent after all */
+            size_t gone = tx_facts_of(ctx, json_array_get(messages, at)).tokens;
+            ctx->tokens -= gone < ctx->tokens ? gone : ctx->tokens;
+        }
+        json_array_remove(messages, at);
+    }
     return at;
 }
 
@@ -553,10 +583,11 @@ void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
     size_t budget = (size_t)ctx->prof->memory_budget;
     json_t *m;
     json_array_foreach(ctx->inject, i, m) {
-        size_t cost = tx_tokens(m);
+        size_t cost = tx_ctx_tokens(ctx, m, &(int){0});
         if (used + cost > budget)
             continue; /* a smaller one further on may still fit */
         used += cost;
+        ctx->tokens += ctx->tokens != 0 ? cost : 0;
         if (json_object_get(m, MSG_MEMORY_KEY) != NULL) /* remembered: the profile's role */
             json_array_insert_new(messages, at++,
                                   json_pack("{s:s, s:O}", "role", ctx->prof->memory_role, "content",

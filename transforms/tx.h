@@ -35,9 +35,17 @@
 #include <jansson.h>
 #include <stddef.h>
 
-/* Tokens are estimated as characters / TX_CHARS_PER_TOKEN, plus TX_MESSAGE_TOKENS each. */
+/* A message's tokens: its text's (content, and its tool calls' names and arguments), counted
+ * by the profile's tokenizer (base/tiktoken.h) or else estimated as bytes /
+ * TX_CHARS_PER_TOKEN, plus TX_MESSAGE_TOKENS for the message's own framing. */
 #define TX_CHARS_PER_TOKEN 4
 #define TX_MESSAGE_TOKENS  4
+
+/* A tokenizer counts at most this many bytes of text a request (about 25 ms at its worst,
+ * text that is all long runs of letters; a few ms for any real text); messages past it are
+ * estimated as characters / 4 and counted by a later request. Messages the worker's memo
+ * holds are counted once, so a call's window costs only its new messages. */
+#define TX_EXACT_BUDGET (128u << 10)
 
 struct tx_ctx {
     const struct cfg_profile *prof; /* the options: interruptions, budgets, formats, ... */
@@ -48,9 +56,12 @@ struct tx_ctx {
                            and metadata), or NULL */
     struct jmemo *memo; /* the worker's memo of messages, or NULL */
     /* what the pipeline did, for X-Memproxy-Context */
-    size_t trimmed;  /* messages trim left out */
-    size_t injected; /* messages inject_memory added */
-    size_t dropped;  /* messages drop_sources left out */
+    size_t trimmed;     /* messages trim left out */
+    size_t injected;    /* messages inject_memory added */
+    size_t dropped;     /* messages drop_sources left out */
+    size_t tokens;      /* the tokens of the messages trim kept and inject_memory added; 0 when
+                           trim did not count (not in the profile, or no budget) */
+    size_t exact_bytes; /* of text the tokenizer counted (TX_EXACT_BUDGET) */
 };
 
 /* user_context's line: the head, then "key: value" items ("id" first) while the line stays
@@ -81,8 +92,8 @@ int tx_check_profiles(const struct cfg *cfg, char **err);
 /* Run the profile's transforms over messages, in order. */
 void tx_run(struct tx_ctx *ctx, json_t *messages);
 
-/* The estimated tokens of one message / of an array. */
-size_t tx_tokens(json_t *message);
-size_t tx_tokens_all(json_t *messages);
+/* The tokens of one message / of an array, by tokenizer tk (NULL: characters / 4). */
+size_t tx_tokens(const struct tiktoken *tk, json_t *message);
+size_t tx_tokens_all(const struct tiktoken *tk, json_t *messages);
 
 #endif

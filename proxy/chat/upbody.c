@@ -34,7 +34,7 @@ static void upbody_hold_history(struct jmemo *memo, json_t *history)
     json_t *m;
     json_array_foreach(history, i, m) {
         if (memo != NULL && jmemo_find(memo, m) == NULL)
-            jmemo_hold(memo, m, tx_tokens(m) * TX_CHARS_PER_TOKEN + UPBODY_TURN_FIELDS);
+            jmemo_hold(memo, m, tx_tokens(NULL, m) * TX_CHARS_PER_TOKEN + UPBODY_TURN_FIELDS);
     }
 }
 
@@ -135,7 +135,8 @@ static struct recall_pick *upbody_recall_pick(const struct upbody_in *in, json_t
                             .importance = p->retrieval_importance,
                             .similarity = p->retrieval_similarity,
                             .relevant = (size_t)p->retrieval_relevant,
-                            .budget_tokens = (size_t)p->retrieval_budget};
+                            .budget_tokens = (size_t)p->retrieval_budget,
+                            .tokenizer = p->tokenizer};
     return recall_pick_new(&o, in->query, in->qdim, msgs);
 }
 
@@ -165,14 +166,17 @@ static void upbody_drop_memory(json_t *inject)
     }
 }
 
-/* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N]", the
- * first n of counts (written by hand: it is on every request, and printf is slow). */
-static void upbody_context_header(struct evhttp_request *req, const size_t *counts, size_t n)
+/* X-Memproxy-Context: "messages=N; history=N; trimmed=N; injected=N[; recalled=N][;
+ * tokens=N]", the counts whose bit is set in which (written by hand: it is on every request,
+ * and printf is slow). */
+static void upbody_context_header(struct evhttp_request *req, const size_t *counts, unsigned which)
 {
     static const char *const names[] = {
-        "messages=", "; history=", "; trimmed=", "; injected=", "; recalled="};
-    char v[160], *p = v;
-    for (size_t i = 0; i < n && i < UTIL_ARRAY_LEN(names); i++) {
+        "messages=", "; history=", "; trimmed=", "; injected=", "; recalled=", "; tokens="};
+    char v[192], *p = v;
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(names); i++) {
+        if (!(which & 1u << i))
+            continue;
         size_t k = strlen(names[i]);
         memcpy(p, names[i], k);
         p = util_put_u64(p + k, counts[i]);
@@ -226,9 +230,14 @@ char *upbody_end(struct upbody *b, struct evhttp_request *req, char key[65], siz
     if (prof->cache && cache_key(in->tenant, prof->name, b->up, key) != 0)
         key[0] = '\0'; /* it depends on earlier context */
     if (prof->context_header) {
-        size_t counts[] = {json_array_size(json_object_get(b->up, "messages")), history_n,
-                           tx.trimmed, tx.injected, recalled};
-        upbody_context_header(req, counts, prof->retrieval ? 5 : 4);
+        size_t counts[] = {json_array_size(json_object_get(b->up, "messages")),
+                           history_n,
+                           tx.trimmed,
+                           tx.injected,
+                           recalled,
+                           tx.tokens};
+        upbody_context_header(req, counts,
+                              0xfu | (prof->retrieval ? 0x10u : 0) | (tx.tokens ? 0x20u : 0));
     }
     return chatreq_dump(b->up, in->memo, len);
 }

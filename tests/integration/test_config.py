@@ -87,6 +87,21 @@ class Flags(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertRegex(out, r"\.yaml:3: server\.workrs: unknown option")
 
+    def test_a_tokenizer_that_cannot_be_read_is_refused(self):
+        d = scratch_dir("ranks-")
+        dup = os.path.join(d, "dup.tiktoken")
+        with open(dup, "w") as f:
+            f.write("QQ== 0\nQg== 1\nQQ== 2\n")
+        cases = [("tokenizer:\n  file: %s\n" % os.path.join(d, "missing.tiktoken"),
+                  "tokenizer.file: %s: No such file or directory" % os.path.join(d, "missing.tiktoken")),
+                 ("tokenizer:\n  file: %s\n" % dup,
+                  "tokenizer.file: %s:3: these bytes have a rank already" % dup),
+                 ("tokenizer:\n  pattern: gpt2\n", "tokenizer.pattern: 'gpt2' must be o200k or cl100k")]
+        for config, why in cases:
+            rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--check-config", config=config)
+            self.assertNotEqual(rc, 0, config)
+            self.assertIn(why, out)
+
     def test_flag_errors_name_the_flag(self):
         rc, out = run("--upstream", "http://127.0.0.1:9/v1", "--workers", "lots", "--check-config")
         self.assertEqual(rc, 2)

@@ -1,5 +1,6 @@
 """What the model sees: profiles, transforms, stored history, memory injection (docs/design.md §5, §7).
 The mock upstream records the body it received; these tests read it."""
+import base64
 import http.client
 import json
 import os
@@ -7,7 +8,7 @@ import sqlite3
 import time
 import unittest
 
-from harness import Memproxy, Mock, StackTest, db_connect
+from harness import Memproxy, Mock, StackTest, db_connect, scratch_dir
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "agora-custom-request.json")
 PLATFORM_KEYS = {"turn_id", "timestamp", "metadata", "interruptable", "session_id", "user_uid",
@@ -37,8 +38,8 @@ def start(test, profiles):
 
 
 def tokens(messages):
-    """memproxy's estimate: 4 per message plus characters / 4."""
-    return sum(4 + (len(m.get("content") or "") + 3) // 4 for m in messages)
+    """memproxy's estimate with no tokenizer: 4 per message plus its text's bytes / 4."""
+    return sum(4 + (len((m.get("content") or "").encode()) + 3) // 4 for m in messages)
 
 
 class AgoraShapes(unittest.TestCase):
@@ -75,7 +76,7 @@ profiles:
         cut = sent["messages"][3]
         self.assertEqual(cut, {"role": "assistant", "content": "A cat walks into a"})  # heard
         self.assertEqual(hdrs["x-memproxy-context"],
-                         "messages=8; history=0; trimmed=0; injected=0")
+                         "messages=8; history=0; trimmed=0; injected=0; tokens=%d" % tokens(sent["messages"]))
 
     def test_annotate_and_original(self):
         sent, _ = self.sent("annotated")
@@ -162,7 +163,7 @@ profiles:
             ("system", "Be brief."), ("user", "question 0"), ("assistant", "answer 0"),
             ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2")])
         self.assertEqual(r.getheader("X-Memproxy-Context"),
-                         "messages=6; history=4; trimmed=0; injected=0")
+                         "messages=6; history=4; trimmed=0; injected=0; tokens=%d" % tokens(sent))
         # the client's system message was kept on the session, not as a turn
         con = db_connect(self.mp.db_path)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages").fetchone()[0], 6)
@@ -382,8 +383,8 @@ class InjectMemory(StackTest):
             quoted("What this caller has told us before.", "- pet name: Tom")])
         self.assertTrue(all(m["role"] == "system" for m in sent[:4]))
         self.assertEqual(sent[4]["role"], "assistant")
-        self.assertEqual(hdrs["x-memproxy-context"],
-                         "messages=10; history=0; trimmed=0; injected=3")
+        self.assertEqual(hdrs["x-memproxy-context"], "messages=10; history=0; trimmed=0; "
+                         "injected=3; tokens=%d" % tokens(sent[1:]))
         # injected messages are never recorded
         con = db_connect(db)
         self.assertEqual(con.execute("SELECT COUNT(*) FROM messages WHERE content LIKE "
@@ -448,3 +449,43 @@ class InjectMemory(StackTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def byte_ranks(path):
+    """A tiktoken ranks file of the 256 bytes alone: with it, a text is as many tokens as bytes."""
+    with open(path, "w") as f:
+        for b in range(256):
+            f.write("%s %d\n" % (base64.b64encode(bytes([b])).decode(), b))
+
+
+class Tokenizer(unittest.TestCase):
+    """tokenizer.file: trim counts what the model sees with it, and says the count."""
+
+    def test_trim_counts_with_the_tokenizer(self):
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        ranks = os.path.join(scratch_dir("ranks-"), "bytes.tiktoken")
+        byte_ranks(ranks)
+        msgs = [{"role": "user", "content": "你好" * 10},       # 60 bytes
+                {"role": "assistant", "content": "好" * 10},    # 30
+                {"role": "user", "content": "你" * 5}]          # 15
+        profile = ("profiles:\n  - {name: default, upstream: default, token_budget: 60}\n"
+                   "upstreams:\n  - {name: default, url: '%s'}\n" % self.mock.url)
+        # without a tokenizer, bytes / 4: a CJK character is under a token, and all fit (39)
+        plain = Memproxy(profile)
+        self.addCleanup(plain.stop)
+        status, hdrs, out = plain.request("POST", "/v1/chat/completions", {"model": "m", "messages": msgs})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(hdrs["x-memproxy-context"],
+                         "messages=3; history=0; trimmed=0; injected=0; tokens=%d" % tokens(msgs))
+        # counted, each byte is a token: the newest user turn (15 + 4) and its reply (30 + 4)
+        # fit the 60; the first turn does not, and a cut window starts on a user message
+        counted = Memproxy(profile + "tokenizer:\n  file: %s\n  pattern: cl100k\n" % ranks)
+        self.addCleanup(counted.stop)
+        status, hdrs, out = counted.request("POST", "/v1/chat/completions",
+                                            {"model": "m", "messages": msgs})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(hdrs["x-memproxy-context"],
+                         "messages=1; history=0; trimmed=2; injected=0; tokens=19")
+        sent = json.loads(self.mock.stats()["last_body"])["messages"]
+        self.assertEqual(sent, [{"role": "user", "content": "你" * 5}])

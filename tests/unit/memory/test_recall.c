@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/tiktoken.h"
 #include "memory/recall.h"
 
 #include <jansson.h>
@@ -221,6 +222,36 @@ static void test_budget_keeps_relevance_first(void **state)
     assert_null(choose(12, 9, q, 4, NULL, &tight, &st));
 }
 
+/* With a tokenizer (here each byte a token), the budget counts its tokens: the heading's 91,
+ * then each line's content, role and framing: 6 + 4 + 6 for "turn 0", a user's, the
+ * smallest (relevance's lines, an assistant's, are 21). */
+static void test_budget_counted_by_the_tokenizer(void **state)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char ranks[256 * 12], *err = NULL;
+    size_t len = 0;
+    for (int b = 0; b < 256; b++)
+        len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%c%c== %d\n", a[b >> 2],
+                                a[(b & 3) << 4], b);
+    struct tiktoken *tk = tiktoken_parse(ranks, len, "bytes", TIKTOKEN_O200K, &err);
+    float q[4] = {0, 0, 0, 1}; /* like turns 3, 7, 11 */
+    struct recall_opts counted = opts;
+    struct recall_stats st;
+    counted.tokenizer = tk;
+    counted.budget_tokens = 106;
+    assert_null(choose(12, 9, q, 4, NULL, &counted, &st));
+    counted.budget_tokens = 107;
+    json_t *m = choose(12, 9, q, 4, NULL, &counted, &st);
+    assert_int_equal(st.injected, 1);
+    assert_non_null(strstr(json_string_value(json_object_get(m, "content")), "user: turn 0"));
+    json_decref(m);
+    counted.budget_tokens = 91 + 2 * 21; /* the heading and two relevant lines, kept first */
+    m = choose(12, 9, q, 4, NULL, &counted, &st);
+    assert_int_equal(st.injected, 2);
+    json_decref(m);
+    tiktoken_destroy(tk);
+}
+
 static void test_nothing_to_recall(void **state)
 {
     struct recall_opts none = opts;
@@ -255,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_three_legs_merged_oldest_first),
         cmocka_unit_test(test_relevance_keeps_the_most_similar),
         cmocka_unit_test(test_budget_keeps_relevance_first),
+        cmocka_unit_test(test_budget_counted_by_the_tokenizer),
         cmocka_unit_test(test_nothing_to_recall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 
 #include "base/jmemo.h"
 #include "base/jtext.h"
+#include "base/tiktoken.h"
 #include "base/util.h"
 #include "config/cfgcheck.h"
 #include "transforms/tx.h"
@@ -183,7 +184,7 @@ static void test_trim_long_session(void **state)
     }
     struct tx_ctx ctx = {.prof = &cfg->profiles[0]};
     tx_run(&ctx, m);
-    assert_true(tx_tokens_all(m) <= 2000);
+    assert_true(tx_tokens_all(NULL, m) <= 2000);
     assert_true(json_array_size(m) > 100);
     assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "role")), "system");
     assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "role")), "user");
@@ -192,6 +193,49 @@ static void test_trim_long_session(void **state)
         "message number 1999 of a long call");
     assert_int_equal(ctx.trimmed + json_array_size(m), 2001);
     json_decref(m);
+    cfg_destroy(cfg);
+}
+
+/* With a tokenizer, a request counts TX_EXACT_BUDGET bytes of text at most; the messages past
+ * it are estimated, and not remembered, so the next request that sends them counts them. */
+static void test_tokenizer_budget_per_request(void **state)
+{
+    json_t *opts = json_pack("{s:i, s:[s]}", "token_budget", 10000000, "transforms", "trim");
+    struct cfg *cfg = golden_cfg(opts);
+    json_decref(opts);
+    char ranks[256 * 12], *err = NULL; /* the 256 bytes: a text is as many tokens as bytes */
+    size_t len = 0;
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; b++)
+        len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%c%c== %d\n", a[b >> 2],
+                                a[(b & 3) << 4], b);
+    struct tiktoken *tk = tiktoken_parse(ranks, len, "bytes", TIKTOKEN_CL100K, &err);
+    assert_non_null(tk);
+    cfg->profiles[0].tokenizer = tk;
+    struct jmemo *memo = jmemo_create(64 << 20);
+    size_t each = TX_EXACT_BUDGET / 4, n = 6; /* 4 fit the budget (counted before it is spent) */
+    char *text = xmalloc(each + 1);
+    memset(text, 'y', each);
+    text[each] = '\0';
+    json_t *window = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_pack("{s:s, s:s}", "role", i % 2 ? "assistant" : "user", "content", text);
+        jmemo_hold(memo, m, each + 32);
+        json_array_append_new(window, m);
+    }
+    size_t exact = TX_MESSAGE_TOKENS + each, estimated = TX_MESSAGE_TOKENS + each / 4;
+    size_t want[] = {4 * exact + 2 * estimated, 6 * exact}; /* the next request: all counted */
+    for (int round = 0; round < 2; round++) {
+        json_t *messages = json_copy(window);
+        struct tx_ctx ctx = {.prof = &cfg->profiles[0], .memo = memo};
+        tx_run(&ctx, messages);
+        assert_int_equal(ctx.tokens, want[round]);
+        json_decref(messages);
+    }
+    free(text);
+    json_decref(window);
+    jmemo_destroy(memo);
+    tiktoken_destroy(tk);
     cfg_destroy(cfg);
 }
 
@@ -251,6 +295,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_unknown_transform_is_a_config_error),
+        cmocka_unit_test(test_tokenizer_budget_per_request),
         cmocka_unit_test(test_trim_long_session),
         cmocka_unit_test(test_memo_keeps_standard_forms),
     };
