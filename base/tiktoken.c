@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* An open-addressed table of the ranks, keyed by the token's bytes (kept in one pool). The
  * hash's top 16 bits are kept beside each slot so a probe rarely reads the pool. */
@@ -184,23 +185,45 @@ fail:
     return NULL;
 }
 
+/* The whole of regular file f, at most TIKTOKEN_MAX_FILE bytes: malloc'd, or NULL with *err. */
+static char *tiktoken_read(FILE *f, const char *path, size_t *len, char **err)
+{
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        *err = xasprintf("%s: not a regular file", path);
+        return NULL;
+    }
+    if (st.st_size > (off_t)TIKTOKEN_MAX_FILE) {
+        *err = xasprintf("%s: larger than %u MiB", path, TIKTOKEN_MAX_FILE >> 20);
+        return NULL;
+    }
+    text = xmalloc((size_t)st.st_size + 1);
+    *len = fread(text, 1, (size_t)st.st_size + 1, f);
+    if (ferror(f) || *len != (size_t)st.st_size) { /* changed while read */
+        *err = xasprintf("%s: could not be read whole", path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 struct tiktoken *tiktoken_load(const char *path, enum tiktoken_pattern pattern, char **err)
 {
     struct tiktoken *tk = NULL;
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
+    struct stat st;
     size_t len = 0;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a FIFO's open would wait */
+        *err = xasprintf("%s: not a regular file", path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
     if (f == NULL) {
         *err = xasprintf("%s: %s", path, strerror(errno));
         return NULL;
     }
-    text = xmalloc(TIKTOKEN_MAX_FILE + 1);
-    len = fread(text, 1, TIKTOKEN_MAX_FILE + 1, f);
-    if (ferror(f))
-        *err = xasprintf("%s: %s", path, strerror(errno));
-    else if (len > TIKTOKEN_MAX_FILE)
-        *err = xasprintf("%s: larger than %u MiB", path, TIKTOKEN_MAX_FILE >> 20);
-    else
+    char *text = tiktoken_read(f, path, &len, err);
+    if (text != NULL)
         tk = tiktoken_parse(text, len, path, pattern, err);
     fclose(f);
     free(text);

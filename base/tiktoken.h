@@ -43,7 +43,8 @@ struct tiktoken;
 int tiktoken_pattern_named(const char *name, enum tiktoken_pattern *out);
 
 /* Read the ranks file at path. NULL with *err set (caller frees; it names the file and the
- * line) when the file cannot be read, is larger than the caps, or a line is not
+ * line) when the file cannot be read, is not a regular file (a FIFO or a device is refused
+ * unopened), is larger than the caps, or a line is not
  * "<base64> <rank>" with a rank below TIKTOKEN_MAX_RANKS and bytes not seen before. */
 struct tiktoken *tiktoken_load(const char *path, enum tiktoken_pattern pattern, char **err);
 

@@ -583,7 +583,7 @@ void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
     size_t budget = (size_t)ctx->prof->memory_budget;
     json_t *m;
     json_array_foreach(ctx->inject, i, m) {
-        size_t cost = tx_ctx_tokens(ctx, m, &(int){0});
+        size_t cost = tx_facts_of(ctx, m).tokens;
         if (used + cost > budget)
             continue; /* a smaller one further on may still fit */
         used += cost;

@@ -27,7 +27,9 @@ struct upbody {
 #define UPBODY_TURN_FIELDS 256
 
 /* The stored turns never change (memory.h) and come again with every request: the worker's
- * memo holds them, so that the transforms' work on a turn and its text are made once. */
+ * memo holds them, so that the transforms' work on a turn and its text are made once. The
+ * same for the session's injected messages (its runtime system messages, the caller's summary
+ * and facts): inject_memory counts their tokens once, not on every request. */
 static void upbody_hold_history(struct jmemo *memo, json_t *history)
 {
     size_t i;
@@ -191,6 +193,7 @@ struct upbody *upbody_begin(const struct upbody_in *in)
     b->in = *in;
     if (in->rec != NULL)
         memory_rec_context(in->rec, in->stored, &b->mc);
+    upbody_hold_history(in->memo, b->mc.inject);
     b->up = chatreq_upstream(in->creq, in->prof->model);
     chatreq_apply_params(b->up, b->mc.params);
     if (b->mc.history != NULL)

@@ -220,6 +220,11 @@ static void test_ranks_file(void **state)
     assert_null(tiktoken_load("/nonexistent/ranks", TIKTOKEN_O200K, &err));
     assert_non_null(strstr(err, "/nonexistent/ranks: No such file"));
     free(err);
+    assert_null(tiktoken_load("/dev/zero", TIKTOKEN_O200K, &err)); /* not read forever */
+    assert_string_equal(err, "/dev/zero: not a regular file");
+    free(err);
+    assert_null(tiktoken_load("/", TIKTOKEN_O200K, &err));
+    free(err);
 }
 
 static void test_pattern_names(void **state)
