@@ -4,6 +4,7 @@
 #include "base/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,9 @@ struct tiktoken {
 };
 
 #define TIKTOKEN_NONE UINT32_MAX
+
+static void tiktoken_ascii_init(void);
+static pthread_once_t tiktoken_ascii_once = PTHREAD_ONCE_INIT;
 
 static uint32_t tiktoken_hash(const unsigned char *p, size_t n)
 {
@@ -159,6 +163,7 @@ struct tiktoken *tiktoken_parse(const char *text, size_t len, const char *name,
 {
     struct tiktoken *tk = xcalloc(1, sizeof(*tk));
     size_t line = 0, cap = tiktoken_slots_for(text, len);
+    pthread_once(&tiktoken_ascii_once, tiktoken_ascii_init); /* before any count */
     const char *why = NULL;
     tk->pattern = pattern;
     tk->mask = cap - 1;
@@ -315,11 +320,25 @@ static unsigned tiktoken_sets(uint32_t cp, enum unicat cat)
     return of[cat] | (cp == '/' ? TIKTOKEN_SLASH : 0);
 }
 
+/* ASCII's sets, worked out once: most text a voice agent sends is ASCII, and a character is
+ * looked at several times as the alternatives are tried. */
+static unsigned tiktoken_ascii[128];
+
+static void tiktoken_ascii_init(void)
+{
+    for (uint32_t c = 0; c < 128; c++)
+        tiktoken_ascii[c] = tiktoken_sets(c, unicat_of(c));
+}
+
 /* The sets the character at i is in, its length in *len (0 and no sets at the end). */
 static unsigned tiktoken_at(const struct tiktoken_text *t, size_t i, size_t *len)
 {
     uint32_t cp;
     enum unicat cat;
+    if (i < t->n && t->s[i] < 0x80) {
+        *len = 1;
+        return tiktoken_ascii[t->s[i]];
+    }
     *len = tiktoken_char(t, i, &cp, &cat);
     return *len == 0 ? 0 : tiktoken_sets(cp, cat);
 }
