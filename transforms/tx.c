@@ -478,11 +478,13 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 
 /* ---- trim ---- */
 
-/* What trim needs of each message, read once (trim looks at a message up to four times). */
+/* What trim needs of each message, read once (trim looks at a message up to four times).
+ * Newest first: a request's exact count (TX_EXACT_BUDGET) goes to the turns trim keeps
+ * first, and to where it cuts. */
 static struct tx_facts *tx_trim_info(struct tx_ctx *ctx, json_t *messages, size_t n)
 {
     struct tx_facts *info = xcalloc(n, sizeof(*info));
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = n; i-- > 0;)
         info[i] = tx_facts_of(ctx, json_array_get(messages, i));
     return info;
 }

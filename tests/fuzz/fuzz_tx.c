@@ -4,12 +4,15 @@
  * replace messages, never edit them), and after standard no message holds a voice platform's
  * or the stored shape's field. Through a memo (jmemo.h) that holds the input's messages, twice
  * (learning, then using what was learned), the output is the same; the memo lives across inputs and
- * is small, so that it evicts.
+ * is small, so that it evicts. One input in two counts tokens with a tokenizer (base/tiktoken:
+ * the 256 bytes and a few merges) instead of the characters / 4 estimate.
  */
 #include "base/jmemo.h"
+#include "base/tiktoken.h"
 #include "fuzz.h"
 #include "transforms/tx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,25 @@ static const char *const fuzz_denied[] = {
     "metadata", "turn_id",     "timestamp",           "seq",      "turn_idx",
     "source",   "interrupted", "interrupt_timestamp", "original", "importance",
     "model",    "usage",       "finish_reason",       "ttft_us",  "latency_us"};
+
+/* The 256 bytes, then "e " ("ZSA=") and "th" ("dGg="), made once. */
+static const struct tiktoken *fuzz_tokenizer(void)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static struct tiktoken *tk;
+    char text[256 * 12 + 64], *err = NULL;
+    size_t len = 0;
+    if (tk != NULL)
+        return tk;
+    for (int b = 0; b < 256; b++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%c%c== %d\n", a[b >> 2],
+                                a[(b & 3) << 4], b);
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "ZSA= 256\ndGg= 257\n");
+    tk = tiktoken_parse(text, len, "fuzz", TIKTOKEN_O200K, &err);
+    if (tk == NULL)
+        abort();
+    return tk;
+}
 
 /* The pipeline over input with the memo: the same as without (want), twice. */
 static void fuzz_tx_memo(struct tx_ctx base, json_t *input, json_t *want)
@@ -63,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                .token_budget = 64,
                                .memory_budget = 16,
                                .memory_role = "user",
-                               .runtime_system = size % 2 ? "replace" : "append"};
+                               .runtime_system = size % 2 ? "replace" : "append",
+                               .tokenizer = size / 2 % 2 ? fuzz_tokenizer() : NULL};
     json_t *before = json_deep_copy(input), *messages = json_copy(input);
     json_t *inject = json_pack("[{s:s, s:s}]", "role", "system", "content", "remembered");
     json_t *body = json_pack("{s:s, s:i}", "model", "m", "turn_id", 3);
@@ -79,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
     }
     ctx.body = NULL;
-    ctx.trimmed = ctx.injected = ctx.dropped = 0;
+    ctx.trimmed = ctx.injected = ctx.dropped = ctx.tokens = ctx.exact_bytes = 0;
     fuzz_tx_memo(ctx, input, messages);
     json_decref(before);
     json_decref(messages);

@@ -196,11 +196,17 @@ static void test_trim_long_session(void **state)
     cfg_destroy(cfg);
 }
 
-/* With a tokenizer, a request counts TX_EXACT_BUDGET bytes of text at most; the messages past
- * it are estimated, and not remembered, so the next request that sends them counts them. */
+/* With a tokenizer, a request counts TX_EXACT_BUDGET bytes of text at most, newest first; the
+ * messages past it are estimated, and not remembered, so the next request that sends them
+ * counts them. Six user messages of a quarter of the budget's bytes, each byte a token: the
+ * newest four are counted, the oldest two estimated (a quarter of that), and the token budget
+ * holds the four and one estimate. The next request counts all six, and it holds four. */
 static void test_tokenizer_budget_per_request(void **state)
 {
-    json_t *opts = json_pack("{s:i, s:[s]}", "token_budget", 10000000, "transforms", "trim");
+    size_t each = TX_EXACT_BUDGET / 4, n = 6;
+    size_t exact = TX_MESSAGE_TOKENS + each, estimated = TX_MESSAGE_TOKENS + each / 4;
+    json_t *opts = json_pack("{s:I, s:[s]}", "token_budget", (json_int_t)(4 * exact + estimated),
+                             "transforms", "trim");
     struct cfg *cfg = golden_cfg(opts);
     json_decref(opts);
     char ranks[256 * 12], *err = NULL; /* the 256 bytes: a text is as many tokens as bytes */
@@ -213,23 +219,22 @@ static void test_tokenizer_budget_per_request(void **state)
     assert_non_null(tk);
     cfg->profiles[0].tokenizer = tk;
     struct jmemo *memo = jmemo_create(64 << 20);
-    size_t each = TX_EXACT_BUDGET / 4, n = 6; /* 4 fit the budget (counted before it is spent) */
     char *text = xmalloc(each + 1);
     memset(text, 'y', each);
     text[each] = '\0';
     json_t *window = json_array();
     for (size_t i = 0; i < n; i++) {
-        json_t *m = json_pack("{s:s, s:s}", "role", i % 2 ? "assistant" : "user", "content", text);
+        json_t *m = json_pack("{s:s, s:s}", "role", "user", "content", text);
         jmemo_hold(memo, m, each + 32);
         json_array_append_new(window, m);
     }
-    size_t exact = TX_MESSAGE_TOKENS + each, estimated = TX_MESSAGE_TOKENS + each / 4;
-    size_t want[] = {4 * exact + 2 * estimated, 6 * exact}; /* the next request: all counted */
+    size_t want_tokens[] = {4 * exact + estimated, 4 * exact}, want_trimmed[] = {1, 2};
     for (int round = 0; round < 2; round++) {
         json_t *messages = json_copy(window);
         struct tx_ctx ctx = {.prof = &cfg->profiles[0], .memo = memo};
         tx_run(&ctx, messages);
-        assert_int_equal(ctx.tokens, want[round]);
+        assert_int_equal(ctx.tokens, want_tokens[round]);
+        assert_int_equal(ctx.trimmed, want_trimmed[round]);
         json_decref(messages);
     }
     free(text);
