@@ -30,11 +30,11 @@ struct upbody {
  * memo holds them, so that the transforms' work on a turn and its text are made once. The
  * same for the session's injected messages (its runtime system messages, the caller's summary
  * and facts): inject_memory counts their tokens once, not on every request. */
-static void upbody_hold_history(struct jmemo *memo, json_t *history)
+static void upbody_hold(struct jmemo *memo, json_t *messages)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(history, i, m) {
+    json_array_foreach(messages, i, m) {
         if (memo != NULL && jmemo_find(memo, m) == NULL)
             jmemo_hold(memo, m, tx_tokens(NULL, m) * TX_CHARS_PER_TOKEN + UPBODY_TURN_FIELDS);
     }
@@ -120,7 +120,7 @@ static json_t *upbody_messages(const struct upbody_in *in, json_t *history, json
             json_array_append(out, m), own = 1;
     if (!own && system != NULL) /* the session's system prompt, from an earlier request */
         json_array_extend(out, system);
-    upbody_hold_history(in->memo, history);
+    upbody_hold(in->memo, history);
     json_array_extend(out, history);
     *history_n = json_array_size(history);
     json_array_foreach(in->creq->messages, i, m)
@@ -193,7 +193,7 @@ struct upbody *upbody_begin(const struct upbody_in *in)
     b->in = *in;
     if (in->rec != NULL)
         memory_rec_context(in->rec, in->stored, &b->mc);
-    upbody_hold_history(in->memo, b->mc.inject);
+    upbody_hold(in->memo, b->mc.inject);
     b->up = chatreq_upstream(in->creq, in->prof->model);
     chatreq_apply_params(b->up, b->mc.params);
     if (b->mc.history != NULL)

@@ -13,27 +13,13 @@
 #include "base/tiktoken.h"
 #include "base/util.h"
 #include "fuzz.h"
+#include "tests/bytes_tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static struct tiktoken *fuzz_bytes[2];
-
-/* The 256 bytes' ranks ("AA== 0" ... "/w== 255"). */
-static struct tiktoken *fuzz_bytes_only(enum tiktoken_pattern pattern)
-{
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char text[256 * 12], *err = NULL;
-    size_t len = 0;
-    for (int b = 0; b < 256; b++)
-        len += (size_t)snprintf(text + len, sizeof(text) - len, "%c%c== %d\n", a[b >> 2],
-                                a[(b & 3) << 4], b);
-    struct tiktoken *tk = tiktoken_parse(text, len, "bytes", pattern, &err);
-    if (tk == NULL)
-        abort();
-    return tk;
-}
 
 static void fuzz_check(const struct tiktoken *tk, const char *text, size_t len)
 {
@@ -50,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *in = (const char *)data + 1, *text = in, *nul = memchr(in, '\0', size - 1);
     size_t len = size - 1;
     if (fuzz_bytes[pattern] == NULL)
-        fuzz_bytes[pattern] = fuzz_bytes_only(pattern);
+        fuzz_bytes[pattern] = bytes_tokenizer(pattern, NULL);
     if (nul != NULL) {
         char *err = NULL;
         struct tiktoken *tk = tiktoken_parse(in, (size_t)(nul - in), "f", pattern, &err);

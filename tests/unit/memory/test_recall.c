@@ -8,6 +8,7 @@
 
 #include "base/tiktoken.h"
 #include "memory/recall.h"
+#include "tests/bytes_tokenizer.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -227,13 +228,7 @@ static void test_budget_keeps_relevance_first(void **state)
  * smallest (relevance's lines, an assistant's, are 21). */
 static void test_budget_counted_by_the_tokenizer(void **state)
 {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char ranks[256 * 12], *err = NULL;
-    size_t len = 0;
-    for (int b = 0; b < 256; b++)
-        len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%c%c== %d\n", a[b >> 2],
-                                a[(b & 3) << 4], b);
-    struct tiktoken *tk = tiktoken_parse(ranks, len, "bytes", TIKTOKEN_O200K, &err);
+    struct tiktoken *tk = bytes_tokenizer(TIKTOKEN_O200K, NULL);
     float q[4] = {0, 0, 0, 1}; /* like turns 3, 7, 11 */
     struct recall_opts counted = opts;
     struct recall_stats st;

@@ -21,6 +21,7 @@
 #include "base/tiktoken.h"
 #include "base/util.h"
 #include "config/cfgcheck.h"
+#include "tests/bytes_tokenizer.h"
 #include "transforms/tx.h"
 
 #include <dirent.h>
@@ -209,14 +210,7 @@ static void test_tokenizer_budget_per_request(void **state)
                              "transforms", "trim");
     struct cfg *cfg = golden_cfg(opts);
     json_decref(opts);
-    char ranks[256 * 12], *err = NULL; /* the 256 bytes: a text is as many tokens as bytes */
-    size_t len = 0;
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int b = 0; b < 256; b++)
-        len += (size_t)snprintf(ranks + len, sizeof(ranks) - len, "%c%c== %d\n", a[b >> 2],
-                                a[(b & 3) << 4], b);
-    struct tiktoken *tk = tiktoken_parse(ranks, len, "bytes", TIKTOKEN_CL100K, &err);
-    assert_non_null(tk);
+    struct tiktoken *tk = bytes_tokenizer(TIKTOKEN_CL100K, NULL); /* a byte a token */
     cfg->profiles[0].tokenizer = tk;
     struct jmemo *memo = jmemo_create(64 << 20);
     char *text = xmalloc(each + 1);
