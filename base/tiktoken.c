@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,7 @@ struct tiktoken_slot {
 
 struct tiktoken {
     enum tiktoken_pattern pattern;
+    unsigned id; /* tiktoken_id() */
     struct tiktoken_slot *slots;
     size_t mask, n;
     unsigned char *pool;
@@ -28,6 +30,7 @@ struct tiktoken {
 #define TIKTOKEN_NONE UINT32_MAX
 
 static void tiktoken_ascii_init(void);
+static atomic_uint tiktoken_ids;
 static pthread_once_t tiktoken_ascii_once = PTHREAD_ONCE_INIT;
 
 static uint32_t tiktoken_hash(const unsigned char *p, size_t n)
@@ -166,6 +169,7 @@ struct tiktoken *tiktoken_parse(const char *text, size_t len, const char *name,
     pthread_once(&tiktoken_ascii_once, tiktoken_ascii_init); /* before any count */
     const char *why = NULL;
     tk->pattern = pattern;
+    tk->id = atomic_fetch_add(&tiktoken_ids, 1) % TIKTOKEN_IDS + 1;
     tk->mask = cap - 1;
     tk->slots = xmalloc(cap * sizeof(*tk->slots));
     memset(tk->slots, 0xff, cap * sizeof(*tk->slots)); /* every rank TIKTOKEN_NONE */
@@ -249,6 +253,11 @@ int tiktoken_pattern_named(const char *name, enum tiktoken_pattern *out)
 size_t tiktoken_size(const struct tiktoken *tk)
 {
     return tk->n;
+}
+
+unsigned tiktoken_id(const struct tiktoken *tk)
+{
+    return tk != NULL ? tk->id : 0;
 }
 
 void tiktoken_destroy(struct tiktoken *tk)

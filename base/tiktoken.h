@@ -55,6 +55,13 @@ struct tiktoken *tiktoken_parse(const char *text, size_t len, const char *name,
 /* How many ranks the tokenizer holds. */
 size_t tiktoken_size(const struct tiktoken *tk);
 
+/* A number that tells the tokenizers a process loaded apart, from 1 to TIKTOKEN_IDS (0 for tk
+ * NULL: no tokenizer), so that a count kept beside a text (tx.c's memo note) is used again
+ * only by the tokenizer that made it: profiles may count with different ones. Numbers are
+ * handed out in turn and come round again after TIKTOKEN_IDS loads. */
+#define TIKTOKEN_IDS 65535u
+unsigned tiktoken_id(const struct tiktoken *tk);
+
 /* The tokens of len bytes of text (UTF-8; a byte that is not reads as a character of its
  * own). */
 size_t tiktoken_count(const struct tiktoken *tk, const char *text, size_t len);

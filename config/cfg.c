@@ -276,8 +276,15 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "drop_sources", T_STRLIST, PRO(drop_sources), "", 0, 0,
      "Sources the drop_sources transform leaves out (e.g. [silence, llm_failure])."},
     {CFG_SEC_PROFILE, "token_budget", T_INT, PRO(token_budget), "16000", 0, 100000000,
-     "Tokens the trim transform fits the messages into (counted by tokenizer.file, else about 4 "
-     "characters each); 0 = no limit."},
+     "Tokens the trim transform fits the messages into (counted by the profile's tokenizer, "
+     "else about 4 characters each); 0 = no limit."},
+    {CFG_SEC_PROFILE, "tokenizer_file", T_STR, PRO(tokenizer_file), "", 0, 0,
+     "This profile's tiktoken ranks file, where its model counts otherwise than "
+     "tokenizer.file's (profiles that route to different model families); none = characters "
+     "/ 4; empty = tokenizer.file. A file that several profiles name is loaded once."},
+    {CFG_SEC_PROFILE, "tokenizer_pattern", T_STR, PRO(tokenizer_pattern), "", 0, 0,
+     "This profile's pre-tokenizer for its tokenizer_file: o200k or cl100k; empty = "
+     "tokenizer.pattern."},
     {CFG_SEC_PROFILE, "body_drop", T_STRLIST, PRO(body_drop), "", 0, 0,
      "Body fields the standard transform removes besides the voice platforms' own (call, "
      "customer, phoneNumber, elevenlabs_extra_body, turn_id, timestamp, interruptable, "
@@ -926,7 +933,11 @@ void cfg_destroy(struct cfg *cfg)
     if (cfg->session_id_regex != NULL) /* compiled by cfgcheck */
         regfree(cfg->session_id_regex);
     free(cfg->session_id_regex);
-    tiktoken_destroy(cfg->tokenizer); /* loaded by cfgcheck */
+    for (size_t i = 0; i < cfg->ntokenizers; i++) { /* loaded by cfgcheck */
+        tiktoken_destroy(cfg->tokenizers[i].tk);
+        free(cfg->tokenizers[i].file);
+    }
+    free(cfg->tokenizers);
     for (size_t i = 0; i < cfg->nupstreams; i++)
         cfg_free_fields(CFG_SEC_UPSTREAM, &cfg->upstreams[i]);
     for (size_t i = 0; i < cfg->nprofiles; i++)

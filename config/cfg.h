@@ -43,6 +43,13 @@ struct cfg_strlist {
     size_t n;
 };
 
+/* A ranks file loaded with a pattern (base/tiktoken.h), shared by the profiles that name it. */
+struct cfg_tokenizer {
+    char *file;
+    int pattern; /* enum tiktoken_pattern */
+    struct tiktoken *tk;
+};
+
 struct cfg_profile {
     char *name;
     char *upstream;               /* name of the primary upstream */
@@ -56,6 +63,8 @@ struct cfg_profile {
     char *timestamp_format;
     struct cfg_strlist drop_sources;
     long token_budget;          /* 0 = none */
+    char *tokenizer_file;       /* "" = tokenizer.file; "none" = characters / 4 */
+    char *tokenizer_pattern;    /* "" = tokenizer.pattern */
     long memory_budget;         /* tokens inject_memory may add */
     struct cfg_strlist tenants; /* empty = every tenant's keys may use the profile */
     char *memory_role;          /* role of remembered memory: "system", "developer" or "user" */
@@ -77,8 +86,8 @@ struct cfg_profile {
     long retrieval_timeout_ms; /* a request's lookup waits at most this long */
     long retrieval_recent, retrieval_relevant, retrieval_scan, retrieval_budget;
     double retrieval_importance, retrieval_similarity;
-    /* Resolved by validation: the config's tokenizer (NULL: tokens are characters / 4), and
-     * indexes into cfg.upstreams, primary first. */
+    /* Resolved by validation: the profile's tokenizer (NULL: tokens are characters / 4; one
+     * of cfg.tokenizers), and indexes into cfg.upstreams, primary first. */
     const struct tiktoken *tokenizer;
     size_t chain[1 + CFG_MAX_FALLBACKS];
     size_t nchain;
@@ -138,11 +147,12 @@ struct cfg {
     int sessions_require;
     struct cfg_strlist session_id_fields;
     struct cfg_strlist session_user_fields;
-    char *session_id_pattern;   /* "" = none */
-    void *session_id_regex;     /* regex_t of session_id_pattern (cfgcheck compiles it), or NULL */
-    char *tokenizer_file;       /* "" = none: tokens are estimated as characters / 4 */
-    char *tokenizer_pattern;    /* "o200k" or "cl100k" */
-    struct tiktoken *tokenizer; /* tokenizer_file, loaded by cfgcheck, or NULL */
+    char *session_id_pattern; /* "" = none */
+    void *session_id_regex;   /* regex_t of session_id_pattern (cfgcheck compiles it), or NULL */
+    char *tokenizer_file;     /* "" = none: tokens are estimated as characters / 4 */
+    char *tokenizer_pattern;  /* "o200k" or "cl100k" */
+    struct cfg_tokenizer *tokenizers; /* loaded by cfgcheck: each file and pattern once */
+    size_t ntokenizers;
     long ws_session_turns;
     long ws_max_turns;
     long ws_session_bytes; /* memory.session_bytes */

@@ -273,24 +273,58 @@ static int cfgcheck_id_pattern(struct cfg *cfg, char **err)
     return 0;
 }
 
-/* tokenizer.file read once, shared by every profile. */
-static int cfgcheck_tokenizer(struct cfg *cfg, char **err)
+/* The tokenizer of file and pattern, loaded the first time one asks for it (NULL for file ""
+ * or "none"). on names the options in an error: "tokenizer." or "profiles[p].tokenizer_". */
+static int cfgcheck_tokenizer_get(struct cfg *cfg, const char *on, const char *file,
+                                  const char *pattern_name, const struct tiktoken **out, char **err)
 {
     enum tiktoken_pattern pattern;
     char *why = NULL;
-    if (tiktoken_pattern_named(cfg->tokenizer_pattern, &pattern) != 0)
-        return cfgcheck_invalid(cfg, err, "tokenizer.pattern: '%s' must be o200k or cl100k",
-                                cfg->tokenizer_pattern);
-    if (*cfg->tokenizer_file != '\0' && cfg->tokenizer == NULL) {
-        cfg->tokenizer = tiktoken_load(cfg->tokenizer_file, pattern, &why);
-        if (cfg->tokenizer == NULL) {
-            int rc = cfgcheck_invalid(cfg, err, "tokenizer.file: %s", why);
-            free(why);
-            return rc;
+    *out = NULL;
+    if (tiktoken_pattern_named(pattern_name, &pattern) != 0)
+        return cfgcheck_invalid(cfg, err, "%spattern: '%s' must be o200k or cl100k", on,
+                                pattern_name);
+    if (*file == '\0' || strcmp(file, "none") == 0)
+        return 0;
+    for (size_t i = 0; i < cfg->ntokenizers; i++) {
+        struct cfg_tokenizer *t = &cfg->tokenizers[i];
+        if (strcmp(t->file, file) == 0 && t->pattern == (int)pattern) {
+            *out = t->tk;
+            return 0;
         }
     }
-    for (size_t i = 0; i < cfg->nprofiles; i++)
-        cfg->profiles[i].tokenizer = cfg->tokenizer;
+    struct tiktoken *tk = tiktoken_load(file, pattern, &why);
+    if (tk == NULL) {
+        int rc = cfgcheck_invalid(cfg, err, "%sfile: %s", on, why);
+        free(why);
+        return rc;
+    }
+    cfg->tokenizers = xrealloc(cfg->tokenizers, (cfg->ntokenizers + 1) * sizeof(*cfg->tokenizers));
+    cfg->tokenizers[cfg->ntokenizers++] =
+        (struct cfg_tokenizer){.file = xstrdup(file), .pattern = (int)pattern, .tk = tk};
+    *out = tk;
+    return 0;
+}
+
+/* tokenizer.file, and each profile's own (tokenizer_file, tokenizer_pattern; empty = the
+ * top-level one's). Each file and pattern is read once, however many profiles name it. */
+static int cfgcheck_tokenizer(struct cfg *cfg, char **err)
+{
+    const struct tiktoken *top;
+    if (cfgcheck_tokenizer_get(cfg, "tokenizer.", cfg->tokenizer_file, cfg->tokenizer_pattern, &top,
+                               err) != 0)
+        return -1;
+    for (size_t i = 0; i < cfg->nprofiles; i++) {
+        struct cfg_profile *p = &cfg->profiles[i];
+        const char *file = *p->tokenizer_file != '\0' ? p->tokenizer_file : cfg->tokenizer_file;
+        const char *pattern =
+            *p->tokenizer_pattern != '\0' ? p->tokenizer_pattern : cfg->tokenizer_pattern;
+        char *on = xasprintf("profiles[%s].tokenizer_", p->name);
+        int rc = cfgcheck_tokenizer_get(cfg, on, file, pattern, &p->tokenizer, err);
+        free(on);
+        if (rc != 0)
+            return -1;
+    }
     return 0;
 }
 

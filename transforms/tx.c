@@ -192,12 +192,20 @@ struct tx_facts {
 #define TX_NOTE_USER            TX_NOTE(3)
 #define TX_NOTE_INTERRUPT_KNOWN TX_NOTE(4) /* apart: only interruptions asks */
 #define TX_NOTE_INTERRUPTED     TX_NOTE(5)
+#define TX_NOTE_COUNTER_SHIFT   (JMEMO_NOTE_TX_SHIFT + 7) /* 16 bits: what counted the tokens */
+#define TX_NOTE_COUNTER_MASK    ((uint64_t)0xffff << TX_NOTE_COUNTER_SHIFT)
 #define TX_NOTE_TOKENS          32 /* the tokens in the top 32 bits */
+#define TX_NOTE_FACTS                                                                              \
+    (TX_NOTE_KNOWN | TX_NOTE_SYSTEM | TX_NOTE_TOOL | TX_NOTE_USER | TX_NOTE_COUNTER_MASK |         \
+     ((uint64_t)UINT32_MAX << TX_NOTE_TOKENS))
 
+/* The facts are kept with the tokenizer that counted them (tiktoken_id, 0 for none): a
+ * message the memo holds may come again under a profile that counts with another. */
 static struct tx_facts tx_facts_of(struct tx_ctx *ctx, json_t *m)
 {
     uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
-    if (note != NULL && (*note & TX_NOTE_KNOWN))
+    uint64_t counter = (uint64_t)tiktoken_id(ctx->prof->tokenizer) << TX_NOTE_COUNTER_SHIFT;
+    if (note != NULL && (*note & TX_NOTE_KNOWN) && (*note & TX_NOTE_COUNTER_MASK) == counter)
         return (struct tx_facts){.system = (*note & TX_NOTE_SYSTEM) != 0,
                                  .tool = (*note & TX_NOTE_TOOL) != 0,
                                  .user = (*note & TX_NOTE_USER) != 0,
@@ -209,8 +217,9 @@ static struct tx_facts tx_facts_of(struct tx_ctx *ctx, json_t *m)
                          .user = strcmp(role, "user") == 0,
                          .tokens = tx_ctx_tokens(ctx, m, &exact)};
     if (note != NULL && exact && f.tokens <= UINT32_MAX)
-        *note |= TX_NOTE_KNOWN | (f.system ? TX_NOTE_SYSTEM : 0) | (f.tool ? TX_NOTE_TOOL : 0) |
-                 (f.user ? TX_NOTE_USER : 0) | (uint64_t)f.tokens << TX_NOTE_TOKENS;
+        *note = (*note & ~TX_NOTE_FACTS) | TX_NOTE_KNOWN | (f.system ? TX_NOTE_SYSTEM : 0) |
+                (f.tool ? TX_NOTE_TOOL : 0) | (f.user ? TX_NOTE_USER : 0) | counter |
+                (uint64_t)f.tokens << TX_NOTE_TOKENS;
     return f;
 }
 

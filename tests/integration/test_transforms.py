@@ -489,3 +489,33 @@ class Tokenizer(unittest.TestCase):
                          "messages=1; history=0; trimmed=2; injected=0; tokens=19")
         sent = json.loads(self.mock.stats()["last_body"])["messages"]
         self.assertEqual(sent, [{"role": "user", "content": "你" * 5}])
+
+    def test_each_profile_counts_with_its_own_tokenizer(self):
+        """profiles[].tokenizer_file: a profile counts with its own file, or with none; the
+        same window sent under each in turn (one process, one memo) is counted by each."""
+        self.mock = Mock()
+        self.addCleanup(self.mock.stop)
+        ranks = os.path.join(scratch_dir("ranks-"), "bytes.tiktoken")
+        byte_ranks(ranks)
+        msgs = [{"role": "user", "content": "你好" * 10},
+                {"role": "assistant", "content": "好" * 10},
+                {"role": "user", "content": "你" * 5}]
+        mp = Memproxy("upstreams:\n  - {name: default, url: '%s'}\n"
+                      "tokenizer:\n  file: %s\n  pattern: cl100k\n"
+                      "profiles:\n"
+                      "  - {name: default, upstream: default, token_budget: 60}\n"
+                      "  - {name: plain, upstream: default, token_budget: 60, "
+                      "tokenizer_file: none}\n"
+                      "  - {name: own, upstream: default, token_budget: 60, "
+                      "tokenizer_file: %s, tokenizer_pattern: o200k}\n"
+                      % (self.mock.url, ranks, ranks))
+        self.addCleanup(mp.stop)
+        counted = "messages=1; history=0; trimmed=2; injected=0; tokens=19"
+        estimated = "messages=3; history=0; trimmed=0; injected=0; tokens=%d" % tokens(msgs)
+        for profile, want in [("default", counted), ("plain", estimated), ("own", counted),
+                              ("plain", estimated), ("default", counted)]:
+            status, hdrs, out = mp.request("POST", "/v1/chat/completions",
+                                           {"model": "m", "messages": msgs},
+                                           headers={"X-Memproxy-Profile": profile})
+            self.assertEqual(status, 200, out)
+            self.assertEqual(hdrs["x-memproxy-context"], want, profile)

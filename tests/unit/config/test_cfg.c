@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/tiktoken.h"
 #include "base/util.h"
 #include "config/cfg.h"
 #include "config/cfgcheck.h"
@@ -233,6 +234,65 @@ static void test_example_documents_every_option(void **state)
     free(example);
 }
 
+/* A ranks file of the 256 bytes alone (tests/bytes_tokenizer.h's, as a file). */
+static char *bytes_ranks_file(void)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char text[256 * 12];
+    size_t len = 0;
+    for (int b = 0; b < 256; b++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%c%c== %d\n", a[b >> 2],
+                                a[(b & 3) << 4], b);
+    return write_tmp(text);
+}
+
+/* A profile counts with tokenizer.file unless it names its own file or pattern (or none); a
+ * file and pattern that several name is loaded once. */
+static void test_profile_tokenizers(void **state)
+{
+    char *ranks = bytes_ranks_file(), *err = NULL;
+    char *text =
+        xasprintf("upstreams: [{name: a, url: 'http://a/v1'}]\n"
+                  "tokenizer: {file: %s, pattern: cl100k}\n"
+                  "profiles:\n"
+                  "  - {name: default, upstream: a}\n"
+                  "  - {name: same, upstream: a, tokenizer_pattern: cl100k}\n"
+                  "  - {name: other, upstream: a, tokenizer_pattern: o200k}\n"
+                  "  - {name: own, upstream: a, tokenizer_file: %s, tokenizer_pattern: o200k}\n"
+                  "  - {name: plain, upstream: a, tokenizer_file: none}\n",
+                  ranks, ranks);
+    struct cfg *cfg = load(text, &err);
+    if (cfg == NULL)
+        fail_msg("%s", err);
+    const struct tiktoken *top = cfg_profile_find(cfg, "default", 7)->tokenizer;
+    assert_non_null(top);
+    assert_ptr_equal(cfg_profile_find(cfg, "same", 4)->tokenizer, top);
+    const struct tiktoken *other = cfg_profile_find(cfg, "other", 5)->tokenizer;
+    assert_non_null(other);
+    assert_ptr_not_equal(other, top);
+    assert_ptr_equal(cfg_profile_find(cfg, "own", 3)->tokenizer, other);
+    assert_null(cfg_profile_find(cfg, "plain", 5)->tokenizer);
+    assert_int_equal(cfg->ntokenizers, 2);
+    assert_int_not_equal(tiktoken_id(top), tiktoken_id(other));
+    cfg_destroy(cfg);
+    free(text);
+
+    text = xasprintf("upstreams: [{name: a, url: 'http://a/v1'}]\n"
+                     "profiles: [{name: p, upstream: a, tokenizer_file: %s.missing}]\n",
+                     ranks);
+    char *want = xasprintf("profiles[p].tokenizer_file: %s.missing: No such file", ranks);
+    expect_error(text, want);
+    free(text);
+    free(want);
+    expect_error("upstreams: [{name: a, url: 'http://a/v1'}]\n"
+                 "profiles: [{name: p, upstream: a, tokenizer_pattern: gpt2}]\n",
+                 "profiles[p].tokenizer_pattern: 'gpt2' must be o200k or cl100k");
+    expect_error("upstreams: [{name: a, url: 'http://a/v1'}]\ntokenizer: {pattern: p50k}\n",
+                 "tokenizer.pattern: 'p50k' must be o200k or cl100k");
+    unlink(ranks);
+    free(ranks);
+}
+
 int main(int argc, char **argv)
 {
     example_path = argc > 1 ? argv[1] : "config/memproxy.example.yaml";
@@ -244,6 +304,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_listen_parsing),
         cmocka_unit_test(test_example_documents_every_option),
+        cmocka_unit_test(test_profile_tokenizers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

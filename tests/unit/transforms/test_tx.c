@@ -238,6 +238,38 @@ static void test_tokenizer_budget_per_request(void **state)
     cfg_destroy(cfg);
 }
 
+/* Profiles that count with different tokenizers share the worker's memo: a message one
+ * counted and noted is counted again by the other, never given the first one's count. Here
+ * "ab" is one token with the first tokenizer, two with the second (the bytes alone), and
+ * 4 + 1 with none (characters / 4, a message 4 more each time). */
+static void test_counts_noted_per_tokenizer(void **state)
+{
+    json_t *opts =
+        json_pack("{s:I, s:[s]}", "token_budget", (json_int_t)1000, "transforms", "trim");
+    struct cfg *cfg = golden_cfg(opts);
+    json_decref(opts);
+    struct tiktoken *ab = bytes_tokenizer(TIKTOKEN_CL100K, "YWI= 256\n"); /* "ab" */
+    struct tiktoken *bytes = bytes_tokenizer(TIKTOKEN_CL100K, NULL);
+    struct jmemo *memo = jmemo_create(1 << 20);
+    json_t *window = json_pack("[{s:s, s:s}]", "role", "user", "content", "abababab");
+    jmemo_hold(memo, json_array_get(window, 0), 64);
+    const struct tiktoken *by[] = {ab, bytes, NULL, ab, NULL, bytes};
+    size_t want[] = {4 + 4, 4 + 8, 4 + 2, 4 + 4, 4 + 2, 4 + 8};
+    for (size_t round = 0; round < UTIL_ARRAY_LEN(by); round++) {
+        json_t *messages = json_copy(window);
+        cfg->profiles[0].tokenizer = by[round];
+        struct tx_ctx ctx = {.prof = &cfg->profiles[0], .memo = memo};
+        tx_run(&ctx, messages);
+        assert_int_equal(ctx.tokens, want[round]);
+        json_decref(messages);
+    }
+    json_decref(window);
+    jmemo_destroy(memo);
+    tiktoken_destroy(ab);
+    tiktoken_destroy(bytes);
+    cfg_destroy(cfg);
+}
+
 /* A voice platform's window resent: `standard` makes each message's OpenAI form once, and the
  * memo writes its text once; the interrupted reply (changed by interruptions first) is made
  * again each time. */
@@ -295,6 +327,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_unknown_transform_is_a_config_error),
         cmocka_unit_test(test_tokenizer_budget_per_request),
+        cmocka_unit_test(test_counts_noted_per_tokenizer),
         cmocka_unit_test(test_trim_long_session),
         cmocka_unit_test(test_memo_keeps_standard_forms),
     };
