@@ -200,11 +200,17 @@ struct tx_facts {
      ((uint64_t)UINT32_MAX << TX_NOTE_TOKENS))
 
 /* The facts are kept with the tokenizer that counted them (tiktoken_id, 0 for none): a
- * message the memo holds may come again under a profile that counts with another. */
-static struct tx_facts tx_facts_of(struct tx_ctx *ctx, json_t *m)
+ * message the memo holds may come again under a profile that counts with another. The
+ * profile's, as the note holds it: */
+static uint64_t tx_counter(const struct tx_ctx *ctx)
+{
+    return (uint64_t)tiktoken_id(ctx->prof->tokenizer) << TX_NOTE_COUNTER_SHIFT;
+}
+
+/* m's facts, counted by the tokenizer that counter (tx_counter) stands for. */
+static struct tx_facts tx_facts_of(struct tx_ctx *ctx, json_t *m, uint64_t counter)
 {
     uint64_t *note = jmemo_note(jmemo_find(ctx->memo, m));
-    uint64_t counter = (uint64_t)tiktoken_id(ctx->prof->tokenizer) << TX_NOTE_COUNTER_SHIFT;
     if (note != NULL && (*note & TX_NOTE_KNOWN) && (*note & TX_NOTE_COUNTER_MASK) == counter)
         return (struct tx_facts){.system = (*note & TX_NOTE_SYSTEM) != 0,
                                  .tool = (*note & TX_NOTE_TOOL) != 0,
@@ -493,8 +499,9 @@ void tx_merge_consecutive(struct tx_ctx *ctx, json_t *messages)
 static struct tx_facts *tx_trim_info(struct tx_ctx *ctx, json_t *messages, size_t n)
 {
     struct tx_facts *info = xcalloc(n, sizeof(*info));
+    uint64_t counter = tx_counter(ctx);
     for (size_t i = n; i-- > 0;)
-        info[i] = tx_facts_of(ctx, json_array_get(messages, i));
+        info[i] = tx_facts_of(ctx, json_array_get(messages, i), counter);
     return info;
 }
 
@@ -580,7 +587,7 @@ static size_t tx_runtime_replace(struct tx_ctx *ctx, json_t *messages, size_t at
     while (at > keep) {
         at--;
         if (ctx->tokens != 0) { /* trim counted it, and it is not sent after all */
-            size_t gone = tx_facts_of(ctx, json_array_get(messages, at)).tokens;
+            size_t gone = tx_facts_of(ctx, json_array_get(messages, at), tx_counter(ctx)).tokens;
             ctx->tokens -= gone < ctx->tokens ? gone : ctx->tokens;
         }
         json_array_remove(messages, at);
@@ -592,9 +599,10 @@ void tx_inject_memory(struct tx_ctx *ctx, json_t *messages)
 {
     size_t at = tx_runtime_replace(ctx, messages, tx_after_system(messages)), i, used = 0;
     size_t budget = (size_t)ctx->prof->memory_budget;
+    uint64_t counter = tx_counter(ctx);
     json_t *m;
     json_array_foreach(ctx->inject, i, m) {
-        size_t cost = tx_facts_of(ctx, m).tokens;
+        size_t cost = tx_facts_of(ctx, m, counter).tokens;
         if (used + cost > budget)
             continue; /* a smaller one further on may still fit */
         used += cost;
