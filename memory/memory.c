@@ -572,6 +572,8 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
                                      rp->interrupted, util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
+    if (rp->refusal != NULL)
+        memory_set_str(json_object_get(t, "metadata"), "refusal", rp->refusal);
     /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):
      * a reply replaces its usage object whole and never changes one (reply.h), so a reference
      * will do; its tool calls grow chunk by chunk, so they are copied */

@@ -188,6 +188,8 @@ void memory_rec_request(struct memory_rec *rec);
 
 struct memory_reply {
     const char *content; /* as generated (what was sent before a hang-up) */
+    const char *refusal; /* the model's refusal instead of content (never spoken), or NULL:
+                            kept as the turn's metadata.refusal */
     json_t *tool_calls;  /* or NULL */
     const char *model, *finish_reason;
     json_t *usage; /* or NULL */

@@ -75,6 +75,7 @@ void pgsql_exec_bind_change(struct pgsql_params *p, json_t *d, int reply, int fi
     pgsql_param_jint(p, f + 11, json_object_get(d, "latency_us"));
     pgsql_param_jint(p, f + 12, json_object_get(d, "timestamp"));
     pgsql_param_json(p, f + 13, json_object_get(d, "tool_calls"));
+    pgsql_param_json(p, f + 14, json_object_get(d, "metadata")); /* a refusal's */
 }
 
 /* $1 tenant, $2 a second text (a session or user id). */

@@ -177,8 +177,9 @@ static const char *const pgsql_sql[PG__COUNT] = {
                   "AND turn_idx = $4 RETURNING seq",
     [PG_REPLACE] = "UPDATE messages SET content = $5, original = $6, interrupted = $7, "
                    "interrupt_ms = $8, model = $9, usage = $10, finish_reason = $11, ttft_us = "
-                   "$12, latency_us = $13, timestamp_ms = $14, tool_calls = $15 WHERE sid = $1 "
-                   "AND turn_id = $2 AND role = $3 AND turn_idx = $4 RETURNING seq",
+                   "$12, latency_us = $13, timestamp_ms = $14, tool_calls = $15, metadata = "
+                   "COALESCE($16, '{}') WHERE sid = $1 AND turn_id = $2 AND role = $3 AND "
+                   "turn_idx = $4 RETURNING seq",
     [PG_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = $2, updated_ms = $2, "
                 "summarized_ms = CASE WHEN $4::boolean AND user_id IS NOT NULL THEN NULL "
                 "ELSE 0 END WHERE sid = $1 AND status <> 'STOPPED' AND updated_ms < $3",
@@ -311,7 +312,8 @@ static const char *const pgsql_sql[PG__COUNT] = {
     [PG_P_REPLACE] = PGSQL_CHANGED("content = $7, original = $8, interrupted = $9, "
                                    "interrupt_ms = $10, model = $11, usage = $12, "
                                    "finish_reason = $13, ttft_us = $14, latency_us = $15, "
-                                   "timestamp_ms = $16, tool_calls = $17"),
+                                   "timestamp_ms = $16, tool_calls = $17, "
+                                   "metadata = COALESCE($18, '{}')"),
     /* a replica that stops hands back what it took and did not finish: due at once */
     [PG_RELEASE_OUTBOX] = "UPDATE webhook_outbox SET next_ms = $2, lease_owner = NULL "
                           "WHERE lease_owner = $1 AND status = 'pending'",

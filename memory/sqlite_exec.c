@@ -79,7 +79,7 @@ static void sqlite_exec_bind_turn(sqlite3_stmt *s, json_t *t)
     turnrow_bind(t, &sqlite_exec_binder, s, 2, 21);
 }
 
-/* A replaced reply's own columns (ST_REPLACE's ?7..?13). */
+/* A replaced reply's own columns (ST_REPLACE's ?7..?14). */
 static void sqlite_exec_bind_reply(sqlite3_stmt *s, json_t *t)
 {
     sqlite_exec_bind_text(s, 7, json_object_get(t, "model"));
@@ -89,6 +89,7 @@ static void sqlite_exec_bind_reply(sqlite3_stmt *s, json_t *t)
     sqlite_exec_bind_int(s, 11, json_object_get(t, "latency_us"));
     sqlite_exec_bind_int(s, 12, json_object_get(t, "timestamp"));
     sqlite_exec_bind_json(s, 13, json_object_get(t, "tool_calls"));
+    sqlite_exec_bind_json(s, 14, json_object_get(t, "metadata")); /* a refusal's */
 }
 
 /* ---- the writer ---- */

@@ -162,8 +162,8 @@ static const char *const store_sql[ST__COUNT] = {
                   "interrupt_ms = ?6 WHERE sid = ?1 AND seq = ?2",
     [ST_REPLACE] = "UPDATE messages SET content = ?3, original = ?4, interrupted = ?5, "
                    "interrupt_ms = ?6, model = ?7, usage = ?8, finish_reason = ?9, ttft_us = ?10, "
-                   "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13 "
-                   "WHERE sid = ?1 AND seq = ?2",
+                   "latency_us = ?11, timestamp_ms = ?12, tool_calls = ?13, "
+                   "metadata = COALESCE(?14, '{}') WHERE sid = ?1 AND seq = ?2",
     [ST_STOP] = "UPDATE sessions SET status = 'STOPPED', stopped_ms = ?2, updated_ms = ?2, "
                 "summarized_ms = CASE WHEN ?4 AND user_id IS NOT NULL THEN NULL ELSE 0 END "
                 "WHERE sid = ?1 AND status != 'STOPPED' AND updated_ms < ?3",

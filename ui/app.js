@@ -138,9 +138,14 @@ async function sessionsView(params) {
 
 // ---- a call ----
 
-// An interrupted reply: what the caller heard, then the rest the model generated, struck.
+// An interrupted reply: what the caller heard, then the rest the model generated, struck. A
+// refused one: the refusal's text, which no voice platform speaks, marked so.
 function replyText(t) {
   const heard = t.content || '';
+  const refusal = t.metadata && typeof t.metadata.refusal === 'string' ? t.metadata.refusal : '';
+  if (refusal && !t.interrupted)
+    return el('p', { class: 'text' }, heard,
+      el('span', { class: 'refused', title: 'the model refused; never spoken' }, refusal));
   if (!t.interrupted) return el('p', { class: 'text' }, heard);
   const orig = t.original || '';
   const rest = orig.startsWith(heard) ? orig.slice(heard.length) : orig;

@@ -129,11 +129,20 @@ static void chat_record_request(struct chat *c)
     memory_rec_request(c->rec);
 }
 
+/* The reply's refusal, or NULL for none. */
+static const char *chat_refusal(const struct chat *c)
+{
+    size_t len = 0;
+    const char *refusal = reply_refusal(c->reply, &len);
+    return len > 0 ? refusal : NULL;
+}
+
 static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
 {
     size_t len = 0;
     memset(mr, 0, sizeof(*mr));
     mr->content = reply_content(c->reply, &len);
+    mr->refusal = chat_refusal(c);
     mr->tool_calls = reply_tool_calls(c->reply);
     mr->model = reply_model(c->reply);
     mr->finish_reason = reply_finish_reason(c->reply);
@@ -491,6 +500,7 @@ static void chat_prepared_late(void *arg)
         memset(&mr, 0, sizeof(mr));
         size_t len = 0;
         mr.content = reply_content(c->reply, &len);
+        mr.refusal = chat_refusal(c);
         mr.tool_calls = reply_tool_calls(c->reply);
         mr.model = reply_model(c->reply);
         mr.usage = reply_usage(c->reply);

@@ -150,9 +150,13 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
 {
     if (cs_key_is(k, "content"))
         return cs_once(seen, CS_CONTENT) && cs_string_or_null(in, &out->content, 1);
-    if (cs_key_is(k, "role") || cs_key_is(k, "refusal")) {
+    if (cs_key_is(k, "role")) {
         struct chunkscan_span ignored;
         return cs_string_or_null(in, &ignored, 0);
+    }
+    if (cs_key_is(k, "refusal")) { /* null passes; a refusal's text is the general parse's */
+        struct chunkscan_span refusal = {NULL, 0};
+        return cs_string_or_null(in, &refusal, 0) && refusal.s == NULL;
     }
     if (in->body && cs_key_is(k, "annotations"))
         return cs_take(in, '[') && cs_take(in, ']');

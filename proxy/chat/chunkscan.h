@@ -15,12 +15,13 @@
  * Accepted: one JSON object, whitespace around tokens, whose strings are read by jtext's own
  * rules (escapes, UTF-8; jtext_read_string); numbers are integers of at most 18 digits;
  * "choices" is an
- * array of exactly one object; its "delta" is an object of "content", "role" and "refusal"
- * (strings or null); its "index", if present, is 0 (a request's other choices, n > 1, are
- * not what was said); its "logprobs" is null and "finish_reason" a string or null; "usage", if
- * present, is null; no "error"; any other member, at either level, is a string, an integer,
- * true, false or null; "model", "choices", "delta", "content" and "finish_reason" appear at
- * most once. Anything else (tool calls, usage, reals, nested values) is declined.
+ * array of exactly one object; its "delta" is an object of "content" and "role" (strings or
+ * null) and "refusal" (null: a refusal's text is recorded apart, by the general parse); its
+ * "index", if present, is 0 (a request's other choices, n > 1, are not what was said); its
+ * "logprobs" is null and "finish_reason" a string or null; "usage", if present, is null; no
+ * "error"; any other member, at either level, is a string, an integer, true, false or null;
+ * "model", "choices", "delta", "content" and "finish_reason" appear at most once. Anything else
+ * (tool calls, usage, reals, nested values) is declined.
  *
  * chunkscan_message() reads the common non-streaming body (chat.completion) the same way: its
  * one choice holds "message" where a chunk holds "delta", and may also hold "annotations" as

@@ -33,6 +33,7 @@ struct reply_call {
 
 struct reply {
     struct reply_text content;
+    struct reply_text refusal; /* the model's refusal (structured outputs), apart: not spoken */
     char *finish_reason;
     char *model;
     json_t *usage;
@@ -72,6 +73,7 @@ void reply_destroy(struct reply *r)
     free(r->queue);
     chunkscan_buf_free(&r->scan);
     free(r->content.s);
+    free(r->refusal.s);
     free(r->finish_reason);
     free(r->model);
     json_decref(r->usage);
@@ -87,6 +89,15 @@ static void reply_append(struct reply *r, const char *s, size_t n)
         n = REPLY_MAX_TEXT - r->content.len;
     }
     reply_text_put(&r->content, s, n);
+}
+
+static void reply_append_refusal(struct reply *r, const char *s, size_t n)
+{
+    if (r->refusal.len + n > REPLY_MAX_TEXT) {
+        r->truncated = 1;
+        n = REPLY_MAX_TEXT - r->refusal.len;
+    }
+    reply_text_put(&r->refusal, s, n);
 }
 
 /* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
@@ -223,6 +234,9 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     } else if (json_is_array(content)) {
         reply_take_parts(r, content, strcmp(part, "message") == 0);
     }
+    json_t *refusal = json_object_get(msg, "refusal");
+    if (json_is_string(refusal))
+        reply_append_refusal(r, json_string_value(refusal), json_string_length(refusal));
     json_t *calls = json_object_get(msg, "tool_calls");
     if (json_is_array(calls)) {
         if (strcmp(part, "message") == 0) { /* whole calls, not deltas */
@@ -360,6 +374,12 @@ int reply_set_body_tree(struct reply *r, const char *body, size_t len)
         reply_take_choice(r, choice, "message");
     json_decref(root);
     return 0;
+}
+
+const char *reply_refusal(const struct reply *r, size_t *len)
+{
+    *len = r->refusal.len;
+    return r->refusal.s ? r->refusal.s : "";
 }
 
 const char *reply_content(const struct reply *r, size_t *len)

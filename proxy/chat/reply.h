@@ -63,6 +63,9 @@ int reply_set_body_tree(struct reply *r, const char *body, size_t len);
 int reply_set_events(struct reply *r, const char *body, size_t len);
 
 const char *reply_content(const struct reply *r, size_t *len);
+/* The refusal the model gave instead of content (OpenAI's structured outputs: message.refusal,
+ * delta.refusal), "" when none; capped as content is. A voice platform speaks content only. */
+const char *reply_refusal(const struct reply *r, size_t *len);
 const char *reply_finish_reason(const struct reply *r); /* NULL until one arrives */
 const char *reply_model(const struct reply *r);         /* NULL until one arrives */
 /* borrowed; NULL when absent. Never changed once returned (a later usage replaces it whole),

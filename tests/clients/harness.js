@@ -48,5 +48,11 @@ export async function startStack({ config = '', mockArgs = [], upstream = true }
   };
   const mockStats = async () =>
     (await fetch(`http://127.0.0.1:${mockPort}/_mock/stats`)).json();
-  return { baseURL: `http://127.0.0.1:${port}/v1`, stop, mockStats };
+  // the mock's behaviour from now on (tests/mock_upstream/mock.c lists the fields)
+  const mockConfig = async (fields) => {
+    const r = await fetch(`http://127.0.0.1:${mockPort}/_mock/config`,
+      { method: 'POST', body: JSON.stringify(fields) });
+    if (!r.ok) throw new Error(`the mock refused its config: ${r.status}`);
+  };
+  return { baseURL: `http://127.0.0.1:${port}/v1`, stop, mockStats, mockConfig };
 }

@@ -330,6 +330,51 @@ class UpstreamStreamsAnyway(StackTest):
             ("user", "q1", None), ("assistant", "Here it is, in pieces.", "stop")])
 
 
+class Refusal(StackTest):
+    """A model's refusal (OpenAI's structured outputs: content null, the text in refusal) goes
+    to the client as it came and is recorded apart, as the reply's metadata.refusal: it is
+    what the model said, though a voice platform speaks content only, and the reply's
+    content (what could be heard) stays empty."""
+    CONFIG = "auth:\n  admin_keys:\n    - {key: admin-0123456789abcdef, tenant: default}\n"
+
+    def history(self, session):
+        status, _, out = self.mp.request("GET", "/v1/sessions/%s/history" % session,
+                                         headers={"Authorization": "Bearer admin-0123456789abcdef"})
+        self.assertEqual(status, 200, out)
+        return json.loads(out)["contents"]
+
+    def test_the_refusal_is_kept_apart_from_what_was_said(self):
+        self.mock.config(refusal=True, reply="I can't help with that request.")
+        for stream in (False, True):
+            session = "refused-%d" % stream
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "stream": stream,
+                "messages": [{"role": "user", "content": "Tell me a secret."}]},
+                {"X-Session-Id": session})
+            self.assertEqual(status, 200, out)
+            if stream:
+                chunks = [json.loads(d) for d in sse_data(out.decode()) if d != "[DONE]"]
+                said = "".join(c["choices"][0]["delta"].get("refusal") or ""
+                               for c in chunks if c.get("choices"))
+            else:
+                said = json.loads(out)["choices"][0]["message"]["refusal"]
+            self.assertEqual(said, "I can't help with that request.")
+            reply = self.history(session)[-1]
+            self.assertEqual((reply["role"], reply["content"]), ("assistant", ""), stream)
+            self.assertEqual(reply["metadata"].get("refusal"), "I can't help with that request.",
+                             stream)
+        # a retried request's reply takes the refused one's place, refusal and all
+        self.mock.config(refusal=False, reply="Here is what I can say.")
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "messages": [{"role": "user", "content": "Tell me a secret."}]},
+            {"X-Session-Id": "refused-0"})
+        self.assertEqual(status, 200, out)
+        contents = self.history("refused-0")
+        self.assertEqual([(c["role"], c["content"], "refusal" in c["metadata"]) for c in contents],
+                         [("user", "Tell me a secret.", False),
+                          ("assistant", "Here is what I can say.", False)])
+
+
 class HeardNothing(StackTest):
     """A plain client (no turn ids) whose caller barged in before the reply's first word
     sends the reply back empty, flagged or not: that is what was heard of it, the reply's row

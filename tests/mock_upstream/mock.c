@@ -13,6 +13,8 @@
  *   token_delay_ms   delay between tokens
  *   fail_status      answer every chat request with this HTTP status and an OpenAI error body
  *   hang             never answer (no headers at all)
+ *   refusal          the reply is a refusal (OpenAI's structured outputs): its text comes as
+ *                    delta.refusal / message.refusal, with content null
  *   always_stream    answer every chat request as a stream, "stream": false or not (as a
  *                    server that ignores the field does)
  *   drop_after       close the connection abruptly after this many tokens (-1 = never)
@@ -73,7 +75,7 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
-    int hang, echo, seeded, summaries, always_stream;
+    int hang, echo, seeded, summaries, always_stream, refusal;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -245,7 +247,11 @@ static void mock_stream_step(struct mock_resp *r)
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_send_reply_start(r->req, 200, "OK");
         r->headers_sent = 1;
-        mock_chunk(r, out, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL);
+        mock_chunk(r, out,
+                   mock_cfg.refusal
+                       ? json_pack("{s:s, s:n, s:s}", "role", "assistant", "content", "refusal", "")
+                       : json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
+                   NULL);
     }
     size_t n = json_array_size(r->tokens);
     do {
@@ -260,7 +266,9 @@ static void mock_stream_step(struct mock_resp *r)
             return;
         }
         if (r->next < n)
-            mock_chunk(r, out, json_pack("{s:O}", "content", json_array_get(r->tokens, r->next)),
+            mock_chunk(r, out,
+                       json_pack("{s:O}", mock_cfg.refusal ? "refusal" : "content",
+                                 json_array_get(r->tokens, r->next)),
                        NULL);
         r->next++;
         if (mock_cfg.stall_after >= 0 && (long)r->next == mock_cfg.stall_after)
@@ -296,11 +304,14 @@ static void mock_complete(struct mock_resp *r)
         json_string_set(text, joined);
         free(joined);
     }
-    json_t *body =
-        json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:o}, s:s}], s:o}", "id", r->id, "object",
-                  "chat.completion", "created", (json_int_t)time(NULL), "model", r->model,
-                  "choices", "index", 0, "message", "role", "assistant", "content", text,
-                  "finish_reason", "stop", "usage", mock_usage(r));
+    json_t *message =
+        mock_cfg.refusal
+            ? json_pack("{s:s, s:n, s:o}", "role", "assistant", "content", "refusal", text)
+            : json_pack("{s:s, s:o}", "role", "assistant", "content", text);
+    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:s}], s:o}", "id", r->id,
+                             "object", "chat.completion", "created", (json_int_t)time(NULL),
+                             "model", r->model, "choices", "index", 0, "message", message,
+                             "finish_reason", "stop", "usage", mock_usage(r));
     mock_finish_json(r, body);
 }
 
@@ -502,6 +513,8 @@ static void mock_set_config(json_t *c)
         mock_cfg.hang = json_is_true(v);
     if ((v = json_object_get(c, "always_stream")))
         mock_cfg.always_stream = json_is_true(v);
+    if ((v = json_object_get(c, "refusal")))
+        mock_cfg.refusal = json_is_true(v);
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
     if ((v = json_object_get(c, "seeded")))

@@ -77,6 +77,10 @@ before(async () => {
   assert.equal((await rest('POST', '/v1/sessions/stopped-call/stop')).status, 200);
   await waitFor(async () => (await rest('GET', '/v1/webhooks/deliveries?session_id=stopped-call'))
     .body.deliveries.some((d) => d.status === 'failed'), 'the failed delivery');
+  // a reply the model refused (structured outputs): no content, the refusal's text apart
+  await stack.mockConfig({ refusal: true, reply: "I can't share account numbers." });
+  await chat({ model: 'm', session_id: 'refused-call', messages: [{ role: 'user', content: 'My account number?' }] });
+  await stack.mockConfig({ refusal: false });
   browser = await launchChromium();
   page = await browser.newPage();
   page.on('console', (m) => console.log('page:', m.text()));
@@ -145,6 +149,14 @@ test('a call shows what was heard and the unspoken rest apart', async () => {
   assert.match(text, /greeting/);
   assert.ok(await page.$('.chart svg rect'));
   await page.screenshot({ path: join(OUT, 'ui-call.png'), fullPage: true });
+});
+
+test('a refused reply shows the refusal apart, as never spoken', async () => {
+  await open('#/sessions/refused-call');
+  await page.waitForSelector('.timeline');
+  assert.equal(await page.$eval('.turn.assistant .refused', (n) => n.textContent),
+    "I can't share account numbers.");
+  assert.match(await page.$eval('.turn.assistant .refused', (n) => n.title), /never spoken/);
 });
 
 test('markup in a turn renders as text and runs nothing', async () => {

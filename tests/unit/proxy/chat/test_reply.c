@@ -340,6 +340,43 @@ static void test_chunkscan(void **state)
     chunkscan_buf_free(&buf);
 }
 
+/* A refusal (structured outputs) is kept apart from the content, from a stream's deltas and
+ * from a body's message; the tree-less reader passes a null refusal and declines a text, so
+ * both paths keep it. */
+static void test_refusal(void **state)
+{
+    struct reply *r = reply_create();
+    struct chunkscan c;
+    struct chunkscan_buf buf = {0};
+    const char *first =
+        "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+        "\"assistant\",\"content\":null,\"refusal\":\"\"},\"finish_reason\":null}]}";
+    const char *part = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"refusal\":"
+                       "\"I can\\u2019t\"},\"finish_reason\":null}]}";
+    const char *none = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                       "\"x\",\"refusal\":null},\"finish_reason\":null}]}";
+    assert_false(chunkscan_delta(part, strlen(part), &buf, &c));
+    assert_true(chunkscan_delta(none, strlen(none), &buf, &c));
+    add(r, first);
+    add(r, part);
+    add(r, "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\" help.\"},"
+           "\"finish_reason\":\"stop\"}]}");
+    size_t len = 0;
+    assert_string_equal(reply_refusal(r, &len), "I can\u2019t help.");
+    assert_int_equal(len, strlen("I can\u2019t help."));
+    assert_string_equal(reply_content(r, &len), "");
+    reply_destroy(r);
+
+    r = reply_create();
+    const char *body = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                       "\"assistant\",\"content\":null,\"refusal\":\"No.\"},"
+                       "\"finish_reason\":\"stop\"}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_refusal(r, &len), "No.");
+    reply_destroy(r);
+    chunkscan_buf_free(&buf);
+}
+
 /* A whole body as OpenAI sends it is read without a tree, usage and its token details
  * included; the same things as in a chunk, and tool calls, are declined. */
 static void test_chunkscan_message(void **state)
@@ -403,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_queue_then_flush),
         cmocka_unit_test(test_chunkscan),
         cmocka_unit_test(test_chunkscan_message),
+        cmocka_unit_test(test_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
