@@ -341,8 +341,8 @@ static void test_chunkscan(void **state)
 }
 
 /* A refusal (structured outputs) is kept apart from the content, from a stream's deltas and
- * from a body's message; the tree-less reader passes a null refusal and declines a text, so
- * both paths keep it. */
+ * from a body's message; the tree-less reader passes a null or empty refusal and declines a
+ * text, so both paths keep it. */
 static void test_refusal(void **state)
 {
     struct reply *r = reply_create();
@@ -355,6 +355,7 @@ static void test_refusal(void **state)
                        "\"I can\\u2019t\"},\"finish_reason\":null}]}";
     const char *none = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
                        "\"x\",\"refusal\":null},\"finish_reason\":null}]}";
+    assert_true(chunkscan_delta(first, strlen(first), &buf, &c)); /* an empty refusal */
     assert_false(chunkscan_delta(part, strlen(part), &buf, &c));
     assert_true(chunkscan_delta(none, strlen(none), &buf, &c));
     add(r, first);
