@@ -374,6 +374,26 @@ class Refusal(StackTest):
                          [("user", "Tell me a secret.", False),
                           ("assistant", "Here is what I can say.", False)])
 
+    def test_the_refused_reply_coming_back_is_the_same_row(self):
+        """An SDK client sends the refused message back as it got it (content null, the
+        refusal): that is the reply recorded, not a reply heard as nothing (interrupted)."""
+        self.mock.config(refusal=True, reply="I can't help with that.")
+        msgs = [{"role": "user", "content": "Secret?"}]
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": msgs}, {"X-Session-Id": "back"})
+        self.assertEqual(status, 200, out)
+        self.mock.config(refusal=False, reply="The weather is fine.")
+        msgs += [json.loads(out)["choices"][0]["message"], {"role": "user", "content": "Weather?"}]
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": msgs}, {"X-Session-Id": "back"})
+        self.assertEqual(status, 200, out)
+        self.assertEqual([(c["turn_id"], c["role"], c["content"], c["metadata"].get("refusal"),
+                           c["metadata"].get("interrupted", False)) for c in self.history("back")],
+                         [(1, "user", "Secret?", None, False),
+                          (1, "assistant", "", "I can't help with that.", False),
+                          (2, "user", "Weather?", None, False),
+                          (2, "assistant", "The weather is fine.", None, False)])
+
 
 class HeardNothing(StackTest):
     """A plain client (no turn ids) whose caller barged in before the reply's first word
