@@ -281,7 +281,8 @@ static const struct cfg_option cfg_options[] = {
     {CFG_SEC_PROFILE, "tokenizer_file", T_STR, PRO(tokenizer_file), "", 0, 0,
      "This profile's tiktoken ranks file, where its model counts otherwise than "
      "tokenizer.file's (profiles that route to different model families); none = characters "
-     "/ 4; empty = tokenizer.file. A file that several profiles name is loaded once."},
+     "/ 4; empty = tokenizer.file. A file several profiles name with one pattern is loaded "
+     "once."},
     {CFG_SEC_PROFILE, "tokenizer_pattern", T_STR, PRO(tokenizer_pattern), "", 0, 0,
      "This profile's pre-tokenizer for its tokenizer_file: o200k or cl100k; empty = "
      "tokenizer.pattern."},
