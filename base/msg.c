@@ -92,7 +92,8 @@ int msg_role_is_system(const char *role)
 int msg_calls_tools(json_t *m)
 {
     json_t *calls = json_object_get(m, "tool_calls");
-    return json_is_array(calls) && json_array_size(calls) > 0;
+    return (json_is_array(calls) && json_array_size(calls) > 0) ||
+           json_is_object(msg_voice(m, "function_call"));
 }
 
 json_t *msg_voice(json_t *m, const char *key)

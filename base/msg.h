@@ -40,8 +40,9 @@ const char *msg_role(json_t *m);
 /* Is a message of this role the client's instructions (system or developer)? NULL: no. */
 int msg_role_is_system(const char *role);
 
-/* Does m call tools (a non-empty tool_calls array, in either shape)? Such a message says
- * nothing, whatever its content. */
+/* Does m call tools (a non-empty tool_calls array, in either shape, or the function_call
+ * object of OpenAI's older functions API, which a stored turn keeps in its metadata)? Such a
+ * message says nothing, whatever its content. */
 int msg_calls_tools(json_t *m);
 
 /* The voice fields a platform puts in a message's metadata, in the order stored turns keep

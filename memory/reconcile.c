@@ -72,6 +72,11 @@ json_t *reconcile_normalize(json_t *msg, int64_t now_ms)
     if (dropped > 0)
         json_object_set_new_nocheck(json_object_get(turn, "metadata"), "dropped_parts",
                                     json_integer(dropped));
+    /* OpenAI's older functions API: the stored shape has no column for it, so metadata keeps
+     * it (msg_calls_tools finds it there: the message said nothing and is no reply's copy) */
+    json_t *function_call = json_object_get(msg, "function_call");
+    if (json_is_object(function_call))
+        json_object_set_nocheck(json_object_get(turn, "metadata"), "function_call", function_call);
     json_object_set_new_nocheck(turn, "timestamp", json_integer(ts > 0 ? ts : now_ms));
     json_object_set_new_nocheck(turn, "importance",
                                 json_real(reconcile_importance(msg, json_string_value(role))));

@@ -439,6 +439,28 @@ class HeardNothing(StackTest):
             ("tool", "sunny", 0), ("assistant", "Sunny.", 0)])
         self.assertIn("c1", rows[2]["tool_calls"])
 
+    def test_a_legacy_function_call_is_not_an_empty_copy(self):
+        """The same with OpenAI's older functions API: function_call, then a function message.
+        The call is kept in the turn's metadata; the next reply is a row of its own (it was
+        taken for what was heard of the call, its text left as original)."""
+        msgs = [{"role": "user", "content": "Weather?"}]
+        self.mock.config(reply="Let me check.")
+        self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": "functions"})
+        msgs += [{"role": "assistant", "content": "Let me check."},
+                 {"role": "assistant", "content": None,
+                  "function_call": {"name": "w", "arguments": "{}"}},
+                 {"role": "function", "name": "w", "content": "sunny"}]
+        self.mock.config(reply="Sunny.")
+        self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": "functions"})
+        rows = db_rows(self.mp.db_path, "functions")
+        self.assertEqual([(r["role"], r["content"], r["interrupted"], r["original"])
+                          for r in rows], [
+            ("user", "Weather?", 0, None), ("assistant", "Let me check.", 0, None),
+            ("assistant", "", 0, None), ("function", "sunny", 0, None),
+            ("assistant", "Sunny.", 0, None)])
+        self.assertEqual(json.loads(rows[2]["metadata"])["function_call"],
+                         {"name": "w", "arguments": "{}"})
+
 
 # A reply whose words as spoken begin "w0 w1 w2", written with markdown, paragraphs and
 # Unicode's spaces (a no-break space, a narrow one).

@@ -91,12 +91,41 @@ static void test_turn_ids_and_timestamps(void **state)
     json_decref(ms);
 }
 
+/* A message calls tools with a non-empty tool_calls array or the legacy function_call: it
+ * says nothing, and an empty copy of a reply is not one of those. */
+static void test_calls_tools(void **state)
+{
+    (void)state;
+    const char *yes[] = {
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}",
+        "{\"role\":\"assistant\",\"content\":null,\"function_call\":{\"name\":\"f\","
+        "\"arguments\":\"{}\"}}",
+        /* a stored turn keeps function_call in its metadata */
+        "{\"role\":\"assistant\",\"content\":\"\",\"metadata\":{\"function_call\":"
+        "{\"name\":\"f\",\"arguments\":\"{}\"}}}"};
+    const char *no[] = {"{\"role\":\"assistant\",\"content\":\"\"}",
+                        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]}",
+                        "{\"role\":\"assistant\",\"content\":\"x\",\"function_call\":null}"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++) {
+        json_t *m = json_loads(yes[i], 0, NULL);
+        assert_true(msg_calls_tools(m));
+        json_decref(m);
+    }
+    for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++) {
+        json_t *m = json_loads(no[i], 0, NULL);
+        assert_false(msg_calls_tools(m));
+        json_decref(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_of_parts),
         cmocka_unit_test(test_text_of_many_parts),
         cmocka_unit_test(test_turn_ids_and_timestamps),
+        cmocka_unit_test(test_calls_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
