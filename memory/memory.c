@@ -574,6 +574,9 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
     memory_set_str(t, "finish_reason", rp->finish_reason);
     if (rp->refusal != NULL)
         memory_set_str(json_object_get(t, "metadata"), "refusal", rp->refusal);
+    if (rp->function_call != NULL) /* as a client's copy of it is kept (reconcile_normalize) */
+        json_object_set_new_nocheck(json_object_get(t, "metadata"), "function_call",
+                                    json_deep_copy(rp->function_call));
     /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):
      * a reply replaces its usage object whole and never changes one (reply.h), so a reference
      * will do; its tool calls grow chunk by chunk, so they are copied */

@@ -187,10 +187,12 @@ void memory_rec_window(struct memory_rec *rec, int64_t turns);
 void memory_rec_request(struct memory_rec *rec);
 
 struct memory_reply {
-    const char *content; /* as generated (what was sent before a hang-up) */
-    const char *refusal; /* the model's refusal instead of content (never spoken), or NULL:
-                            kept as the turn's metadata.refusal */
-    json_t *tool_calls;  /* or NULL */
+    const char *content;   /* as generated (what was sent before a hang-up) */
+    const char *refusal;   /* the model's refusal instead of content (never spoken), or NULL:
+                              kept as the turn's metadata.refusal */
+    json_t *tool_calls;    /* or NULL */
+    json_t *function_call; /* OpenAI's older functions API's call, or NULL: kept as the turn's
+                              metadata.function_call (copied) */
     const char *model, *finish_reason;
     json_t *usage; /* or NULL */
     int64_t ttft_us, latency_us;

@@ -43,6 +43,10 @@ struct reply {
      * delta, a 100 KB argument sent 5 bytes a chunk held the worker 0.8 s, 400 KB 26 s. */
     struct reply_call *calls;
     size_t ncalls;
+    /* OpenAI's older functions API: one function_call, its name and arguments streamed in
+     * pieces as a tool call's are; written into function_call by reply_function_call() */
+    struct reply_call fcall;
+    json_t *function_call;
     size_t chunks;
     int truncated;
     char *queue; /* chunks waiting for reply_flush(): [size_t len][bytes]... */
@@ -79,6 +83,9 @@ void reply_destroy(struct reply *r)
     json_decref(r->usage);
     json_decref(r->tool_calls);
     reply_calls_clear(r);
+    free(r->fcall.name.s);
+    free(r->fcall.args.s);
+    json_decref(r->function_call);
     free(r);
 }
 
@@ -192,6 +199,21 @@ static void reply_add_tool_calls(struct reply *r, json_t *calls)
     }
 }
 
+/* A legacy function_call: a delta's pieces appended, a whole message's taking the place of
+ * what came before. */
+static void reply_take_function_call(struct reply *r, json_t *fc, int whole)
+{
+    if (!json_is_object(fc))
+        return;
+    if (whole) {
+        r->fcall.name.len = r->fcall.args.len = 0;
+        r->fcall.name.touched = r->fcall.args.touched = 0;
+    }
+    reply_concat(r, &r->fcall.name, json_object_get(fc, "name"));
+    reply_concat(r, &r->fcall.args, json_object_get(fc, "arguments"));
+    r->fcall.name.touched = 1; /* a call, even with no name yet */
+}
+
 /* Content as an array of parts (Mistral's, and OpenAI's message shape): the text parts' text;
  * other parts (a model's "thinking", images) are not said. A whole message's parts are joined
  * by a newline, as base/msg.h reads a client's; a delta's are pieces of one stream. */
@@ -237,6 +259,8 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     json_t *refusal = json_object_get(msg, "refusal");
     if (json_is_string(refusal))
         reply_append_refusal(r, json_string_value(refusal), json_string_length(refusal));
+    reply_take_function_call(r, json_object_get(msg, "function_call"),
+                             strcmp(part, "message") == 0);
     json_t *calls = json_object_get(msg, "tool_calls");
     if (json_is_array(calls)) {
         if (strcmp(part, "message") == 0) { /* whole calls, not deltas */
@@ -415,6 +439,22 @@ json_t *reply_tool_calls(struct reply *r)
             json_object_set_new(fn, "arguments", json_stringn_nocheck(c->args.s, c->args.len));
     }
     return r->tool_calls;
+}
+
+json_t *reply_function_call(struct reply *r)
+{
+    if (!r->fcall.name.touched)
+        return NULL;
+    json_decref(r->function_call); /* a new object: one handed out before stays unchanged */
+    /* each part was valid UTF-8 (jtext read it), and so is their concatenation */
+    r->function_call = json_object();
+    json_object_set_new_nocheck(
+        r->function_call, "name",
+        json_stringn_nocheck(r->fcall.name.s ? r->fcall.name.s : "", r->fcall.name.len));
+    json_object_set_new_nocheck(
+        r->function_call, "arguments",
+        json_stringn_nocheck(r->fcall.args.s ? r->fcall.args.s : "", r->fcall.args.len));
+    return r->function_call;
 }
 
 size_t reply_chunks(const struct reply *r)

@@ -461,6 +461,30 @@ class HeardNothing(StackTest):
         self.assertEqual(json.loads(rows[2]["metadata"])["function_call"],
                          {"name": "w", "arguments": "{}"})
 
+    def test_a_legacy_function_call_reply_is_recorded(self):
+        """The model's own function_call (streamed in pieces, or whole) is recorded as the
+        reply's metadata.function_call, and the client's copy of it coming back is that row."""
+        for stream in (False, True):
+            session = "called-%d" % stream
+            self.mock.config(function_call="weather", reply='{"city": "Oslo"}')
+            msgs = [{"role": "user", "content": "Weather in Oslo?"}]
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "stream": stream, "messages": msgs}, {"X-Session-Id": session})
+            self.assertEqual(status, 200, out)
+            self.mock.config(function_call=None, reply="Sunny.")
+            msgs += [{"role": "assistant", "content": None,
+                      "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'}},
+                     {"role": "function", "name": "weather", "content": "sunny"}]
+            self.chat({"model": "m", "messages": msgs}, {"X-Session-Id": session})
+            rows = db_rows(self.mp.db_path, session)
+            self.assertEqual([(r["role"], r["content"], r["interrupted"], r["original"])
+                              for r in rows], [
+                ("user", "Weather in Oslo?", 0, None), ("assistant", "", 0, None),
+                ("function", "sunny", 0, None), ("assistant", "Sunny.", 0, None)], stream)
+            self.assertEqual(json.loads(rows[1]["metadata"])["function_call"],
+                             {"name": "weather", "arguments": '{"city": "Oslo"}'})
+            self.assertEqual(rows[1]["finish_reason"], "stop")
+
 
 # A reply whose words as spoken begin "w0 w1 w2", written with markdown, paragraphs and
 # Unicode's spaces (a no-break space, a narrow one).

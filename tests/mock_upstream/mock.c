@@ -13,6 +13,8 @@
  *   token_delay_ms   delay between tokens
  *   fail_status      answer every chat request with this HTTP status and an OpenAI error body
  *   hang             never answer (no headers at all)
+ *   function_call    a name: the reply is a call of that function in OpenAI's older functions
+ *                    API (function_call, the reply's text its arguments), content null
  *   refusal          the reply is a refusal (OpenAI's structured outputs): its text comes as
  *                    delta.refusal / message.refusal, with content null
  *   always_stream    answer every chat request as a stream, "stream": false or not (as a
@@ -75,6 +77,7 @@ struct mock_config {
     char *reply;
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
+    char *function_call; /* NULL: none */
     int hang, echo, seeded, summaries, always_stream, refusal;
     int embed_words;
     long embed_delay_ms, embed_status;
@@ -247,11 +250,14 @@ static void mock_stream_step(struct mock_resp *r)
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_send_reply_start(r->req, 200, "OK");
         r->headers_sent = 1;
-        mock_chunk(r, out,
-                   mock_cfg.refusal
-                       ? json_pack("{s:s, s:n, s:s}", "role", "assistant", "content", "refusal", "")
-                       : json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
-                   NULL);
+        json_t *first =
+            mock_cfg.refusal
+                ? json_pack("{s:s, s:n, s:s}", "role", "assistant", "content", "refusal", "")
+            : mock_cfg.function_call
+                ? json_pack("{s:s, s:n, s:{s:s, s:s}}", "role", "assistant", "content",
+                            "function_call", "name", mock_cfg.function_call, "arguments", "")
+                : json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+        mock_chunk(r, out, first, NULL);
     }
     size_t n = json_array_size(r->tokens);
     do {
@@ -267,8 +273,11 @@ static void mock_stream_step(struct mock_resp *r)
         }
         if (r->next < n)
             mock_chunk(r, out,
-                       json_pack("{s:O}", mock_cfg.refusal ? "refusal" : "content",
-                                 json_array_get(r->tokens, r->next)),
+                       mock_cfg.function_call
+                           ? json_pack("{s:{s:O}}", "function_call", "arguments",
+                                       json_array_get(r->tokens, r->next))
+                           : json_pack("{s:O}", mock_cfg.refusal ? "refusal" : "content",
+                                       json_array_get(r->tokens, r->next)),
                        NULL);
         r->next++;
         if (mock_cfg.stall_after >= 0 && (long)r->next == mock_cfg.stall_after)
@@ -307,6 +316,9 @@ static void mock_complete(struct mock_resp *r)
     json_t *message =
         mock_cfg.refusal
             ? json_pack("{s:s, s:n, s:o}", "role", "assistant", "content", "refusal", text)
+        : mock_cfg.function_call
+            ? json_pack("{s:s, s:n, s:{s:s, s:o}}", "role", "assistant", "content", "function_call",
+                        "name", mock_cfg.function_call, "arguments", text)
             : json_pack("{s:s, s:o}", "role", "assistant", "content", text);
     json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:s}], s:o}", "id", r->id,
                              "object", "chat.completion", "created", (json_int_t)time(NULL),
@@ -515,6 +527,10 @@ static void mock_set_config(json_t *c)
         mock_cfg.always_stream = json_is_true(v);
     if ((v = json_object_get(c, "refusal")))
         mock_cfg.refusal = json_is_true(v);
+    if ((v = json_object_get(c, "function_call"))) {
+        free(mock_cfg.function_call);
+        mock_cfg.function_call = json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+    }
     if ((v = json_object_get(c, "echo")))
         mock_cfg.echo = json_is_true(v);
     if ((v = json_object_get(c, "seeded")))

@@ -378,6 +378,36 @@ static void test_refusal(void **state)
     chunkscan_buf_free(&buf);
 }
 
+/* OpenAI's older functions API: a streamed function_call's pieces are joined, a body's taken
+ * whole; a reply without one has none. */
+static void test_function_call(void **state)
+{
+    struct reply *r = reply_create();
+    assert_null(reply_function_call(r));
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,"
+           "\"function_call\":{\"name\":\"weather\",\"arguments\":\"\"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"function_call\":{\"arguments\":"
+           "\"{\\\"city\\\"\"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"function_call\":{\"arguments\":"
+           "\":\\\"Oslo\\\"}\"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"function_call\"}]}");
+    json_t *fc = reply_function_call(r);
+    assert_string_equal(json_string_value(json_object_get(fc, "name")), "weather");
+    assert_string_equal(json_string_value(json_object_get(fc, "arguments")), "{\"city\":\"Oslo\"}");
+    assert_string_equal(reply_finish_reason(r), "function_call");
+    reply_destroy(r);
+
+    r = reply_create();
+    const char *body = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                       "\"content\":null,\"function_call\":{\"name\":\"f\",\"arguments\":"
+                       "\"{}\"}},\"finish_reason\":\"function_call\"}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    fc = reply_function_call(r);
+    assert_string_equal(json_string_value(json_object_get(fc, "name")), "f");
+    assert_string_equal(json_string_value(json_object_get(fc, "arguments")), "{}");
+    reply_destroy(r);
+}
+
 /* A whole body as OpenAI sends it is read without a tree, usage and its token details
  * included; the same things as in a chunk, and tool calls, are declined. */
 static void test_chunkscan_message(void **state)
@@ -442,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_chunkscan),
         cmocka_unit_test(test_chunkscan_message),
         cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_function_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
