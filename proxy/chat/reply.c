@@ -89,22 +89,19 @@ void reply_destroy(struct reply *r)
     free(r);
 }
 
-static void reply_append(struct reply *r, const char *s, size_t n)
+/* s appended to t (the content or the refusal), within REPLY_MAX_TEXT. */
+static void reply_append_to(struct reply *r, struct reply_text *t, const char *s, size_t n)
 {
-    if (r->content.len + n > REPLY_MAX_TEXT) {
+    if (t->len + n > REPLY_MAX_TEXT) {
         r->truncated = 1;
-        n = REPLY_MAX_TEXT - r->content.len;
+        n = REPLY_MAX_TEXT - t->len;
     }
-    reply_text_put(&r->content, s, n);
+    reply_text_put(t, s, n);
 }
 
-static void reply_append_refusal(struct reply *r, const char *s, size_t n)
+static void reply_append(struct reply *r, const char *s, size_t n)
 {
-    if (r->refusal.len + n > REPLY_MAX_TEXT) {
-        r->truncated = 1;
-        n = REPLY_MAX_TEXT - r->refusal.len;
-    }
-    reply_text_put(&r->refusal, s, n);
+    reply_append_to(r, &r->content, s, n);
 }
 
 /* Every chunk of a stream repeats its model and most end with a null finish_reason: a value
@@ -258,7 +255,7 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     }
     json_t *refusal = json_object_get(msg, "refusal");
     if (json_is_string(refusal))
-        reply_append_refusal(r, json_string_value(refusal), json_string_length(refusal));
+        reply_append_to(r, &r->refusal, json_string_value(refusal), json_string_length(refusal));
     reply_take_function_call(r, json_object_get(msg, "function_call"),
                              strcmp(part, "message") == 0);
     json_t *calls = json_object_get(msg, "tool_calls");
