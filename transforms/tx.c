@@ -146,8 +146,12 @@ size_t tx_tokens(const struct tiktoken *tk, json_t *m)
 {
     size_t n = tx_content_tokens(tk, json_object_get(m, "content")), i;
     json_t *call;
+    json_t *fn = msg_voice(m, "function_call"); /* the older functions API's, either shape */
+    if (json_is_object(fn))
+        n += tx_text_tokens(tk, json_object_get(fn, "name")) +
+             tx_text_tokens(tk, json_object_get(fn, "arguments"));
     json_array_foreach(json_object_get(m, "tool_calls"), i, call) {
-        json_t *fn = json_object_get(call, "function");
+        fn = json_object_get(call, "function");
         n += tx_text_tokens(tk, json_object_get(fn, "name")) +
              tx_text_tokens(tk, json_object_get(fn, "arguments"));
     }
@@ -254,6 +258,17 @@ static int tx_is_standard(json_t *m)
     return 1;
 }
 
+/* A stored turn (memproxy's shape, which has a seq) keeps OpenAI's older function_call in its
+ * metadata, where no column holds it (reconcile_normalize, memory_reply): the model gets it
+ * back where it sent it, or the function's result that follows answers no call. */
+static void tx_stored_function_call(json_t *n, json_t *m)
+{
+    json_t *fc = json_object_get(json_object_get(m, "metadata"), "function_call");
+    if (json_is_object(fc) && json_object_get(m, "seq") != NULL &&
+        json_object_get(n, "function_call") == NULL)
+        json_object_set_nocheck(n, "function_call", fc);
+}
+
 /* m's OpenAI fields, in m's order. */
 static json_t *tx_standard_message(json_t *m)
 {
@@ -263,6 +278,7 @@ static json_t *tx_standard_message(json_t *m)
         if (tx_openai_field(k))
             json_object_set_new_nocheck(n, k, json_incref(json_object_iter_value(it)));
     }
+    tx_stored_function_call(n, m);
     return n;
 }
 

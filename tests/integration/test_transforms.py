@@ -267,6 +267,31 @@ profiles:
              "A cat walks into a library and asks for a book about mice."),
             (2, "user", "stop", 0, None), (2, "assistant", "Sure, stopping.", 0, None)])
 
+    def test_a_legacy_function_call_goes_back_to_the_model(self):
+        """OpenAI's older functions API: the model's function_call, kept in the stored turn's
+        metadata, goes back in the history before the function's result; without it the
+        result answers no call (OpenAI refuses such a request)."""
+        for stream in (False, True):
+            session = "functions-%d" % stream
+            self.mock.config(function_call="weather", reply='{"city": "Oslo"}')
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "stream": stream,
+                "messages": [{"role": "user", "content": "Weather in Oslo?"}]},
+                {"X-Session-Id": session})
+            self.assertEqual(status, 200, out)
+            self.mock.config(function_call=None, reply="Sunny.")
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "messages": [
+                    {"role": "function", "name": "weather", "content": "sunny"}]},
+                {"X-Session-Id": session})
+            self.assertEqual(status, 200, out)
+            sent = json.loads(self.mock.stats()["last_body"])["messages"]
+            self.assertEqual(sent, [
+                {"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": "",
+                 "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'}},
+                {"role": "function", "name": "weather", "content": "sunny"}], stream)
+
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
         self.mock.config(reply="fine, thanks for asking")
