@@ -1,10 +1,10 @@
 /*
  * hook: delivers the stop-time webhook dumps queued in the store's outbox (docs/design.md §9).
  *
- * One hook runs on the jobs loop (a worker that serves no requests, server.c): its timer reads the due rows through that
- * worker's reader and POSTs each through the worker's upstream client (libcurl multi on the
- * worker's event base, so nothing blocks). A 2xx within the webhook's timeout marks the row
- * delivered; anything else schedules the next try with exponential backoff and jitter
+ * One hook runs on the jobs loop (a worker that serves no requests, server.c): its timer reads the
+ * due rows through that worker's reader and POSTs each through the worker's upstream client
+ * (libcurl multi on the worker's event base, so nothing blocks). A 2xx within the webhook's timeout
+ * marks the row delivered; anything else schedules the next try with exponential backoff and jitter
  * (webhook.h), until max_attempts, when the row is kept as failed — visible and retryable
  * over REST. Every outcome is written back through the store's writer before the row can be
  * picked up again, and rows left pending by a crash are sent again after a restart: delivery

@@ -276,8 +276,8 @@ static void summarizer_running(struct summarizer *s)
         const struct cfg_profile *p = &cfg->profiles[i];
         size_t room = SUMMARIZER_MAX_INFLIGHT - s->ninflight; /* what is read is taken */
         if (p->summarize && p->summary_threshold > 0 && room > 0)
-            summarizer_start_rows(s, memory_running_to_summarize(s->w->reader, p->name,
-                                                                 p->summary_threshold, room));
+            summarizer_start_rows(
+                s, memory_running_to_summarize(s->w->reader, p->name, p->summary_threshold, room));
     }
 }
 

@@ -182,12 +182,9 @@ static void test_join_copy_number(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_xgrow),
-        cmocka_unit_test(test_id_valid),
-        cmocka_unit_test(test_uridecode),
-        cmocka_unit_test(test_target_path),
-        cmocka_unit_test(test_http_date),
-        cmocka_unit_test(test_join_copy_number),
+        cmocka_unit_test(test_xgrow),     cmocka_unit_test(test_id_valid),
+        cmocka_unit_test(test_uridecode), cmocka_unit_test(test_target_path),
+        cmocka_unit_test(test_http_date), cmocka_unit_test(test_join_copy_number),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
