@@ -96,6 +96,15 @@ int msg_calls_tools(json_t *m)
            json_is_object(msg_voice(m, "function_call"));
 }
 
+const char *msg_audio_ref(json_t *m)
+{
+    json_t *content = json_object_get(m, "content");
+    if (strcmp(msg_role(m), "assistant") != 0 ||
+        (json_is_string(content) && json_string_length(content) > 0) || json_is_array(content))
+        return NULL;
+    return json_string_value(json_object_get(msg_voice(m, "audio"), "id"));
+}
+
 json_t *msg_voice(json_t *m, const char *key)
 {
     json_t *v = json_object_get(json_object_get(m, "metadata"), key);

@@ -45,6 +45,13 @@ int msg_role_is_system(const char *role);
  * message says nothing, whatever its content. */
 int msg_calls_tools(json_t *m);
 
+/* The id of the audio reply m refers to, or NULL. An audio model's reply (gpt-4o-audio's
+ * modalities) comes back from an OpenAI client as {role: assistant, audio: {id}} with no
+ * text; a stored turn keeps that id in metadata.audio, as memproxy's record of the reply
+ * itself does. Such a message is that reply whole, not an empty copy of it. Read in either
+ * shape (msg_voice); only for an assistant message without text. */
+const char *msg_audio_ref(json_t *m);
+
 /* The voice fields a platform puts in a message's metadata, in the order stored turns keep
  * them. */
 extern const char *const msg_voice_fields[4];

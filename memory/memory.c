@@ -577,6 +577,9 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
     if (rp->function_call != NULL) /* as a client's copy of it is kept (reconcile_normalize) */
         json_object_set_new_nocheck(json_object_get(t, "metadata"), "function_call",
                                     json_deep_copy(rp->function_call));
+    if (rp->audio != NULL) /* the client's copy of it, {audio: {id}}, is this turn (reconcile) */
+        json_object_set_new_nocheck(json_object_get(t, "metadata"), "audio",
+                                    json_deep_copy(rp->audio));
     /* the turn goes to the writer thread, which must find it unchanged (store.h, Ownership):
      * a reply replaces its usage object whole and never changes one (reply.h), so a reference
      * will do; its tool calls grow chunk by chunk, so they are copied */
@@ -588,6 +591,18 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
         json_object_set_new_nocheck(t, "ttft_us", json_integer(rp->ttft_us));
     json_object_set_new_nocheck(t, "latency_us", json_integer(rp->latency_us));
     return t;
+}
+
+/* Is w a copy by reference (msg_audio_ref) of audio reply t? It is then t whole: an audio
+ * reference says nothing of what was heard. */
+static int memory_same_audio(json_t *t, json_t *w)
+{
+    const char *ref = msg_audio_ref(w);
+    if (ref == NULL)
+        return 0;
+    const char *id = json_string_value(
+        json_object_get(json_object_get(json_object_get(t, "metadata"), "audio"), "id"));
+    return id != NULL && strcmp(id, ref) == 0;
 }
 
 /* A later request's window brought this reply's turn before the reply was recorded (the
@@ -618,7 +633,9 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
         return -1; /* not after the question this reply answers */
     const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
     if (spoken_empty(heard)) /* a message that calls tools says nothing and is no copy */
-        return msg_calls_tools(w) ? -1 : i;
+        return msg_audio_ref(w) != NULL ? (memory_same_audio(reply, w) ? i : -1)
+               : msg_calls_tools(w)     ? -1
+                                        : i;
     return spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
 }
 
@@ -629,8 +646,9 @@ static void memory_reply_heard(json_t *t, json_t *w)
 {
     json_t *generated = json_incref(json_object_get(t, "content"));
     int cut =
-        spoken_compare(json_string_value(generated), memory_str(w, "content")) != SPOKEN_SAME ||
-        json_is_true(json_object_get(w, "interrupted")) ||
+        (!memory_same_audio(t, w) &&
+         (spoken_compare(json_string_value(generated), memory_str(w, "content")) != SPOKEN_SAME ||
+          json_is_true(json_object_get(w, "interrupted")))) ||
         json_is_true(json_object_get(t, "interrupted"));
     json_t *its = json_object_get(w, "interrupt_timestamp");
     if (cut && json_is_integer(its))

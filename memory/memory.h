@@ -193,6 +193,8 @@ struct memory_reply {
     json_t *tool_calls;    /* or NULL */
     json_t *function_call; /* OpenAI's older functions API's call, or NULL: kept as the turn's
                               metadata.function_call (copied) */
+    json_t *audio;         /* an audio reply's {id, expires_at}, or NULL: kept as the turn's
+                              metadata.audio (copied); its transcript is the content */
     const char *model, *finish_reason;
     json_t *usage; /* or NULL */
     int64_t ttft_us, latency_us;

@@ -77,6 +77,11 @@ json_t *reconcile_normalize(json_t *msg, int64_t now_ms)
     json_t *function_call = json_object_get(msg, "function_call");
     if (json_is_object(function_call))
         json_object_set_nocheck(json_object_get(turn, "metadata"), "function_call", function_call);
+    /* an audio reply's copy by reference: its id (not the audio), where the reply keeps it */
+    const char *audio_id = msg_audio_ref(msg);
+    if (audio_id != NULL)
+        json_object_set_new_nocheck(json_object_get(turn, "metadata"), "audio",
+                                    json_pack("{s:s}", "id", audio_id));
     json_object_set_new_nocheck(turn, "timestamp", json_integer(ts > 0 ? ts : now_ms));
     json_object_set_new_nocheck(turn, "importance",
                                 json_real(reconcile_importance(msg, json_string_value(role))));
@@ -132,6 +137,7 @@ struct reconcile_msg {
     int interrupted;          /* metadata.interrupted */
     json_t *original;         /* metadata.original when a string, else NULL */
     int64_t interrupt_ms;     /* metadata.interrupt_timestamp in ms, or -1 */
+    const char *audio_id;     /* an audio reply's copy by reference (msg_audio_ref), or NULL */
     uint64_t hash;  /* a turn's share of the window's fingerprint (reconcile_window_read) */
     uint64_t chash; /* of its text, as reconcile_view's */
 };
@@ -219,7 +225,7 @@ static int reconcile_heard_of(const struct reconcile_view *s, const struct recon
     if (strcmp(s->role, "assistant") != 0)
         return 0;
     if (spoken_empty(wc))
-        return !msg_calls_tools(w->msg) && !spoken_empty(s->content);
+        return !msg_calls_tools(w->msg) && w->audio_id == NULL && !spoken_empty(s->content);
     if ((wl < strlen(s->content) && strncmp(s->content, wc, wl) == 0) ||
         (wl < strlen(orig) && strncmp(orig, wc, wl) == 0))
         return 1;
@@ -227,11 +233,23 @@ static int reconcile_heard_of(const struct reconcile_view *s, const struct recon
            (s->original && spoken_compare(orig, wc) == SPOKEN_START);
 }
 
+/* w, a copy of an audio reply by reference (msg_audio_ref), is s: the reply memproxy recorded
+ * (its transcript the content) or an earlier copy, stored with the same id in metadata.audio.
+ * Looked up only for such a message: no other pays for it. */
+static int reconcile_same_audio(const struct reconcile_view *s, const struct reconcile_msg *w)
+{
+    json_t *audio = json_object_get(json_object_get(s->t, "metadata"), "audio");
+    const char *id = json_string_value(json_object_get(audio, "id"));
+    return strcmp(s->role, "assistant") == 0 && id != NULL && strcmp(id, w->audio_id) == 0;
+}
+
 /* Is w the text of s: the same bytes, or for a reply the same words as spoken (a platform's
  * copy of a reply it said whole)? Most stored turns differ from w, and their content hashes
  * tell them apart without a string compared. */
 static int reconcile_same(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
+    if (w->audio_id != NULL)
+        return reconcile_same_audio(s, w);
     if (s->chash == w->chash && strcmp(s->role, w->role) == 0 &&
         strcmp(s->content, reconcile_content(w)) == 0)
         return 1;
@@ -268,8 +286,8 @@ static json_t *reconcile_original(const struct reconcile_view *s, const struct r
 static void reconcile_update(const struct reconcile_view *s, const struct reconcile_msg *w,
                              int64_t now_ms, json_t *updates)
 {
-    if (strcmp(s->role, "assistant") != 0)
-        return;
+    if (strcmp(s->role, "assistant") != 0 || w->audio_id != NULL)
+        return; /* an audio reference says nothing of what was heard */
     int same = reconcile_same(s, w);
     if (same && (s->interrupted || !w->interrupted))
         return;
@@ -653,7 +671,7 @@ static void reconcile_msg_meta(struct reconcile_msg *w, json_t *meta)
 
 /* The fields of a client's message that matching reads. */
 struct reconcile_msg_fields {
-    json_t *role, *content, *meta, *turn_id;
+    json_t *role, *content, *meta, *turn_id, *audio;
 };
 
 /* One pass over the message, each key told apart by its first byte before it is compared. */
@@ -671,6 +689,8 @@ static void reconcile_msg_fields(json_t *m, struct reconcile_msg_fields *f)
             f->meta = v;
         else if (k[0] == 't' && strcmp(k, "turn_id") == 0)
             f->turn_id = v;
+        else if (k[0] == 'a' && strcmp(k, "audio") == 0)
+            f->audio = v;
     }
 }
 
@@ -685,6 +705,8 @@ static uint64_t reconcile_msg_hash(const struct reconcile_msg *w)
     int64_t head[2] = {w->turn_id, w->interrupted};
     uint64_t h = util_hash64(RECONCILE_HASH_SEED, w->role, strlen(w->role));
     h = util_hash64(h, head, sizeof(head));
+    if (w->audio_id != NULL) /* its text is no text: the reply it refers to is */
+        h = util_hash64(h, w->audio_id, strlen(w->audio_id));
     return util_hash64(h, reconcile_content(w), json_string_length(w->text));
 }
 
@@ -703,6 +725,8 @@ static void reconcile_msg_read(struct reconcile_msg *w, json_t *m)
         return;
     w->turn_id = msg_turn_id(f.turn_id);
     reconcile_msg_meta(w, f.meta);
+    if (f.audio != NULL && json_string_length(w->text) == 0)
+        w->audio_id = msg_audio_ref(m);
     w->hash = reconcile_msg_hash(w);
     w->chash = util_hash64(RECONCILE_HASH_SEED, reconcile_content(w), strlen(reconcile_content(w)));
 }

@@ -145,6 +145,7 @@ static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *
     mr->refusal = chat_refusal(c);
     mr->tool_calls = reply_tool_calls(c->reply);
     mr->function_call = reply_function_call(c->reply);
+    mr->audio = reply_audio(c->reply);
     mr->model = reply_model(c->reply);
     mr->finish_reason = reply_finish_reason(c->reply);
     mr->usage = reply_usage(c->reply);
@@ -504,6 +505,7 @@ static void chat_prepared_late(void *arg)
         mr.refusal = chat_refusal(c);
         mr.tool_calls = reply_tool_calls(c->reply);
         mr.function_call = reply_function_call(c->reply);
+        mr.audio = reply_audio(c->reply);
         mr.model = reply_model(c->reply);
         mr.usage = reply_usage(c->reply);
         mr.ttft_us = c->late_ttft;

@@ -47,6 +47,10 @@ struct reply {
      * pieces as a tool call's are; written into function_call by reply_function_call() */
     struct reply_call fcall;
     json_t *function_call;
+    /* An audio reply (gpt-4o-audio): its id and expiry; its transcript is the content */
+    char *audio_id;
+    json_int_t audio_expires_at; /* 0: none seen */
+    json_t *audio;
     size_t chunks;
     int truncated;
     char *queue; /* chunks waiting for reply_flush(): [size_t len][bytes]... */
@@ -86,6 +90,8 @@ void reply_destroy(struct reply *r)
     free(r->fcall.name.s);
     free(r->fcall.args.s);
     json_decref(r->function_call);
+    free(r->audio_id);
+    json_decref(r->audio);
     free(r);
 }
 
@@ -233,6 +239,24 @@ static void reply_take_parts(struct reply *r, json_t *parts, int whole)
     r->chunks += any;
 }
 
+/* An audio reply's part (a delta's, or a whole message's): its transcript is what the caller
+ * hears, so it is the content; the id and expiry are kept for the client's copy of it; the
+ * audio's data is not kept. */
+static void reply_take_audio(struct reply *r, json_t *audio)
+{
+    if (!json_is_object(audio))
+        return;
+    json_t *transcript = json_object_get(audio, "transcript");
+    if (json_is_string(transcript) && json_string_length(transcript) > 0) {
+        reply_append(r, json_string_value(transcript), json_string_length(transcript));
+        r->chunks++;
+    }
+    reply_set_str(&r->audio_id, json_object_get(audio, "id"));
+    json_t *expires = json_object_get(audio, "expires_at");
+    if (json_is_integer(expires))
+        r->audio_expires_at = json_integer_value(expires);
+}
+
 /* Is choice an object of the first choice (index 0, or none)? A request with n > 1 streams
  * its choices' deltas interleaved; the first is the reply recorded, as a whole body's first. */
 static int reply_first_choice(json_t *choice)
@@ -258,6 +282,7 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
         reply_append_to(r, &r->refusal, json_string_value(refusal), json_string_length(refusal));
     reply_take_function_call(r, json_object_get(msg, "function_call"),
                              strcmp(part, "message") == 0);
+    reply_take_audio(r, json_object_get(msg, "audio"));
     json_t *calls = json_object_get(msg, "tool_calls");
     if (json_is_array(calls)) {
         if (strcmp(part, "message") == 0) { /* whole calls, not deltas */
@@ -452,6 +477,18 @@ json_t *reply_function_call(struct reply *r)
         r->function_call, "arguments",
         json_stringn_nocheck(r->fcall.args.s ? r->fcall.args.s : "", r->fcall.args.len));
     return r->function_call;
+}
+
+json_t *reply_audio(struct reply *r)
+{
+    if (r->audio_id == NULL)
+        return NULL;
+    json_decref(r->audio); /* a new object: one handed out before stays unchanged */
+    r->audio = json_object();
+    json_object_set_new_nocheck(r->audio, "id", json_string_nocheck(r->audio_id));
+    if (r->audio_expires_at != 0)
+        json_object_set_new_nocheck(r->audio, "expires_at", json_integer(r->audio_expires_at));
+    return r->audio;
 }
 
 size_t reply_chunks(const struct reply *r)

@@ -2,10 +2,11 @@
  * reply: accumulates what the model said, from the stream's chunks or a whole response body.
  *
  * For each chat.completion.chunk the relay passes on, reply_add_chunk() collects the content
- * text, the tool calls (merged by index, arguments concatenated), a refusal, the older
- * functions API's function_call (its pieces joined), the finish reason, the model and the
- * usage. It also classifies the chunk, so the proxy can hold back the usage-only chunk
- * a client did not ask for. reply_set_body() does the same for a non-streaming response.
+ * text (an audio reply's transcript included), the tool calls (merged by index, arguments
+ * concatenated), a refusal, the older functions API's function_call (its pieces joined), an
+ * audio reply's id, the finish reason, the model and the usage. It also classifies the chunk, so
+ * the proxy can hold back the usage-only chunk a client did not ask for. reply_set_body() does the
+ * same for a non-streaming response.
  *
  * Caps: content and each tool call's arguments stop growing at REPLY_MAX_TEXT bytes
  * (reply_truncated() then says so); the stream itself is still forwarded whole.
@@ -78,6 +79,10 @@ json_t *reply_tool_calls(struct reply *r);
 /* OpenAI's older functions API: the reply's function_call {name, arguments}, its streamed
  * pieces joined; NULL when none. Borrowed, until the next call or reply_destroy(). */
 json_t *reply_function_call(struct reply *r);
+/* An audio reply (gpt-4o-audio's modalities: message.audio, delta.audio): {id, expires_at}
+ * (expires_at when given), NULL when none. Its transcript is taken as the content: what the
+ * caller heard. Borrowed, until the next call or reply_destroy(). */
+json_t *reply_audio(struct reply *r);
 size_t reply_chunks(const struct reply *r); /* content-bearing chunks seen */
 int reply_truncated(const struct reply *r);
 

@@ -34,7 +34,8 @@ static void same_replies(struct reply *a, struct reply *b)
         !same_str(reply_finish_reason(a), reply_finish_reason(b)) ||
         !same_json(reply_usage(a), reply_usage(b)) ||
         !same_json(reply_tool_calls(a), reply_tool_calls(b)) ||
-        !same_json(reply_function_call(a), reply_function_call(b)))
+        !same_json(reply_function_call(a), reply_function_call(b)) ||
+        !same_json(reply_audio(a), reply_audio(b)))
         abort();
 }
 

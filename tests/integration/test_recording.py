@@ -395,6 +395,78 @@ class Refusal(StackTest):
                           (2, "assistant", "The weather is fine.", None, False)])
 
 
+class Audio(StackTest):
+    """An audio model's reply (gpt-4o-audio's modalities: content null, the words in the
+    audio's transcript) is recorded with its transcript as the content, what the caller
+    heard, and the audio's id in metadata.audio (not the audio itself). An OpenAI client sends
+    it back by reference, {role: assistant, audio: {id}}: that is the reply's own row, heard
+    whole, not a reply heard as nothing nor a second one."""
+    CONFIG = Refusal.CONFIG
+    history = Refusal.history
+
+    def ask(self, session, stream, msgs):
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "stream": stream, "modalities": ["text", "audio"],
+            "audio": {"voice": "alloy", "format": "pcm16"}, "messages": msgs},
+            {"X-Session-Id": session})
+        self.assertEqual(status, 200, out)
+        return out
+
+    def test_the_transcript_is_what_was_said(self):
+        self.mock.config(audio=True, reply="It is sunny in Oslo today.")
+        for stream in (False, True):
+            session = "audio-%d" % stream
+            msgs = [{"role": "user", "content": "Weather in Oslo?"}]
+            out = self.ask(session, stream, msgs)
+            if stream:
+                chunks = [json.loads(d) for d in sse_data(out.decode()) if d != "[DONE]"]
+                deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+                audio_id = deltas[0]["audio"]["id"]
+                said = "".join(d.get("audio", {}).get("transcript", "") for d in deltas)
+                self.assertIn("UklGRg==", out.decode())  # the audio reaches the client
+            else:
+                audio = json.loads(out)["choices"][0]["message"]["audio"]
+                audio_id, said = audio["id"], audio["transcript"]
+            self.assertEqual(said, "It is sunny in Oslo today.")
+            reply = self.history(session)[-1]
+            self.assertEqual((reply["role"], reply["content"]),
+                             ("assistant", "It is sunny in Oslo today."), stream)
+            self.assertEqual(reply["metadata"]["audio"],
+                             {"id": audio_id, "expires_at": 1900000000}, stream)
+            # the client's copy by reference, then its next question
+            self.mock.config(audio=False, reply="Bring a jacket.")
+            msgs += [{"role": "assistant", "audio": {"id": audio_id}},
+                     {"role": "user", "content": "Do I need a jacket?"}]
+            self.ask(session, stream, msgs)
+            self.mock.config(audio=True, reply="It is sunny in Oslo today.")
+            self.assertEqual([(c["turn_id"], c["role"], c["content"],
+                               c["metadata"].get("interrupted", False))
+                              for c in self.history(session)], [
+                (1, "user", "Weather in Oslo?", False),
+                (1, "assistant", "It is sunny in Oslo today.", False),
+                (2, "user", "Do I need a jacket?", False),
+                (2, "assistant", "Bring a jacket.", False)], stream)
+            self.assertNotIn("UklGRg==", json.dumps(self.history(session)))
+
+    def test_a_copy_of_unknown_audio_is_a_message_of_its_own(self):
+        """A reference to audio memproxy never recorded (another proxy's, an earlier
+        session's) is kept as the client sent it: a turn with no text and that id, not
+        taken for what was heard of the reply before it."""
+        self.mock.config(audio=False, reply="Hello.")
+        msgs = [{"role": "user", "content": "Hi"}]
+        self.ask("foreign", False, msgs)
+        msgs += [{"role": "assistant", "content": "Hello."},
+                 {"role": "assistant", "audio": {"id": "audio_elsewhere"}},
+                 {"role": "user", "content": "Again?"}]
+        self.ask("foreign", False, msgs)
+        self.assertEqual([(c["role"], c["content"], c["metadata"].get("audio"),
+                           c["metadata"].get("interrupted", False))
+                          for c in self.history("foreign")], [
+            ("user", "Hi", None, False), ("assistant", "Hello.", None, False),
+            ("assistant", "", {"id": "audio_elsewhere"}, False),
+            ("user", "Again?", None, False), ("assistant", "Hello.", None, False)])
+
+
 class HeardNothing(StackTest):
     """A plain client (no turn ids) whose caller barged in before the reply's first word
     sends the reply back empty, flagged or not: that is what was heard of it, the reply's row

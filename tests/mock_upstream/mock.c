@@ -17,6 +17,9 @@
  *                    API (function_call, the reply's text its arguments), content null
  *   refusal          the reply is a refusal (OpenAI's structured outputs): its text comes as
  *                    delta.refusal / message.refusal, with content null
+ *   audio            the reply is audio (gpt-4o-audio's modalities): content null, its text
+ *                    the audio's transcript (message.audio / delta.audio pieces), with an id
+ *                    "audio_<the response's id>", a little data and an expires_at
  *   always_stream    answer every chat request as a stream, "stream": false or not (as a
  *                    server that ignores the field does)
  *   drop_after       close the connection abruptly after this many tokens (-1 = never)
@@ -78,7 +81,7 @@ struct mock_config {
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
     char *function_call; /* NULL: none */
-    int hang, echo, seeded, summaries, always_stream, refusal;
+    int hang, echo, seeded, summaries, always_stream, refusal, audio;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -205,6 +208,8 @@ static void mock_hup_cb(evutil_socket_t fd, short what, void *arg)
     evhttp_connection_free(evcon);
 }
 
+#define MOCK_AUDIO_EXPIRES 1900000000 /* an audio reply's expires_at (seconds) */
+
 static void mock_chunk(struct mock_resp *r, struct evbuffer *out, json_t *delta, const char *finish)
 {
     json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o}]}", "id", r->id, "object",
@@ -226,8 +231,47 @@ static json_t *mock_usage(struct mock_resp *r)
                      (int)completion, "total_tokens", (int)(r->prompt_tokens + completion));
 }
 
+/* The reply's shape: text, a refusal, an older functions API call or audio (mock_cfg). */
+static json_t *mock_first_delta(struct mock_resp *r)
+{
+    if (mock_cfg.refusal)
+        return json_pack("{s:s, s:n, s:s}", "role", "assistant", "content", "refusal", "");
+    if (mock_cfg.function_call)
+        return json_pack("{s:s, s:n, s:{s:s, s:s}}", "role", "assistant", "content",
+                         "function_call", "name", mock_cfg.function_call, "arguments", "");
+    if (mock_cfg.audio)
+        return json_pack("{s:s, s:n, s:{s:s+}}", "role", "assistant", "content", "audio", "id",
+                         "audio_", r->id);
+    return json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+}
+
+static json_t *mock_token_delta(json_t *token)
+{
+    if (mock_cfg.function_call)
+        return json_pack("{s:{s:O}}", "function_call", "arguments", token);
+    if (mock_cfg.audio) /* a transcript piece, then a piece of the audio, as OpenAI sends */
+        return json_pack("{s:{s:O, s:s}}", "audio", "transcript", token, "data", "UklGRg==");
+    return json_pack("{s:O}", mock_cfg.refusal ? "refusal" : "content", token);
+}
+
+static json_t *mock_whole_message(struct mock_resp *r, json_t *text)
+{
+    if (mock_cfg.refusal)
+        return json_pack("{s:s, s:n, s:o}", "role", "assistant", "content", "refusal", text);
+    if (mock_cfg.function_call)
+        return json_pack("{s:s, s:n, s:{s:s, s:o}}", "role", "assistant", "content",
+                         "function_call", "name", mock_cfg.function_call, "arguments", text);
+    if (mock_cfg.audio)
+        return json_pack("{s:s, s:n, s:{s:s+, s:s, s:i, s:o}}", "role", "assistant", "content",
+                         "audio", "id", "audio_", r->id, "data", "UklGRg==", "expires_at",
+                         MOCK_AUDIO_EXPIRES, "transcript", text);
+    return json_pack("{s:s, s:o}", "role", "assistant", "content", text);
+}
+
 static void mock_stream_end(struct mock_resp *r, struct evbuffer *out)
 {
+    if (mock_cfg.audio)
+        mock_chunk(r, out, json_pack("{s:{s:i}}", "audio", "expires_at", MOCK_AUDIO_EXPIRES), NULL);
     mock_chunk(r, out, json_object(), "stop");
     if (r->include_usage) {
         json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", r->id, "object",
@@ -250,14 +294,7 @@ static void mock_stream_step(struct mock_resp *r)
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_send_reply_start(r->req, 200, "OK");
         r->headers_sent = 1;
-        json_t *first =
-            mock_cfg.refusal
-                ? json_pack("{s:s, s:n, s:s}", "role", "assistant", "content", "refusal", "")
-            : mock_cfg.function_call
-                ? json_pack("{s:s, s:n, s:{s:s, s:s}}", "role", "assistant", "content",
-                            "function_call", "name", mock_cfg.function_call, "arguments", "")
-                : json_pack("{s:s, s:s}", "role", "assistant", "content", "");
-        mock_chunk(r, out, first, NULL);
+        mock_chunk(r, out, mock_first_delta(r), NULL);
     }
     size_t n = json_array_size(r->tokens);
     do {
@@ -272,13 +309,7 @@ static void mock_stream_step(struct mock_resp *r)
             return;
         }
         if (r->next < n)
-            mock_chunk(r, out,
-                       mock_cfg.function_call
-                           ? json_pack("{s:{s:O}}", "function_call", "arguments",
-                                       json_array_get(r->tokens, r->next))
-                           : json_pack("{s:O}", mock_cfg.refusal ? "refusal" : "content",
-                                       json_array_get(r->tokens, r->next)),
-                       NULL);
+            mock_chunk(r, out, mock_token_delta(json_array_get(r->tokens, r->next)), NULL);
         r->next++;
         if (mock_cfg.stall_after >= 0 && (long)r->next == mock_cfg.stall_after)
             break; /* the silence: the next tokens after stall_ms */
@@ -313,13 +344,7 @@ static void mock_complete(struct mock_resp *r)
         json_string_set(text, joined);
         free(joined);
     }
-    json_t *message =
-        mock_cfg.refusal
-            ? json_pack("{s:s, s:n, s:o}", "role", "assistant", "content", "refusal", text)
-        : mock_cfg.function_call
-            ? json_pack("{s:s, s:n, s:{s:s, s:o}}", "role", "assistant", "content", "function_call",
-                        "name", mock_cfg.function_call, "arguments", text)
-            : json_pack("{s:s, s:o}", "role", "assistant", "content", text);
+    json_t *message = mock_whole_message(r, text);
     json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:s}], s:o}", "id", r->id,
                              "object", "chat.completion", "created", (json_int_t)time(NULL),
                              "model", r->model, "choices", "index", 0, "message", message,
@@ -527,6 +552,8 @@ static void mock_set_config(json_t *c)
         mock_cfg.always_stream = json_is_true(v);
     if ((v = json_object_get(c, "refusal")))
         mock_cfg.refusal = json_is_true(v);
+    if ((v = json_object_get(c, "audio")))
+        mock_cfg.audio = json_is_true(v);
     if ((v = json_object_get(c, "function_call"))) {
         free(mock_cfg.function_call);
         mock_cfg.function_call = json_is_string(v) ? strdup(json_string_value(v)) : NULL;

@@ -93,6 +93,32 @@ static void test_turn_ids_and_timestamps(void **state)
 
 /* A message calls tools with a non-empty tool_calls array or the legacy function_call: it
  * says nothing, and an empty copy of a reply is not one of those. */
+/* An audio reply by reference: a client's {audio: {id}} or a stored turn's metadata.audio,
+ * on an assistant message without text only. */
+static void test_audio_ref(void **state)
+{
+    (void)state;
+    const char *cases[][2] = {
+        {"{\"role\":\"assistant\",\"audio\":{\"id\":\"a1\"}}", "a1"},
+        {"{\"role\":\"assistant\",\"content\":null,\"audio\":{\"id\":\"a1\"}}", "a1"},
+        {"{\"role\":\"assistant\",\"content\":\"\",\"metadata\":{\"audio\":{\"id\":\"a2\"}}}",
+         "a2"},
+        {"{\"role\":\"assistant\",\"content\":\"Hi.\",\"metadata\":{\"audio\":{\"id\":\"a3\"}}}",
+         NULL}, /* memproxy's record of the reply: its transcript is its text */
+        {"{\"role\":\"user\",\"audio\":{\"id\":\"a4\"}}", NULL},
+        {"{\"role\":\"assistant\",\"audio\":{\"id\":7}}", NULL},
+        {"{\"role\":\"assistant\",\"content\":\"\"}", NULL}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        json_t *m = json_loads(cases[i][0], 0, NULL);
+        const char *id = msg_audio_ref(m);
+        if (cases[i][1] == NULL)
+            assert_null(id);
+        else
+            assert_string_equal(id, cases[i][1]);
+        json_decref(m);
+    }
+}
+
 static void test_calls_tools(void **state)
 {
     (void)state;
@@ -126,6 +152,7 @@ int main(void)
         cmocka_unit_test(test_text_of_many_parts),
         cmocka_unit_test(test_turn_ids_and_timestamps),
         cmocka_unit_test(test_calls_tools),
+        cmocka_unit_test(test_audio_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "base/msg.h"
+#include "base/util.h"
 #include "memory/reconcile.h"
 
 #include <string.h>
@@ -402,6 +403,45 @@ static void test_nothing_heard(void **state)
     assert_int_equal(json_array_size(r.updates), 0);
     reconcile_result_clear(&r);
     assert_false(json_is_true(json_object_get(find(store, 2, "assistant", 0), "interrupted")));
+    json_decref(store);
+}
+
+/* An audio reply (its transcript the content, its id in metadata.audio) comes back by
+ * reference, {role: assistant, audio: {id}}: that is the reply, heard whole, not a reply
+ * heard as nothing; a reference to audio of no stored turn is a message of its own, and a
+ * window that repeats the reference writes nothing. */
+static void test_audio_by_reference(void **state)
+{
+    json_t *store = json_array();
+    struct reconcile_result r;
+    run_text_clear(store, "[" Q(1) "]");
+    record_reply(store, "It is sunny.", 1, 0);
+    json_object_set_new(json_object_get(json_array_get(store, 1), "metadata"), "audio",
+                        json_pack("{s:s}", "id", "audio_1"));
+    const char *ref = "{\"role\":\"assistant\",\"audio\":{\"id\":\"audio_1\"}}";
+    const char *other = "{\"role\":\"assistant\",\"audio\":{\"id\":\"audio_9\"}}";
+    char *w = xasprintf("[" Q(1) ",%s," Q(2) "]", ref);
+    r = run_text(store, w);
+    assert_int_equal(json_array_size(r.inserts), 1); /* q2 */
+    assert_int_equal(json_array_size(r.updates), 0); /* not heard as nothing */
+    reconcile_result_clear(&r);
+    free(w);
+    record_reply(store, "Bring a jacket.", 2, 0);
+    w = xasprintf("[" Q(1) ",%s," Q(2) "," A("Bring a jacket.") ",%s," Q(3) "]", ref, other);
+    r = run_text(store, w);
+    assert_int_equal(json_array_size(r.inserts), 2); /* the foreign reference, q3 */
+    assert_int_equal(json_array_size(r.updates), 0);
+    json_t *foreign = json_array_get(r.inserts, 0);
+    assert_string_equal(str(foreign, "content"), "");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(foreign, "metadata"), "audio"), "id")),
+                        "audio_9");
+    reconcile_result_clear(&r);
+    r = run_text(store, w); /* the same window again */
+    assert_int_equal(json_array_size(r.inserts) + json_array_size(r.updates), 0);
+    reconcile_result_clear(&r);
+    free(w);
+    assert_false(json_is_true(json_object_get(find(store, 1, "assistant", 0), "interrupted")));
     json_decref(store);
 }
 
@@ -840,6 +880,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unheard_reply_left_out),
         cmocka_unit_test(test_replies_as_spoken),
         cmocka_unit_test(test_nothing_heard),
+        cmocka_unit_test(test_audio_by_reference),
         cmocka_unit_test(test_reply_recorded_after_next_question),
         cmocka_unit_test(test_older_window_inside_with_a_reply_left_out),
         cmocka_unit_test(test_heard_part_passes_a_late_reply),

@@ -408,6 +408,38 @@ static void test_function_call(void **state)
     reply_destroy(r);
 }
 
+/* An audio reply (gpt-4o-audio): the transcript's pieces are the content, the audio's data is
+ * not kept, the id and expiry are; a whole message's the same. */
+static void test_audio(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len;
+    assert_null(reply_audio(r));
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,"
+           "\"audio\":{\"id\":\"audio_1\",\"transcript\":\"It is \"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"audio\":{\"data\":\"UklGRg==\"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"audio\":{\"transcript\":\"sunny.\"}}}]}");
+    add(r, "{\"choices\":[{\"index\":0,\"delta\":{\"audio\":{\"expires_at\":1900000000}}}]}");
+    assert_string_equal(reply_content(r, &len), "It is sunny.");
+    assert_int_equal(reply_chunks(r), 2);
+    json_t *want = json_pack("{s:s, s:i}", "id", "audio_1", "expires_at", 1900000000);
+    assert_true(json_equal(reply_audio(r), want));
+    json_decref(want);
+    reply_destroy(r);
+
+    r = reply_create();
+    const char *body = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                       "\"content\":null,\"refusal\":null,\"audio\":{\"id\":\"audio_2\","
+                       "\"data\":\"UklGRg==\",\"expires_at\":5,\"transcript\":\"Hi.\"}},"
+                       "\"finish_reason\":\"stop\"}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_content(r, &len), "Hi.");
+    want = json_pack("{s:s, s:i}", "id", "audio_2", "expires_at", 5);
+    assert_true(json_equal(reply_audio(r), want));
+    json_decref(want);
+    reply_destroy(r);
+}
+
 /* A whole body as OpenAI sends it is read without a tree, usage and its token details
  * included; the same things as in a chunk, and tool calls, are declined. */
 static void test_chunkscan_message(void **state)
@@ -473,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_chunkscan_message),
         cmocka_unit_test(test_refusal),
         cmocka_unit_test(test_function_call),
+        cmocka_unit_test(test_audio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
