@@ -641,14 +641,16 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
 
 /* Reply t, with what was heard of it (w: memory_heard_first): when it was cut short (w's text
  * is not all of it as spoken, or either says so), w's text is its content and the generated text
- * its original, and the first interruption time is kept; heard whole, t stays as generated. */
+ * its original, and the first interruption time is kept; heard whole, or w a reference to t's
+ * audio, t stays as generated. */
 static void memory_reply_heard(json_t *t, json_t *w)
 {
+    if (memory_same_audio(t, w))
+        return; /* an audio reference says nothing of what was heard: t as it was recorded */
     json_t *generated = json_incref(json_object_get(t, "content"));
     int cut =
-        (!memory_same_audio(t, w) &&
-         (spoken_compare(json_string_value(generated), memory_str(w, "content")) != SPOKEN_SAME ||
-          json_is_true(json_object_get(w, "interrupted")))) ||
+        spoken_compare(json_string_value(generated), memory_str(w, "content")) != SPOKEN_SAME ||
+        json_is_true(json_object_get(w, "interrupted")) ||
         json_is_true(json_object_get(t, "interrupted"));
     json_t *its = json_object_get(w, "interrupt_timestamp");
     if (cut && json_is_integer(its))
