@@ -157,17 +157,24 @@ function replyText(t) {
 }
 
 function turnView(t) {
+  // tool calls, and a call of OpenAI's older functions API, which the turn keeps in metadata
+  const fn = t.metadata && t.metadata.function_call;
+  const calls = (t.tool_calls || []).concat(fn && typeof fn === 'object' ? [{ function: fn }] : [])
+    .map((c) => el('pre', {},
+      `→ ${c.function ? c.function.name : c.type}(${c.function ? c.function.arguments : ''})`));
+  // an audio reply: the model spoke it itself, and the text is its transcript
+  const audio = t.metadata && t.metadata.audio && typeof t.metadata.audio.id === 'string'
+    ? el('span', { class: 'audio', title: `the model's own audio (${t.metadata.audio.id}); the text is its transcript` }, 'audio')
+    : null;
   const meta = el('div', { class: 'meta' },
     el('strong', {}, t.role), t.source ? el('span', {}, t.source) : null,
     el('time', { datetime: new Date(t.timestamp).toISOString() }, when(t.timestamp)),
     t.interrupted ? el('span', { class: 'cut' }, `interrupted${t.interrupt_timestamp ? ' at ' + when(t.interrupt_timestamp) : ''}`) : null,
-    t.role === 'assistant' && t.model ? el('span', {}, t.model) : null,
+    t.role === 'assistant' && t.model ? el('span', {}, t.model) : null, audio,
     t.ttft_us !== undefined ? el('span', {}, `TTFT ${ms(t.ttft_us)}`) : null,
     t.latency_us !== undefined ? el('span', {}, `total ${ms(t.latency_us)}`) : null,
     t.usage && t.usage.total_tokens !== undefined ? el('span', {}, `${t.usage.total_tokens} tokens`) : null,
     t.finish_reason && t.finish_reason !== 'stop' ? el('span', {}, t.finish_reason) : null);
-  const calls = (t.tool_calls || []).map((c) => el('pre', {},
-    `→ ${c.function ? c.function.name : c.type}(${c.function ? c.function.arguments : ''})`));
   return el('li', { class: `turn ${t.role}` }, meta,
     t.role === 'assistant' ? replyText(t) : el('p', { class: 'text' }, t.content || ''),
     t.tool_call_id ? el('div', { class: 'meta' }, `result of ${t.tool_call_id}`) : null, calls);

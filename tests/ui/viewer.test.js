@@ -81,6 +81,12 @@ before(async () => {
   await stack.mockConfig({ refusal: true, reply: "I can't share account numbers." });
   await chat({ model: 'm', session_id: 'refused-call', messages: [{ role: 'user', content: 'My account number?' }] });
   await stack.mockConfig({ refusal: false });
+  // a call of OpenAI's older functions API, and an audio model's reply (its transcript)
+  await stack.mockConfig({ function_call: 'weather', reply: '{"city":"Oslo"}' });
+  await chat({ model: 'm', session_id: 'legacy-call', messages: [{ role: 'user', content: 'Weather?' }] });
+  await stack.mockConfig({ function_call: null, audio: true, reply: 'It is sunny.' });
+  await chat({ model: 'm', session_id: 'audio-call', messages: [{ role: 'user', content: 'Weather?' }] });
+  await stack.mockConfig({ audio: false });
   browser = await launchChromium();
   page = await browser.newPage();
   page.on('console', (m) => console.log('page:', m.text()));
@@ -157,6 +163,17 @@ test('a refused reply shows the refusal apart, as never spoken', async () => {
   assert.equal(await page.$eval('.turn.assistant .refused', (n) => n.textContent),
     "I can't share account numbers.");
   assert.match(await page.$eval('.turn.assistant .refused', (n) => n.title), /never spoken/);
+});
+
+test("a legacy function_call shows as a call, an audio reply as audio with its transcript", async () => {
+  await open('#/sessions/legacy-call');
+  await page.waitForSelector('.timeline');
+  assert.equal(await page.$eval('.turn.assistant pre', (n) => n.textContent),
+    '→ weather({"city":"Oslo"})');
+  await open('#/sessions/audio-call');
+  await page.waitForSelector('.timeline');
+  assert.equal(await page.$eval('.turn.assistant .text', (n) => n.textContent), 'It is sunny.');
+  assert.equal(await page.$eval('.turn.assistant .meta .audio', (n) => n.textContent), 'audio');
 });
 
 test('markup in a turn renders as text and runs nothing', async () => {
