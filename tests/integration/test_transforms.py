@@ -292,6 +292,21 @@ profiles:
                  "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'}},
                 {"role": "function", "name": "weather", "content": "sunny"}], stream)
 
+    def test_an_audio_reply_goes_back_as_its_transcript(self):
+        """An audio model's reply is stored with its transcript as the content: the next
+        request's history gives the model that text (an audio id expires; the words do not)."""
+        self.mock.config(audio=True, reply="It is sunny.")
+        for text in ("Weather?", "Jacket?"):
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "messages": [{"role": "user", "content": text}]},
+                {"X-Session-Id": "audio"})
+            self.assertEqual(status, 200, out)
+            self.mock.config(audio=False, reply="Yes.")
+        self.assertEqual(json.loads(self.mock.stats()["last_body"])["messages"], [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "It is sunny."},
+            {"role": "user", "content": "Jacket?"}])
+
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
         self.mock.config(reply="fine, thanks for asking")
