@@ -102,6 +102,11 @@ const char *msg_audio_ref(json_t *m)
     if (strcmp(msg_role(m), "assistant") != 0 ||
         (json_is_string(content) && json_string_length(content) > 0) || json_is_array(content))
         return NULL;
+    return msg_audio_id(m);
+}
+
+const char *msg_audio_id(json_t *m)
+{
     return json_string_value(json_object_get(msg_voice(m, "audio"), "id"));
 }
 

@@ -51,6 +51,9 @@ int msg_calls_tools(json_t *m);
  * itself does. Such a message is that reply whole, not an empty copy of it. Read in either
  * shape (msg_voice); only for an assistant message without text. */
 const char *msg_audio_ref(json_t *m);
+/* The id of m's audio, in either shape (a stored turn's metadata.audio, a message's audio),
+ * whatever its text: memproxy's record of an audio reply has its transcript. NULL: none. */
+const char *msg_audio_id(json_t *m);
 
 /* The voice fields a platform puts in a message's metadata, in the order stored turns keep
  * them. */

@@ -597,12 +597,8 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
  * reference says nothing of what was heard. */
 static int memory_same_audio(json_t *t, json_t *w)
 {
-    const char *ref = msg_audio_ref(w);
-    if (ref == NULL)
-        return 0;
-    const char *id = json_string_value(
-        json_object_get(json_object_get(json_object_get(t, "metadata"), "audio"), "id"));
-    return id != NULL && strcmp(id, ref) == 0;
+    const char *ref = msg_audio_ref(w), *id = msg_audio_id(t);
+    return ref != NULL && id != NULL && strcmp(id, ref) == 0;
 }
 
 /* A later request's window brought this reply's turn before the reply was recorded (the
@@ -632,10 +628,10 @@ static long memory_heard_first(const struct workset_entry *e, int64_t turn_id, j
     if (q < 0)
         return -1; /* not after the question this reply answers */
     const char *heard = memory_str(w, "content"), *generated = memory_str(reply, "content");
+    if (spoken_empty(heard) && msg_audio_ref(w) != NULL) /* this reply's audio, or another's */
+        return memory_same_audio(reply, w) ? i : -1;
     if (spoken_empty(heard)) /* a message that calls tools says nothing and is no copy */
-        return msg_audio_ref(w) != NULL ? (memory_same_audio(reply, w) ? i : -1)
-               : msg_calls_tools(w)     ? -1
-                                        : i;
+        return msg_calls_tools(w) ? -1 : i;
     return spoken_compare(generated, heard) != SPOKEN_DIFFERENT ? i : -1;
 }
 

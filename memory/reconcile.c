@@ -238,8 +238,7 @@ static int reconcile_heard_of(const struct reconcile_view *s, const struct recon
  * Looked up only for such a message: no other pays for it. */
 static int reconcile_same_audio(const struct reconcile_view *s, const struct reconcile_msg *w)
 {
-    json_t *audio = json_object_get(json_object_get(s->t, "metadata"), "audio");
-    const char *id = json_string_value(json_object_get(audio, "id"));
+    const char *id = msg_audio_id(s->t);
     return strcmp(s->role, "assistant") == 0 && id != NULL && strcmp(id, w->audio_id) == 0;
 }
 
