@@ -77,6 +77,18 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "  created_ms bigint NOT NULL,"
     "  PRIMARY KEY (sid, seq),"
     "  FOREIGN KEY (sid, seq) REFERENCES messages(sid, seq) ON DELETE CASCADE);",
+
+    /* 2: what the merge of a reply and its heard part calls (PGSQL_TURN_MERGE). A text as
+     * spoken (base/spoken.h): markdown's marks dropped, runs of whitespace (spoken.c's set)
+     * one space, none at either end. The id of the audio in a row's metadata (metadata.audio.id,
+     * or NULL), cast only where "audio" is in it at all. Both inlined by the planner. */
+    "CREATE FUNCTION memproxy_spoken(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE "
+    "AS $$SELECT btrim(regexp_replace(regexp_replace(t, '[*_`#~]', '', 'g'), '[ \\t\\n\\r\\f\\v"
+    "\\x1c-\\x1f\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+', ' ', "
+    "'g'), ' ')$$;"
+    "CREATE FUNCTION memproxy_audio_id(metadata text) RETURNS text LANGUAGE sql IMMUTABLE "
+    "PARALLEL SAFE AS $$SELECT CASE WHEN metadata LIKE '%\"audio\"%' THEN "
+    "metadata::json #>> '{audio,id}' END$$;",
 };
 
 /* the tenant of an erased user's sessions until they are deleted: no tenant's name (names
@@ -101,31 +113,37 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
     "UPDATE " table " SET " due " = $1::bigint + $3::bigint, " owner " = $4 WHERE " key            \
     " IN (" pick " FOR UPDATE SKIP LOCKED) RETURNING " returning
 
-/* A text as spoken (base/spoken.h): markdown's marks dropped, runs of whitespace (spoken.c's
- * set) one space, none at either end. */
-#define PGSQL_SPOKEN(x)                                                                            \
-    "btrim(regexp_replace(regexp_replace(" x                                                       \
-    ", '[*_`#~]', '', 'g'), '[ \\t\\n\\r\\f\\v\\x1c-\\x1f"                                         \
-    "\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+', ' ', 'g'), ' ')"
-
 /* Of a reply's two rows under one key (below): the one memproxy recorded (it has a latency),
  * and the one a window brought back (what was heard). */
-#define PGSQL_REPLY_SIDE                                                                           \
-    "CASE WHEN messages.latency_us IS NULL THEN excluded.content ELSE messages.content END"
-#define PGSQL_HEARD_SIDE                                                                           \
-    "CASE WHEN messages.latency_us IS NULL THEN messages.content ELSE excluded.content END"
-#define PGSQL_HEARD_TOOLS                                                                          \
-    "CASE WHEN messages.latency_us IS NULL THEN messages.tool_calls ELSE excluded.tool_calls END"
-#define PGSQL_REPLY_SPOKEN PGSQL_SPOKEN(PGSQL_REPLY_SIDE)
-#define PGSQL_HEARD_SPOKEN PGSQL_SPOKEN(PGSQL_HEARD_SIDE)
+#define PGSQL_REPLY_SIDE(col)                                                                      \
+    "CASE WHEN messages.latency_us IS NULL THEN excluded." col " ELSE messages." col " END"
+#define PGSQL_HEARD_SIDE(col)                                                                      \
+    "CASE WHEN messages.latency_us IS NULL THEN messages." col " ELSE excluded." col " END"
+#define PGSQL_REPLY_SPOKEN "memproxy_spoken(" PGSQL_REPLY_SIDE("content") ")"
+#define PGSQL_HEARD_SPOKEN "memproxy_spoken(" PGSQL_HEARD_SIDE("content") ")"
 
 /* The heard row is what was heard of the reply, as reconcile has it: a strict start of it as
  * spoken (base/spoken.h; a platform sends back its text-to-speech's words, and the same words
  * in full are no interruption), or nothing, the caller having barged in before the first
- * word (but a message that calls tools says nothing and is no such copy). */
+ * word (but a message that calls tools says nothing and is no such copy, nor is a copy of an
+ * audio reply by reference: msg_audio_ref). */
+#define PGSQL_HEARD_AUDIO_REF                                                                      \
+    "(" PGSQL_HEARD_SIDE("content") " = '' AND memproxy_audio_id(" PGSQL_HEARD_SIDE(               \
+        "metadata") ") IS NOT NULL)"
+#define PGSQL_HEARD_SAYS                                                                           \
+    "(" PGSQL_HEARD_SPOKEN                                                                         \
+    " <> '' OR (" PGSQL_HEARD_SIDE("tool_calls") " IS NULL AND NOT " PGSQL_HEARD_AUDIO_REF "))"
 #define PGSQL_HEARD_OF                                                                             \
-    "(" PGSQL_HEARD_SPOKEN " <> '' OR " PGSQL_HEARD_TOOLS " IS NULL) AND " PGSQL_HEARD_SPOKEN      \
-    " <> " PGSQL_REPLY_SPOKEN " AND starts_with(" PGSQL_REPLY_SPOKEN ", " PGSQL_HEARD_SPOKEN ")"
+    PGSQL_HEARD_SAYS " AND " PGSQL_HEARD_SPOKEN " <> " PGSQL_REPLY_SPOKEN                          \
+                     " AND starts_with(" PGSQL_REPLY_SPOKEN ", " PGSQL_HEARD_SPOKEN ")"
+
+/* The row there first is a copy of the reply's audio by reference (no text, its audio's id:
+ * msg_audio_ref), stored from a window: it says nothing of what was heard, and the reply takes
+ * its place as it was recorded (memory_same_audio). The other way round (the reply there
+ * first) the copy changes nothing. Never NULL: a NOT of it stays a boolean. */
+#define PGSQL_SAME_AUDIO                                                                           \
+    "(messages.latency_us IS NULL AND messages.content = '' AND COALESCE("                         \
+    "memproxy_audio_id(messages.metadata) = memproxy_audio_id(excluded.metadata), false))"
 
 /* A turn's row that is there already (the same turn, role and index): nothing, but for one case.
  * Replicas without sticky routing: at a barge-in, the replica whose stream the caller cut
@@ -133,18 +151,25 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
  * request, stores what was heard of it (PGSQL_HEARD_OF; no latency) under the same key. In
  * one process the later of the two takes the other's row (memory_heard_first, reconcile); here
  * the insert that comes second does it in SQL, whichever that is: content what was heard,
- * original what was generated, interrupted, and the reply's model, usage and timings. */
+ * original what was generated, interrupted, and the reply's model, usage and timings; or,
+ * the heard row a copy of the reply's audio (PGSQL_SAME_AUDIO), the reply as recorded. */
 #define PGSQL_TURN_MERGE                                                                           \
     "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                \
-    "messages.latency_us IS NULL THEN messages.content ELSE excluded.content END, original = "     \
-    "CASE WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "    \
-    "ELSE COALESCE(messages.original, messages.content) END, interrupted = 1, interrupt_ms = "     \
-    "COALESCE(messages.interrupt_ms, excluded.interrupt_ms), model = COALESCE(messages.model, "    \
-    "excluded.model), usage = COALESCE(messages.usage, excluded.usage), finish_reason = "          \
-    "COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "                         \
+    "messages.latency_us IS NULL AND NOT " PGSQL_SAME_AUDIO " THEN messages.content ELSE "         \
+    "excluded.content END, original = CASE WHEN " PGSQL_SAME_AUDIO " THEN excluded.original "      \
+    "WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "         \
+    "ELSE COALESCE(messages.original, messages.content) END, interrupted = CASE "                  \
+    "WHEN " PGSQL_SAME_AUDIO                                                                       \
+    " THEN excluded.interrupted ELSE 1 END, interrupt_ms = CASE WHEN " PGSQL_SAME_AUDIO            \
+    " THEN excluded.interrupt_ms ELSE COALESCE(messages.interrupt_ms, "                            \
+    "excluded.interrupt_ms) END, metadata = CASE WHEN " PGSQL_SAME_AUDIO " THEN "                  \
+    "excluded.metadata ELSE messages.metadata END, timestamp_ms = CASE WHEN " PGSQL_SAME_AUDIO     \
+    " THEN excluded.timestamp_ms ELSE messages.timestamp_ms END, model = "                         \
+    "COALESCE(messages.model, excluded.model), usage = COALESCE(messages.usage, excluded.usage), " \
+    "finish_reason = COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "         \
     "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "    \
     "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "    \
-    "<> (excluded.latency_us IS NULL) AND " PGSQL_HEARD_OF " "
+    "<> (excluded.latency_us IS NULL) AND (" PGSQL_HEARD_OF " OR " PGSQL_SAME_AUDIO ") "
 
 static const char *const pgsql_sql[PG__COUNT] = {
     /* updated_ms moves only when $4 ms old (store_opts.touch_ms): it is indexed, and an

@@ -21,7 +21,7 @@
 
 #include <stdatomic.h>
 
-#define PGSQL_SCHEMA_VERSION 1
+#define PGSQL_SCHEMA_VERSION 2
 
 enum pgsql_stmt {
     PG_SESSION_ENSURE,

@@ -98,8 +98,33 @@ class Start(unittest.TestCase):
         for mp in mps:
             self.addCleanup(mp.stop)
         rows = PgConnection(url).execute("SELECT version FROM memproxy_schema").fetchall()
-        self.assertEqual([r[0] for r in rows], [1])
+        self.assertEqual([r[0] for r in rows], [2])
         self.assertEqual(sum("migrated to schema version" in mp.output() for mp in mps), 1)
+
+    def test_an_older_schema_is_migrated(self):
+        """A database a version-1 memproxy made (its tables; not yet the merge's functions)
+        gains version 2's when a newer one starts on it, once, keeping its rows."""
+        url = pg_database_for(os.path.join(scratch_dir("older-"), "o.db"))
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(CONFIG, upstream=mock.url, env={"MEMPROXY_DATABASE_URL": url})
+        status, _, out = mp.request("POST", "/v1/chat/completions", {
+            "model": "m", "session_id": "old", "messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual(status, 200, out)
+        mp.stop()
+        con = PgConnection(url)
+        con.execute("DROP FUNCTION memproxy_spoken, memproxy_audio_id")
+        con.execute("UPDATE memproxy_schema SET version = 1")
+        mp = Memproxy(CONFIG, upstream=mock.url, env={"MEMPROXY_DATABASE_URL": url})
+        self.addCleanup(mp.stop)
+        self.assertIn("migrated to schema version 2", mp.output())
+        self.assertNotIn("migrated to schema version 1", mp.output())
+        self.assertEqual(con.execute("SELECT version FROM memproxy_schema").fetchall(), [(2,)])
+        self.assertEqual(con.execute("SELECT memproxy_spoken(' **a**  b ')").fetchall(),
+                         [("a b",)])
+        status, h = api(mp, "GET", "/v1/sessions/old/history")
+        self.assertEqual(status, 200, h)
+        self.assertEqual([c["content"] for c in h["contents"]][:1], ["hi"])
 
     def test_a_newer_schema_is_refused(self):
         url = pg_database_for(os.path.join(scratch_dir("newer-"), "n.db"))
@@ -110,7 +135,7 @@ class Start(unittest.TestCase):
                             "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, MEMPROXY_DATABASE_URL=url))
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("schema version 99; this memproxy knows up to 1", r.stderr)
+        self.assertIn("schema version 99; this memproxy knows up to 2", r.stderr)
 
 
 @unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")

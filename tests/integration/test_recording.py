@@ -312,34 +312,7 @@ class BargeInReadFirst(StackTest):
         barge_in_read_first(self, self.mock, self.mp, self.mp, heard="")
 
     def test_an_audio_reply_by_reference(self):
-        """An audio reply comes back by reference (audio: {id}, no text), flagged, before
-        its stream's hang-up: a reference says nothing of what was heard, so the reply
-        recorded at the hang-up takes its row as it was generated (its transcript so far),
-        interrupted, not as a reply heard as nothing."""
-        self.mock.config(audio=True, reply=WORDS)
-        s = raw_connect(self.mp.port)
-        raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
-                                                "session_id": "aud", "messages": [Q1]})
-        got = raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
-        audio_id = json.loads(sse_data(got.decode())[0])["choices"][0]["delta"]["audio"]["id"]
-        self.mock.config(audio=False, reply="second")
-        status, _, out = self.mp.request("POST", "/v1/chat/completions", {
-            "model": "m", "session_id": "aud", "messages": [
-                Q1, {"role": "assistant", "audio": {"id": audio_id}, "turn_id": 1,
-                     "metadata": {"interrupted": True}},
-                {"role": "user", "content": "q2", "turn_id": 2}]})
-        self.assertEqual(status, 200, out)
-        s.close()
-        rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
-            db_rows(self.mp.db_path, "aud")), what="the audio reply recorded")
-        self.assertEqual([(r["turn_id"], r["role"]) for r in rows], [
-            (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant")])
-        said = rows[1]["content"]
-        self.assertEqual(said.split()[:4], ["w0", "w1", "w2", "w3"], said)
-        self.assertTrue(WORDS.startswith(said), said)
-        self.assertEqual((rows[1]["interrupted"], rows[1]["finish_reason"]),
-                         (1, "client_disconnected"))
-        self.assertEqual(json.loads(rows[1]["metadata"])["audio"]["id"], audio_id)
+        audio_by_reference_read_first(self, self.mock, self.mp, self.mp)
 
 
 class UpstreamStreamsAnyway(StackTest):
@@ -635,6 +608,38 @@ def barge_in_read_first(test, mock, first, second, timeout=5.0, reply=WORDS, hea
     test.assertEqual(original.replace("*", "").replace("_", "").split()[:4],
                      ["w0", "w1", "w2", "w3"], original)
     test.assertEqual(rows[1]["finish_reason"], "client_disconnected")
+
+
+def audio_by_reference_read_first(test, mock, first, second, timeout=5.0):
+    """An audio reply comes back by reference (audio: {id}, no text), flagged, before its
+    stream's hang-up, read by memproxy `second` (the same process, or another replica on the
+    same database) while `first` streams the reply: a reference says nothing of what was
+    heard, so the reply recorded at the hang-up takes its row as it was generated (its
+    transcript so far), interrupted, not as a reply heard as nothing."""
+    mock.config(audio=True, reply=WORDS)
+    s = raw_connect(first.port)
+    raw_request(s, "/v1/chat/completions", {"model": "m", "stream": True,
+                                            "session_id": "aud", "messages": [Q1]})
+    got = raw_read_until(s, lambda got: got.count(b"data: ") >= 6)
+    audio_id = json.loads(sse_data(got.decode())[0])["choices"][0]["delta"]["audio"]["id"]
+    mock.config(audio=False, reply="second")
+    status, _, out = second.request("POST", "/v1/chat/completions", {
+        "model": "m", "session_id": "aud", "messages": [
+            Q1, {"role": "assistant", "audio": {"id": audio_id}, "turn_id": 1,
+                 "metadata": {"interrupted": True}},
+            {"role": "user", "content": "q2", "turn_id": 2}]})
+    test.assertEqual(status, 200, out)
+    s.close()
+    rows = wait_for(lambda: (lambda r: r if len(r) == 4 and r[1]["latency_us"] else None)(
+        db_rows(first.db_path, "aud")), timeout=timeout, what="the audio reply recorded")
+    test.assertEqual([(r["turn_id"], r["role"]) for r in rows], [
+        (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant")])
+    said = rows[1]["content"]
+    test.assertEqual(said.split()[:4], ["w0", "w1", "w2", "w3"], said)
+    test.assertTrue(WORDS.startswith(said), said)
+    test.assertEqual((rows[1]["interrupted"], rows[1]["finish_reason"]),
+                     (1, "client_disconnected"))
+    test.assertEqual(json.loads(rows[1]["metadata"])["audio"]["id"], audio_id)
 
 
 class CrashAfterDone(unittest.TestCase):

@@ -13,7 +13,8 @@ from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, db_connec
                      pg_database_for, raw_connect, raw_request, scratch_dir, sse_data, wait_for)
 import test_calls
 from test_calls import CallsCase
-from test_recording import SPOKEN_REPLY, Q1, barge_in_read_first, db_rows, heard_then_q2
+from test_recording import (SPOKEN_REPLY, Q1, audio_by_reference_read_first, barge_in_read_first,
+                            db_rows, heard_then_q2)
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -284,6 +285,58 @@ class BargeInAcrossReplicas(unittest.TestCase):
     def test_nothing_heard(self):
         """The caller barged in before the first word: the heard row is empty."""
         barge_in_read_first(self, *self.two_replicas(), timeout=30, heard="")
+
+    def test_an_audio_reply_by_reference(self):
+        """The heard row a copy of the reply's audio by reference (no text): the SQL merge
+        takes the reply as recorded, as memory_same_audio does in one process
+        (PGSQL_SAME_AUDIO), not as a reply heard as nothing."""
+        audio_by_reference_read_first(self, *self.two_replicas(), timeout=30)
+
+
+class AudioCopyAfterItsReply(unittest.TestCase):
+    """The other order of BargeInAcrossReplicas' audio case: replica a has recorded an audio
+    reply, and replica b, whose working set predates it, stores the platform's copy of it by
+    reference (audio: {id}, no text) under the same key. Here b's view is kept stale by
+    putting the session's version back to what b last wrote (as another replica's commit
+    that b has not checked for yet). The copy changes nothing: the reply keeps its
+    transcript, not interrupted."""
+
+    def test_the_reply_keeps_its_transcript(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        a = Memproxy(upstream=mock.url)
+        self.addCleanup(a.terminate)
+        b = Memproxy(upstream=mock.url, db=a.db_path)
+        self.addCleanup(b.terminate)
+        u = lambda k: {"role": "user", "content": "q%d" % k, "turn_id": k}
+        said = {"role": "assistant", "content": "Hello.", "turn_id": 1}
+
+        def ask(mp, messages):
+            status, _, out = mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "session_id": "late", "messages": messages})
+            self.assertEqual(status, 200, out)
+            return json.loads(out)["choices"][0]["message"]
+
+        mock.config(reply="Hello.")
+        ask(b, [u(1)])
+        con = db_connect(a.db_path)
+        version = con.execute("SELECT version FROM sessions WHERE id = 'late'").fetchone()[0]
+        mock.config(audio=True, reply="It is sunny in Oslo today.")
+        audio_id = ask(a, [u(1), said, u(2)])["audio"]["id"]
+        con.execute("UPDATE sessions SET version = ? WHERE id = 'late'", (version,))
+        mock.config(audio=False, reply="Bring a jacket.")
+        ask(b, [u(1), said, u(2), {"role": "assistant", "audio": {"id": audio_id},
+                                   "turn_id": 2}, u(3)])
+        rows = db_rows(a.db_path, "late")
+        self.assertEqual([(r["turn_id"], r["role"], r["content"]) for r in rows], [
+            (1, "user", "q1"), (1, "assistant", "Hello."), (2, "user", "q2"),
+            (2, "assistant", "It is sunny in Oslo today."), (3, "user", "q3"),
+            (3, "assistant", "Bring a jacket.")])
+        reply = rows[3]
+        self.assertEqual((reply["interrupted"], reply["original"]), (0, None))
+        self.assertIsNotNone(reply["latency_us"])
+        self.assertEqual(json.loads(reply["metadata"])["audio"]["id"], audio_id)
+
 
 class ReplicaCalls(CallsCase):
     """test_calls' voice calls, every request sent to one of two replicas at random: no
