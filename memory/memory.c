@@ -572,8 +572,8 @@ static json_t *memory_reply_turn(const struct memory_reply *rp, int64_t turn_id,
                                      rp->interrupted, util_wall_ms());
     memory_set_str(t, "model", rp->model);
     memory_set_str(t, "finish_reason", rp->finish_reason);
-    if (rp->refusal != NULL)
-        memory_set_str(json_object_get(t, "metadata"), "refusal", rp->refusal);
+    memory_set_str(json_object_get(t, "metadata"), "refusal", rp->refusal);
+    memory_set_str(json_object_get(t, "metadata"), "reasoning", rp->reasoning);
     if (rp->function_call != NULL) /* as a client's copy of it is kept (reconcile_normalize) */
         json_object_set_new_nocheck(json_object_get(t, "metadata"), "function_call",
                                     json_deep_copy(rp->function_call));

@@ -190,6 +190,8 @@ struct memory_reply {
     const char *content;   /* as generated (what was sent before a hang-up) */
     const char *refusal;   /* the model's refusal instead of content (never spoken), or NULL:
                               kept as the turn's metadata.refusal */
+    const char *reasoning; /* a reasoning model's thinking (never spoken), or NULL: kept as
+                              the turn's metadata.reasoning */
     json_t *tool_calls;    /* or NULL */
     json_t *function_call; /* OpenAI's older functions API's call, or NULL: kept as the turn's
                               metadata.function_call (copied) */

@@ -175,7 +175,12 @@ function turnView(t) {
     t.latency_us !== undefined ? el('span', {}, `total ${ms(t.latency_us)}`) : null,
     t.usage && t.usage.total_tokens !== undefined ? el('span', {}, `${t.usage.total_tokens} tokens`) : null,
     t.finish_reason && t.finish_reason !== 'stop' ? el('span', {}, t.finish_reason) : null);
-  return el('li', { class: `turn ${t.role}` }, meta,
+  // a reasoning model's thinking before it replied: never spoken, folded away
+  const thought = t.metadata && typeof t.metadata.reasoning === 'string' ? t.metadata.reasoning : '';
+  const thinking = thought ? el('details', { class: 'thinking' },
+    el('summary', { title: 'the model\'s reasoning; never spoken' }, 'thinking'),
+    el('p', {}, thought)) : null;
+  return el('li', { class: `turn ${t.role}` }, meta, thinking,
     t.role === 'assistant' ? replyText(t) : el('p', { class: 'text' }, t.content || ''),
     t.tool_call_id ? el('div', { class: 'meta' }, `result of ${t.tool_call_id}`) : null, calls);
 }

@@ -129,26 +129,34 @@ static void chat_record_request(struct chat *c)
     memory_rec_request(c->rec);
 }
 
-/* The reply's refusal, or NULL for none. */
-static const char *chat_refusal(const struct chat *c)
+/* s, or NULL when it is empty. */
+static const char *chat_unless_empty(const char *s, size_t len)
 {
-    size_t len = 0;
-    const char *refusal = reply_refusal(c->reply, &len);
-    return len > 0 ? refusal : NULL;
+    return len > 0 ? s : NULL;
 }
 
-static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
+/* What the reply said (content, refusal, reasoning, calls, audio), its model, finish reason
+ * and usage; no timings. */
+static void chat_reply_said(struct chat *c, struct memory_reply *mr)
 {
     size_t len = 0;
     memset(mr, 0, sizeof(*mr));
     mr->content = reply_content(c->reply, &len);
-    mr->refusal = chat_refusal(c);
+    mr->refusal = reply_refusal(c->reply, &len);
+    mr->refusal = chat_unless_empty(mr->refusal, len);
+    mr->reasoning = reply_reasoning(c->reply, &len);
+    mr->reasoning = chat_unless_empty(mr->reasoning, len);
     mr->tool_calls = reply_tool_calls(c->reply);
     mr->function_call = reply_function_call(c->reply);
     mr->audio = reply_audio(c->reply);
     mr->model = reply_model(c->reply);
     mr->finish_reason = reply_finish_reason(c->reply);
     mr->usage = reply_usage(c->reply);
+}
+
+static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
+{
+    chat_reply_said(c, mr);
     relay_times(r, &mr->ttft_us, &mr->latency_us);
 }
 
@@ -499,15 +507,7 @@ static void chat_prepared_late(void *arg)
     } else if ((c->late_whole || c->late_gone) && !memory_rec_replied(c->rec)) {
         struct memory_reply mr;
         chat_record_request(c);
-        memset(&mr, 0, sizeof(mr));
-        size_t len = 0;
-        mr.content = reply_content(c->reply, &len);
-        mr.refusal = chat_refusal(c);
-        mr.tool_calls = reply_tool_calls(c->reply);
-        mr.function_call = reply_function_call(c->reply);
-        mr.audio = reply_audio(c->reply);
-        mr.model = reply_model(c->reply);
-        mr.usage = reply_usage(c->reply);
+        chat_reply_said(c, &mr);
         mr.ttft_us = c->late_ttft;
         mr.latency_us = c->late_total;
         mr.interrupted = !c->late_whole; /* whole: only its end did not go out */

@@ -154,9 +154,11 @@ static int cs_delta_member(struct chunkscan_in *in, const struct chunkscan_span 
         struct chunkscan_span ignored;
         return cs_string_or_null(in, &ignored, 0);
     }
-    if (cs_key_is(k, "refusal")) { /* null or "" passes; a refusal's text is the tree's */
-        struct chunkscan_span refusal = {NULL, 0};
-        return cs_string_or_null(in, &refusal, 0) && refusal.len == 0;
+    /* null or "" passes (DeepSeek sends a null reasoning_content beside each token); a refusal's
+     * or a reasoning's text is the tree's */
+    if (cs_key_is(k, "refusal") || cs_key_is(k, "reasoning_content") || cs_key_is(k, "reasoning")) {
+        struct chunkscan_span said = {NULL, 0};
+        return cs_string_or_null(in, &said, 0) && said.len == 0;
     }
     if (in->body && cs_key_is(k, "annotations"))
         return cs_take(in, '[') && cs_take(in, ']');

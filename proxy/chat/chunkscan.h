@@ -14,11 +14,10 @@
  *
  * Accepted: one JSON object, whitespace around tokens, whose strings are read by jtext's own
  * rules (escapes, UTF-8; jtext_read_string); numbers are integers of at most 18 digits;
- * "choices" is an
- * array of exactly one object; its "delta" is an object of "content" and "role" (strings or
- * null) and "refusal" (null or empty: a refusal's text is recorded apart, by the general
- * parse); its
- * "index", if present, is 0 (a request's other choices, n > 1, are not what was said); its
+ * "choices" is an array of exactly one object; its "delta" is an object of "content" and
+ * "role" (strings or null) and "refusal", "reasoning_content" and "reasoning" (null or empty:
+ * a refusal's or a reasoning's text is recorded apart, by the general parse); its "index", if
+ * present, is 0 (a request's other choices, n > 1, are not what was said); its
  * "logprobs" is null and "finish_reason" a string or null; "usage", if present, is null; no
  * "error"; any other member, at either level, is a string, an integer, true, false or null;
  * "model", "choices", "delta", "content" and "finish_reason" appear at most once. Anything else

@@ -9,11 +9,12 @@
 
 /* A string that grows by doubling, NUL-terminated once anything was put in it (s NULL before).
  * touched: a call's name or arguments that a delta added to (only those are written into the
- * call's JSON, which keeps what a body put there otherwise). */
+ * call's JSON, which keeps what a body put there otherwise). full: cut at the cap (it grows no
+ * more, so that a later short piece does not land after a gap). */
 struct reply_text {
     char *s;
     size_t len, cap;
-    int touched;
+    int touched, full;
 };
 
 static void reply_text_put(struct reply_text *t, const char *s, size_t n)
@@ -33,7 +34,8 @@ struct reply_call {
 
 struct reply {
     struct reply_text content;
-    struct reply_text refusal; /* the model's refusal (structured outputs), apart: not spoken */
+    struct reply_text refusal;   /* the model's refusal (structured outputs), apart: not spoken */
+    struct reply_text reasoning; /* a reasoning model's thinking, apart: not spoken */
     char *finish_reason;
     char *model;
     json_t *usage;
@@ -82,6 +84,7 @@ void reply_destroy(struct reply *r)
     chunkscan_buf_free(&r->scan);
     free(r->content.s);
     free(r->refusal.s);
+    free(r->reasoning.s);
     free(r->finish_reason);
     free(r->model);
     json_decref(r->usage);
@@ -95,12 +98,18 @@ void reply_destroy(struct reply *r)
     free(r);
 }
 
-/* s appended to t (the content or the refusal), within REPLY_MAX_TEXT. */
+/* s (UTF-8) appended to t (the content, the refusal or the reasoning), within REPLY_MAX_TEXT:
+ * cut there on a character's first byte, so the text stays UTF-8 (a turn's content that is
+ * not is stored empty: reconcile_reply_turn). */
 static void reply_append_to(struct reply *r, struct reply_text *t, const char *s, size_t n)
 {
+    if (t->full)
+        return;
     if (t->len + n > REPLY_MAX_TEXT) {
-        r->truncated = 1;
+        r->truncated = t->full = 1;
         n = REPLY_MAX_TEXT - t->len;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
     }
     reply_text_put(t, s, n);
 }
@@ -217,6 +226,25 @@ static void reply_take_function_call(struct reply *r, json_t *fc, int whole)
     r->fcall.name.touched = 1; /* a call, even with no name yet */
 }
 
+/* A reasoning model's thinking: a string (reasoning_content: DeepSeek, vLLM, Groq; reasoning:
+ * OpenRouter, newer vLLM; a server that sends both sends the same text twice, so the first
+ * is taken), or Mistral's thinking part's text parts. Kept apart from the content: it is not
+ * what the caller hears. */
+static void reply_take_thinking(struct reply *r, json_t *v)
+{
+    size_t i;
+    json_t *p;
+    if (json_is_string(v)) {
+        reply_append_to(r, &r->reasoning, json_string_value(v), json_string_length(v));
+        return;
+    }
+    json_array_foreach(v, i, p) {
+        json_t *text = json_object_get(p, "text");
+        if (json_is_string(text))
+            reply_append_to(r, &r->reasoning, json_string_value(text), json_string_length(text));
+    }
+}
+
 /* Content as an array of parts (Mistral's, and OpenAI's message shape): the text parts' text;
  * other parts (a model's "thinking", images) are not said. A whole message's parts are joined
  * by a newline, as base/msg.h reads a client's; a delta's are pieces of one stream. */
@@ -228,6 +256,8 @@ static void reply_take_parts(struct reply *r, json_t *parts, int whole)
     json_array_foreach(parts, i, p) {
         json_t *text = json_object_get(p, "text");
         const char *type = json_string_value(json_object_get(p, "type"));
+        if (type != NULL && strcmp(type, "thinking") == 0)
+            reply_take_thinking(r, json_object_get(p, "thinking"));
         if (!json_is_string(text) || json_string_length(text) == 0 ||
             (type != NULL && strcmp(type, "text") != 0))
             continue;
@@ -280,6 +310,10 @@ static void reply_take_choice(struct reply *r, json_t *choice, const char *part)
     json_t *refusal = json_object_get(msg, "refusal");
     if (json_is_string(refusal))
         reply_append_to(r, &r->refusal, json_string_value(refusal), json_string_length(refusal));
+    json_t *reasoning = json_object_get(msg, "reasoning_content");
+    if (!json_is_string(reasoning) || json_string_length(reasoning) == 0)
+        reasoning = json_object_get(msg, "reasoning");
+    reply_take_thinking(r, json_is_string(reasoning) ? reasoning : NULL);
     reply_take_function_call(r, json_object_get(msg, "function_call"),
                              strcmp(part, "message") == 0);
     reply_take_audio(r, json_object_get(msg, "audio"));
@@ -426,6 +460,12 @@ const char *reply_refusal(const struct reply *r, size_t *len)
 {
     *len = r->refusal.len;
     return r->refusal.s ? r->refusal.s : "";
+}
+
+const char *reply_reasoning(const struct reply *r, size_t *len)
+{
+    *len = r->reasoning.len;
+    return r->reasoning.s ? r->reasoning.s : "";
 }
 
 const char *reply_content(const struct reply *r, size_t *len)

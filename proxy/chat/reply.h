@@ -3,13 +3,14 @@
  *
  * For each chat.completion.chunk the relay passes on, reply_add_chunk() collects the content
  * text (an audio reply's transcript included), the tool calls (merged by index, arguments
- * concatenated), a refusal, the older functions API's function_call (its pieces joined), an
- * audio reply's id, the finish reason, the model and the usage. It also classifies the chunk, so
- * the proxy can hold back the usage-only chunk a client did not ask for. reply_set_body() does the
- * same for a non-streaming response.
+ * concatenated), a refusal, a reasoning model's thinking, the older functions API's
+ * function_call (its pieces joined), an audio reply's id, the finish reason, the model and the
+ * usage. It also classifies the chunk, so the proxy can hold back the usage-only chunk a client
+ * did not ask for. reply_set_body() does the same for a non-streaming response.
  *
- * Caps: content and each tool call's arguments stop growing at REPLY_MAX_TEXT bytes
- * (reply_truncated() then says so); the stream itself is still forwarded whole.
+ * Caps: content, the refusal, the reasoning and each tool call's arguments stop growing at
+ * REPLY_MAX_TEXT bytes (reply_truncated() then says so); the stream itself is still forwarded
+ * whole.
  *
  * Ownership: the reply owns everything it returns; pointers stay valid until the next add or
  * reply_destroy(). Getters see queued chunks only after reply_flush().
@@ -68,6 +69,10 @@ const char *reply_content(const struct reply *r, size_t *len);
 /* The refusal the model gave instead of content (OpenAI's structured outputs: message.refusal,
  * delta.refusal), "" when none; capped as content is. A voice platform speaks content only. */
 const char *reply_refusal(const struct reply *r, size_t *len);
+/* A reasoning model's thinking (delta.reasoning_content or delta.reasoning, as DeepSeek, vLLM,
+ * Groq and OpenRouter stream it; Mistral's "thinking" content parts), "" when none; capped as
+ * content is. Never spoken: a voice platform speaks content only. */
+const char *reply_reasoning(const struct reply *r, size_t *len);
 const char *reply_finish_reason(const struct reply *r); /* NULL until one arrives */
 const char *reply_model(const struct reply *r);         /* NULL until one arrives */
 /* borrowed; NULL when absent. Never changed once returned (a later usage replaces it whole),

@@ -25,12 +25,13 @@ static int same_json(json_t *a, json_t *b)
 
 static void same_replies(struct reply *a, struct reply *b)
 {
-    size_t la = 0, lb = 0, ra = 0, rb = 0;
+    size_t la = 0, lb = 0, ra = 0, rb = 0, ta = 0, tb = 0;
     const char *ca = reply_content(a, &la), *cb = reply_content(b, &lb);
     const char *fa = reply_refusal(a, &ra), *fb = reply_refusal(b, &rb);
-    if (la != lb || memcmp(ca, cb, la) != 0 || ra != rb || memcmp(fa, fb, ra) != 0 ||
-        reply_chunks(a) != reply_chunks(b) || reply_truncated(a) != reply_truncated(b) ||
-        !same_str(reply_model(a), reply_model(b)) ||
+    const char *xa = reply_reasoning(a, &ta), *xb = reply_reasoning(b, &tb);
+    if (la != lb || memcmp(ca, cb, la) != 0 || ra != rb || memcmp(fa, fb, ra) != 0 || ta != tb ||
+        memcmp(xa, xb, ta) != 0 || reply_chunks(a) != reply_chunks(b) ||
+        reply_truncated(a) != reply_truncated(b) || !same_str(reply_model(a), reply_model(b)) ||
         !same_str(reply_finish_reason(a), reply_finish_reason(b)) ||
         !same_json(reply_usage(a), reply_usage(b)) ||
         !same_json(reply_tool_calls(a), reply_tool_calls(b)) ||

@@ -398,6 +398,54 @@ class Refusal(StackTest):
                           (2, "assistant", "The weather is fine.", None, False)])
 
 
+class Reasoning(StackTest):
+    """A reasoning model's thinking (DeepSeek's and vLLM's delta.reasoning_content, before the
+    reply's content) goes to the client as it came and is recorded apart, as the reply's
+    metadata.reasoning: the caller never hears it, so the content is the reply alone."""
+    CONFIG = Refusal.CONFIG
+    history = Refusal.history
+    THOUGHT = "The caller greets me. I greet back, briefly."
+
+    def test_the_thinking_is_kept_apart_from_what_was_said(self):
+        self.mock.config(reasoning=self.THOUGHT, reply="Hello there.")
+        for stream in (False, True):
+            session = "think-%d" % stream
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "stream": stream,
+                "messages": [{"role": "user", "content": "Hi!"}]}, {"X-Session-Id": session})
+            self.assertEqual(status, 200, out)
+            if stream:
+                deltas = [json.loads(d)["choices"][0]["delta"] for d in sse_data(out.decode())
+                          if d != "[DONE]" and json.loads(d).get("choices")]
+                thought = "".join(d.get("reasoning_content") or "" for d in deltas)
+            else:
+                thought = json.loads(out)["choices"][0]["message"]["reasoning_content"]
+            self.assertEqual(thought, self.THOUGHT)  # the client gets it as it came
+            reply = self.history(session)[-1]
+            self.assertEqual((reply["role"], reply["content"]), ("assistant", "Hello there."))
+            self.assertEqual(reply["metadata"].get("reasoning"), self.THOUGHT, stream)
+
+    def test_the_reply_coming_back_with_its_thinking_is_the_same_row(self):
+        """A client that sends the message back as it got it (reasoning_content and all):
+        that is the reply recorded, one row, its thinking kept."""
+        self.mock.config(reasoning=self.THOUGHT, reply="Hello there.")
+        msgs = [{"role": "user", "content": "Hi!"}]
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": msgs}, {"X-Session-Id": "back"})
+        self.assertEqual(status, 200, out)
+        self.mock.config(reasoning=None, reply="Fine, thanks.")
+        msgs += [json.loads(out)["choices"][0]["message"], {"role": "user", "content": "How are you?"}]
+        status, _, out = self.mp.request("POST", "/v1/chat/completions",
+                                         {"model": "m", "messages": msgs}, {"X-Session-Id": "back"})
+        self.assertEqual(status, 200, out)
+        self.assertEqual([(c["role"], c["content"], c["metadata"].get("reasoning"),
+                           c["metadata"].get("interrupted", False)) for c in self.history("back")],
+                         [("user", "Hi!", None, False),
+                          ("assistant", "Hello there.", self.THOUGHT, False),
+                          ("user", "How are you?", None, False),
+                          ("assistant", "Fine, thanks.", None, False)])
+
+
 class Audio(StackTest):
     """An audio model's reply (gpt-4o-audio's modalities: content null, the words in the
     audio's transcript) is recorded with its transcript as the content, what the caller

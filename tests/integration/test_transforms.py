@@ -307,6 +307,22 @@ profiles:
             {"role": "assistant", "content": "It is sunny."},
             {"role": "user", "content": "Jacket?"}])
 
+    def test_a_reasoning_stays_out_of_the_history(self):
+        """A reasoning model's thinking, kept in the stored turn's metadata.reasoning, does
+        not go back to the model (DeepSeek refuses a request whose messages carry
+        reasoning_content): the history holds what was said."""
+        self.mock.config(reasoning="Weather question. ", reply="It is sunny.")
+        for text in ("Weather?", "Jacket?"):
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "messages": [{"role": "user", "content": text}]},
+                {"X-Session-Id": "thinking"})
+            self.assertEqual(status, 200, out)
+        self.mock.config(reasoning=None)
+        self.assertEqual(json.loads(self.mock.stats()["last_body"])["messages"], [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "It is sunny."},
+            {"role": "user", "content": "Jacket?"}])
+
     def test_a_2000_turn_session_stays_within_its_budget(self):
         c = http.client.HTTPConnection("127.0.0.1", self.mp.port, timeout=30)
         self.mock.config(reply="fine, thanks for asking")

@@ -17,6 +17,9 @@
  *                    API (function_call, the reply's text its arguments), content null
  *   refusal          the reply is a refusal (OpenAI's structured outputs): its text comes as
  *                    delta.refusal / message.refusal, with content null
+ *   reasoning        a text: the model thinks it first (DeepSeek's reasoning models): streamed
+ *                    as delta.reasoning_content pieces (a word each) before the reply's tokens,
+ *                    which then carry "reasoning_content": null; message.reasoning_content
  *   audio            the reply is audio (gpt-4o-audio's modalities): content null, its text
  *                    the audio's transcript (message.audio / delta.audio pieces), with an id
  *                    "audio_<the response's id>", a little data and an expires_at
@@ -81,6 +84,7 @@ struct mock_config {
     long ttft_ms, token_delay_ms, fail_status, drop_after, stall_after, stall_ms;
     char *retry_after;
     char *function_call; /* NULL: none */
+    char *reasoning;     /* NULL: none */
     int hang, echo, seeded, summaries, always_stream, refusal, audio;
     int embed_words;
     long embed_delay_ms, embed_status;
@@ -245,8 +249,23 @@ static json_t *mock_first_delta(struct mock_resp *r)
     return json_pack("{s:s, s:s}", "role", "assistant", "content", "");
 }
 
+/* The reasoning's pieces, a word each (its space kept), before the reply's first token. */
+static void mock_reasoning(struct mock_resp *r, struct evbuffer *out)
+{
+    const char *p = mock_cfg.reasoning;
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, " ");
+        n += p[n] == ' ';
+        json_t *piece = json_stringn(p, n);
+        mock_chunk(r, out, json_pack("{s:o}", "reasoning_content", piece), NULL);
+        p += n;
+    }
+}
+
 static json_t *mock_token_delta(json_t *token)
 {
+    if (mock_cfg.reasoning)
+        return json_pack("{s:O, s:n}", "content", token, "reasoning_content");
     if (mock_cfg.function_call)
         return json_pack("{s:{s:O}}", "function_call", "arguments", token);
     if (mock_cfg.audio) /* a transcript piece, then a piece of the audio, as OpenAI sends */
@@ -265,6 +284,9 @@ static json_t *mock_whole_message(struct mock_resp *r, json_t *text)
         return json_pack("{s:s, s:n, s:{s:s+, s:s, s:i, s:o}}", "role", "assistant", "content",
                          "audio", "id", "audio_", r->id, "data", "UklGRg==", "expires_at",
                          MOCK_AUDIO_EXPIRES, "transcript", text);
+    if (mock_cfg.reasoning)
+        return json_pack("{s:s, s:o, s:s}", "role", "assistant", "content", text,
+                         "reasoning_content", mock_cfg.reasoning);
     return json_pack("{s:s, s:o}", "role", "assistant", "content", text);
 }
 
@@ -295,6 +317,7 @@ static void mock_stream_step(struct mock_resp *r)
         evhttp_send_reply_start(r->req, 200, "OK");
         r->headers_sent = 1;
         mock_chunk(r, out, mock_first_delta(r), NULL);
+        mock_reasoning(r, out);
     }
     size_t n = json_array_size(r->tokens);
     do {
@@ -554,6 +577,10 @@ static void mock_set_config(json_t *c)
         mock_cfg.refusal = json_is_true(v);
     if ((v = json_object_get(c, "audio")))
         mock_cfg.audio = json_is_true(v);
+    if ((v = json_object_get(c, "reasoning"))) {
+        free(mock_cfg.reasoning);
+        mock_cfg.reasoning = json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+    }
     if ((v = json_object_get(c, "function_call"))) {
         free(mock_cfg.function_call);
         mock_cfg.function_call = json_is_string(v) ? strdup(json_string_value(v)) : NULL;

@@ -87,6 +87,10 @@ before(async () => {
   await stack.mockConfig({ function_call: null, audio: true, reply: 'It is sunny.' });
   await chat({ model: 'm', session_id: 'audio-call', messages: [{ role: 'user', content: 'Weather?' }] });
   await stack.mockConfig({ audio: false });
+  // a reasoning model's reply: its thinking kept apart
+  await stack.mockConfig({ reasoning: 'A greeting. Keep it short.', reply: 'Hello.' });
+  await chat({ model: 'm', session_id: 'thinking-call', messages: [{ role: 'user', content: 'Hi!' }] });
+  await stack.mockConfig({ reasoning: null });
   browser = await launchChromium();
   page = await browser.newPage();
   page.on('console', (m) => console.log('page:', m.text()));
@@ -174,6 +178,17 @@ test("a legacy function_call shows as a call, an audio reply as audio with its t
   await page.waitForSelector('.timeline');
   assert.equal(await page.$eval('.turn.assistant .text', (n) => n.textContent), 'It is sunny.');
   assert.equal(await page.$eval('.turn.assistant .meta .audio', (n) => n.textContent), 'audio');
+});
+
+test("a reasoning model's thinking is folded away from what was said", async () => {
+  await open('#/sessions/thinking-call');
+  await page.waitForSelector('.timeline');
+  assert.equal(await page.$eval('.turn.assistant .text', (n) => n.textContent), 'Hello.');
+  assert.equal(await page.$eval('.turn.assistant details.thinking', (n) => n.open), false);
+  await page.click('.turn.assistant details.thinking summary');
+  assert.equal(await page.$eval('.turn.assistant details.thinking', (n) => n.open), true);
+  assert.equal(await page.$eval('.turn.assistant details.thinking p', (n) => n.textContent),
+    'A greeting. Keep it short.');
 });
 
 test('markup in a turn renders as text and runs nothing', async () => {

@@ -247,6 +247,33 @@ static void test_content_cap(void **state)
     reply_destroy(r);
 }
 
+/* The cap falls inside a character: the content ends before it (still UTF-8, which a stored
+ * turn's content must be), and a later short piece does not land after the gap. */
+static void test_content_cap_on_a_character(void **state)
+{
+    struct reply *r = reply_create();
+    size_t len, half = 256 * 1024;
+    char *chunk = malloc(2 * half + 64);
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}"); /* the cut falls mid-é */
+    strcpy(chunk, "{\"choices\":[{\"delta\":{\"content\":\"");
+    size_t off = strlen(chunk);
+    for (size_t i = 0; i < half; i++)
+        memcpy(chunk + off + 2 * i, "\xc3\xa9", 2);
+    strcpy(chunk + off + 2 * half, "\"}}]}");
+    for (int i = 0; i < 3; i++)
+        add(r, chunk);
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\"b\"}}]}");
+    const char *s = reply_content(r, &len);
+    assert_int_equal(len, REPLY_MAX_TEXT - 1);
+    assert_true(reply_truncated(r));
+    assert_int_equal(s[len - 1] & 0xff, 0xa9);
+    json_t *text = json_stringn(s, len);
+    assert_non_null(text); /* valid UTF-8 */
+    json_decref(text);
+    free(chunk);
+    reply_destroy(r);
+}
+
 static void test_usage_only_check(void **state)
 {
     const char *yes[] = {"{\"choices\":[],\"usage\":{\"total_tokens\":1}}",
@@ -378,6 +405,63 @@ static void test_refusal(void **state)
     chunkscan_buf_free(&buf);
 }
 
+/* A reasoning model's thinking is kept apart from the content: DeepSeek's and vLLM's
+ * reasoning_content, OpenRouter's reasoning (the same text under both keys taken once), and
+ * Mistral's thinking parts; the tree-less reader passes a null or empty one and declines text. */
+static void test_reasoning(void **state)
+{
+    struct reply *r = reply_create();
+    struct chunkscan c;
+    struct chunkscan_buf buf = {0};
+    const char *think = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+                        "\"assistant\",\"content\":null,\"reasoning_content\":\"The user \"},"
+                        "\"finish_reason\":null}]}";
+    const char *both =
+        "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":"
+        "\"asks.\",\"reasoning\":\"asks.\"},\"finish_reason\":null}]}";
+    const char *say = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                      "\"Hi.\",\"reasoning_content\":null,\"reasoning\":\"\"},"
+                      "\"finish_reason\":\"stop\"}]}";
+    assert_false(chunkscan_delta(think, strlen(think), &buf, &c));
+    assert_true(chunkscan_delta(say, strlen(say), &buf, &c)); /* no reasoning in it */
+    add(r, think);
+    add(r, both);
+    add(r, say);
+    size_t len = 0;
+    assert_string_equal(reply_reasoning(r, &len), "The user asks.");
+    assert_int_equal(len, strlen("The user asks."));
+    assert_string_equal(reply_content(r, &len), "Hi.");
+    reply_destroy(r);
+
+    r = reply_create(); /* OpenRouter: reasoning alone */
+    add(r, "{\"choices\":[{\"delta\":{\"content\":\"\",\"reasoning\":\"Hm.\"}}]}");
+    assert_string_equal(reply_reasoning(r, &len), "Hm.");
+    reply_destroy(r);
+
+    r = reply_create(); /* Mistral: a thinking part beside the text part */
+    add(r, "{\"choices\":[{\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":"
+           "[{\"type\":\"text\",\"text\":\"Plan: \"},{\"type\":\"text\",\"text\":\"greet.\"}]},"
+           "{\"type\":\"text\",\"text\":\"Hello.\"}]}}]}");
+    assert_string_equal(reply_reasoning(r, &len), "Plan: greet.");
+    assert_string_equal(reply_content(r, &len), "Hello.");
+    reply_destroy(r);
+
+    r = reply_create();
+    const char *body = "{\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                       "\"assistant\",\"content\":\"Yes.\",\"reasoning_content\":\"Easy.\"},"
+                       "\"finish_reason\":\"stop\"}]}";
+    assert_int_equal(reply_set_body(r, body, strlen(body)), 0);
+    assert_string_equal(reply_reasoning(r, &len), "Easy.");
+    assert_string_equal(reply_content(r, &len), "Yes.");
+    reply_destroy(r);
+
+    r = reply_create();
+    assert_string_equal(reply_reasoning(r, &len), "");
+    assert_int_equal(len, 0);
+    reply_destroy(r);
+    chunkscan_buf_free(&buf);
+}
+
 /* OpenAI's older functions API: a streamed function_call's pieces are joined, a body's taken
  * whole; a reply without one has none. */
 static void test_function_call(void **state)
@@ -499,11 +583,13 @@ int main(void)
         cmocka_unit_test(test_content_parts),
         cmocka_unit_test(test_other_choices),
         cmocka_unit_test(test_content_cap),
+        cmocka_unit_test(test_content_cap_on_a_character),
         cmocka_unit_test(test_usage_only_check),
         cmocka_unit_test(test_queue_then_flush),
         cmocka_unit_test(test_chunkscan),
         cmocka_unit_test(test_chunkscan_message),
         cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_reasoning),
         cmocka_unit_test(test_function_call),
         cmocka_unit_test(test_audio),
     };
