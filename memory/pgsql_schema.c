@@ -151,24 +151,28 @@ static const char *const pgsql_migrations[PGSQL_SCHEMA_VERSION] = {
  * request, stores what was heard of it (PGSQL_HEARD_OF; no latency) under the same key. In
  * one process the later of the two takes the other's row (memory_heard_first, reconcile); here
  * the insert that comes second does it in SQL, whichever that is: content what was heard,
- * original what was generated, interrupted, and the reply's model, usage and timings; or,
- * the heard row a copy of the reply's audio (PGSQL_SAME_AUDIO), the reply as recorded. */
+ * original what was generated, interrupted, and the reply's metadata, calls, time, model,
+ * usage and timings (in one process the reply's row replaces the heard one); or, the heard
+ * row a copy of the reply's audio (PGSQL_SAME_AUDIO), the reply as recorded. */
+#define PGSQL_MERGE_HEARD                                                                          \
+    "content = CASE WHEN messages.latency_us IS NULL AND NOT " PGSQL_SAME_AUDIO                    \
+    " THEN messages.content ELSE excluded.content END, original = CASE WHEN " PGSQL_SAME_AUDIO     \
+    " THEN excluded.original WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, "   \
+    "excluded.content) ELSE COALESCE(messages.original, messages.content) END, interrupted = "     \
+    "CASE WHEN " PGSQL_SAME_AUDIO " THEN excluded.interrupted ELSE 1 END, interrupt_ms = CASE "    \
+    "WHEN " PGSQL_SAME_AUDIO " THEN excluded.interrupt_ms ELSE COALESCE(messages.interrupt_ms, "   \
+    "excluded.interrupt_ms) END"
+#define PGSQL_MERGE_TIMINGS                                                                        \
+    "model = COALESCE(messages.model, excluded.model), usage = COALESCE(messages.usage, "          \
+    "excluded.usage), finish_reason = COALESCE(messages.finish_reason, excluded.finish_reason), "  \
+    "ttft_us = COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = "                        \
+    "COALESCE(messages.latency_us, excluded.latency_us)"
+#define PGSQL_MERGE_REPLY                                                                          \
+    "metadata = " PGSQL_REPLY_SIDE("metadata") ", timestamp_ms = " PGSQL_REPLY_SIDE(               \
+        "timestamp_ms") ", tool_calls = " PGSQL_REPLY_SIDE("tool_calls") ", " PGSQL_MERGE_TIMINGS
 #define PGSQL_TURN_MERGE                                                                           \
-    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET content = CASE WHEN "                \
-    "messages.latency_us IS NULL AND NOT " PGSQL_SAME_AUDIO " THEN messages.content ELSE "         \
-    "excluded.content END, original = CASE WHEN " PGSQL_SAME_AUDIO " THEN excluded.original "      \
-    "WHEN messages.latency_us IS NULL THEN COALESCE(excluded.original, excluded.content) "         \
-    "ELSE COALESCE(messages.original, messages.content) END, interrupted = CASE "                  \
-    "WHEN " PGSQL_SAME_AUDIO                                                                       \
-    " THEN excluded.interrupted ELSE 1 END, interrupt_ms = CASE WHEN " PGSQL_SAME_AUDIO            \
-    " THEN excluded.interrupt_ms ELSE COALESCE(messages.interrupt_ms, "                            \
-    "excluded.interrupt_ms) END, metadata = CASE WHEN " PGSQL_SAME_AUDIO " THEN "                  \
-    "excluded.metadata ELSE messages.metadata END, timestamp_ms = CASE WHEN " PGSQL_SAME_AUDIO     \
-    " THEN excluded.timestamp_ms ELSE messages.timestamp_ms END, model = "                         \
-    "COALESCE(messages.model, excluded.model), usage = COALESCE(messages.usage, excluded.usage), " \
-    "finish_reason = COALESCE(messages.finish_reason, excluded.finish_reason), ttft_us = "         \
-    "COALESCE(messages.ttft_us, excluded.ttft_us), latency_us = COALESCE(messages.latency_us, "    \
-    "excluded.latency_us) WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) "    \
+    "ON CONFLICT (sid, turn_id, role, turn_idx) DO UPDATE SET " PGSQL_MERGE_HEARD                  \
+    ", " PGSQL_MERGE_REPLY " WHERE messages.role = 'assistant' AND (messages.latency_us IS NULL) " \
     "<> (excluded.latency_us IS NULL) AND (" PGSQL_HEARD_OF " OR " PGSQL_SAME_AUDIO ") "
 
 static const char *const pgsql_sql[PG__COUNT] = {

@@ -314,6 +314,10 @@ class BargeInReadFirst(StackTest):
     def test_an_audio_reply_by_reference(self):
         audio_by_reference_read_first(self, self.mock, self.mp, self.mp)
 
+    def test_the_reply_keeps_its_thinking(self):
+        """The row is the reply's: its metadata (here a reasoning model's thinking) too."""
+        barge_in_keeps_thinking(self, self.mock, self.mp, self.mp)
+
 
 class UpstreamStreamsAnyway(StackTest):
     """An upstream that ignores "stream": false and answers with an event stream: the client
@@ -656,6 +660,19 @@ def barge_in_read_first(test, mock, first, second, timeout=5.0, reply=WORDS, hea
     test.assertEqual(original.replace("*", "").replace("_", "").split()[:4],
                      ["w0", "w1", "w2", "w3"], original)
     test.assertEqual(rows[1]["finish_reason"], "client_disconnected")
+    return rows
+
+
+def barge_in_keeps_thinking(test, mock, first, second, timeout=5.0):
+    """barge_in_read_first with a reasoning model: the merged row keeps the reply's
+    metadata.reasoning, whichever of the two rows came first. (One word of thinking, one
+    chunk: the heard part goes when the reply's first words have.)"""
+    mock.config(reasoning="Counting.")
+    try:
+        rows = barge_in_read_first(test, mock, first, second, timeout=timeout)
+    finally:
+        mock.config(reasoning=None)
+    test.assertEqual(json.loads(rows[1]["metadata"]).get("reasoning"), "Counting.")
 
 
 def audio_by_reference_read_first(test, mock, first, second, timeout=5.0):

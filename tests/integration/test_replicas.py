@@ -13,8 +13,8 @@ from harness import (BACKEND, Memproxy, Mock, PgConnection, chat_text, db_connec
                      pg_database_for, raw_connect, raw_request, scratch_dir, sse_data, wait_for)
 import test_calls
 from test_calls import CallsCase
-from test_recording import (SPOKEN_REPLY, Q1, audio_by_reference_read_first, barge_in_read_first,
-                            db_rows, heard_then_q2)
+from test_recording import (SPOKEN_REPLY, Q1, audio_by_reference_read_first, barge_in_keeps_thinking,
+                            barge_in_read_first, db_rows, heard_then_q2)
 from test_lifecycle import Receiver
 from test_sweep import SweepCase
 
@@ -291,6 +291,11 @@ class BargeInAcrossReplicas(unittest.TestCase):
         takes the reply as recorded, as memory_same_audio does in one process
         (PGSQL_SAME_AUDIO), not as a reply heard as nothing."""
         audio_by_reference_read_first(self, *self.two_replicas(), timeout=30)
+
+    def test_the_reply_keeps_its_thinking(self):
+        """The merged row keeps the reply's metadata (a reasoning model's thinking), not the
+        heard row's, as the reply's row replaces it in one process."""
+        barge_in_keeps_thinking(self, *self.two_replicas(), timeout=30)
 
 
 class AudioCopyAfterItsReply(unittest.TestCase):
