@@ -2,6 +2,7 @@
 
 #include "base/jtext.h"
 #include "base/log.h"
+#include "base/msg.h"
 #include "base/util.h"
 #include "memory/memory.h"
 #include "proxy/http/metrics.h"
@@ -110,12 +111,15 @@ static json_t *summarizer_read(struct summarizer_job *j, const char *body, size_
     char *err = NULL;
     json_t *resp = jtext_load(body, len, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message");
-    const char *text = json_string_value(json_object_get(msg, "content"));
-    json_t *mem = NULL;
+    json_t *content = json_object_get(msg, "content"), *text = NULL, *mem = NULL;
+    int dropped = 0;
+    if (json_is_string(content) || json_is_array(content)) /* parts: Mistral's thinking models */
+        text = msg_text(content, &dropped);
     if (text == NULL)
         err = xstrdup("the upstream's answer is not a chat completion");
     else
-        mem = summary_parse(text, strlen(text), &err);
+        mem = summary_parse(json_string_value(text), json_string_length(text), &err);
+    json_decref(text);
     if (mem == NULL)
         log_warn("session %s: summary not stored: %s", j->id, err);
     free(err);

@@ -81,15 +81,36 @@ json_t *summary_request(const char *model, const char *prompt, json_t *turns, co
     return body;
 }
 
-json_t *summary_parse(const char *text, size_t len, char **err)
+static const char *summary_skip_space(const char *text, const char *end)
 {
-    if (len > SUMMARY_MAX_ANSWER) {
-        *err = xasprintf("the answer is %zu bytes; at most %d are read", len, SUMMARY_MAX_ANSWER);
-        return NULL;
-    }
-    const char *end = text + len;
     while (text < end && (*text == ' ' || *text == '\n' || *text == '\r' || *text == '\t'))
         text++;
+    return text;
+}
+
+/* After a reasoning model's thinking written into the answer (<think>...</think>, as
+ * DeepSeek-R1 and Qwen3 served without a reasoning parser answer), or text itself. */
+static const char *summary_skip_thinking(const char *text, const char *end)
+{
+    static const char open[] = "<think>", close[] = "</think>";
+    size_t n = (size_t)(end - text);
+    if (n < sizeof(open) - 1 || memcmp(text, open, sizeof(open) - 1) != 0)
+        return text;
+    for (const char *p = text; (size_t)(end - p) >= sizeof(close) - 1; p++)
+        if (memcmp(p, close, sizeof(close) - 1) == 0)
+            return summary_skip_space(p + sizeof(close) - 1, end);
+    return text; /* never closed: not JSON either, as the parse will say */
+}
+
+json_t *summary_parse(const char *text, size_t len, char **err)
+{
+    const char *end = text + len;
+    text = summary_skip_thinking(summary_skip_space(text, end), end);
+    if (end - text > SUMMARY_MAX_ANSWER) {
+        *err = xasprintf("the answer is %zu bytes; at most %d are read", (size_t)(end - text),
+                         SUMMARY_MAX_ANSWER);
+        return NULL;
+    }
     if (end - text >= 3 && memcmp(text, "```", 3) == 0) { /* ```json ... ``` */
         const char *nl = memchr(text, '\n', (size_t)(end - text));
         text = nl ? nl + 1 : end;

@@ -47,7 +47,8 @@ json_t *summary_request(const char *model, const char *prompt, json_t *turns, co
                         json_t *facts, const struct cfg_strlist *skip);
 
 /* The answer text as {summary: {text}, facts: [...]} (store.h's user-memory shape), or NULL
- * with the reason in *err (caller frees). */
+ * with the reason in *err (caller frees). The JSON may be fenced (```json ... ```) and come
+ * after a reasoning model's <think>...</think>. */
 json_t *summary_parse(const char *text, size_t len, char **err);
 
 #endif

@@ -119,6 +119,28 @@ class Summaries(unittest.TestCase):
         self.assertEqual((humour["key"], humour["seen"]), ("humour", 2))
         self.assertAlmostEqual(humour["confidence"], 0.9)
 
+    def test_a_reasoning_model_summarizes_too(self):
+        """A reasoning model as the summarizer: served without a reasoning parser it writes its
+        thinking into the answer before the JSON (<think>...</think>, DeepSeek-R1, Qwen3);
+        Mistral's thinking models answer with content parts (a thinking part, a text part).
+        The summary is the JSON either way."""
+        for i, (answer, parts) in enumerate([
+                ("<think>\nThe caller gave a name. {\"draft\": 1}\n</think>\n\n" +
+                 json.dumps(SUMMARY_2), False),
+                (json.dumps(SUMMARY_2), True)]):
+            sid, user = "r%d" % i, "R%d" % i
+            self.mock.config(reply="Sure.")
+            self.chat({"model": "m", "session_id": sid, "user_id": user,
+                       "messages": [{"role": "user", "content": "My name is Kim."}]})
+            self.mock.config(thinking_parts=parts)
+            try:
+                dump = self.stop_with(sid, answer)
+            finally:
+                self.mock.config(thinking_parts=False)
+            self.assertEqual(dump["payload"].get("summary"), SUMMARY_2["summary"], answer)
+            mem = self.api("GET", "/v1/users/%s/memory" % user)
+            self.assertEqual(mem["summary"]["text"], SUMMARY_2["summary"])
+
     def test_malformed_answers_store_nothing_and_the_dump_goes_without(self):
         for i, answer in enumerate(["this is not JSON", '{"summary": 42}',
                                     '{"facts": []}', '["summary"]']):

@@ -20,6 +20,8 @@
  *   reasoning        a text: the model thinks it first (DeepSeek's reasoning models): streamed
  *                    as delta.reasoning_content pieces (a word each) before the reply's tokens,
  *                    which then carry "reasoning_content": null; message.reasoning_content
+ *   thinking_parts   a whole (not streamed) reply's content is an array of parts as Mistral's
+ *                    thinking models answer: a "thinking" part, then the text as a "text" part
  *   audio            the reply is audio (gpt-4o-audio's modalities): content null, its text
  *                    the audio's transcript (message.audio / delta.audio pieces), with an id
  *                    "audio_<the response's id>", a little data and an expires_at
@@ -85,7 +87,7 @@ struct mock_config {
     char *retry_after;
     char *function_call; /* NULL: none */
     char *reasoning;     /* NULL: none */
-    int hang, echo, seeded, summaries, always_stream, refusal, audio;
+    int hang, echo, seeded, summaries, always_stream, refusal, audio, thinking_parts;
     int embed_words;
     long embed_delay_ms, embed_status;
 };
@@ -287,6 +289,10 @@ static json_t *mock_whole_message(struct mock_resp *r, json_t *text)
     if (mock_cfg.reasoning)
         return json_pack("{s:s, s:o, s:s}", "role", "assistant", "content", text,
                          "reasoning_content", mock_cfg.reasoning);
+    if (mock_cfg.thinking_parts)
+        return json_pack("{s:s, s:[{s:s, s:[{s:s, s:s}]}, {s:s, s:o}]}", "role", "assistant",
+                         "content", "type", "thinking", "thinking", "type", "text", "text",
+                         "Let me think. {\"draft\": true}", "type", "text", "text", text);
     return json_pack("{s:s, s:o}", "role", "assistant", "content", text);
 }
 
@@ -575,6 +581,8 @@ static void mock_set_config(json_t *c)
         mock_cfg.always_stream = json_is_true(v);
     if ((v = json_object_get(c, "refusal")))
         mock_cfg.refusal = json_is_true(v);
+    if ((v = json_object_get(c, "thinking_parts")))
+        mock_cfg.thinking_parts = json_is_true(v);
     if ((v = json_object_get(c, "audio")))
         mock_cfg.audio = json_is_true(v);
     if ((v = json_object_get(c, "reasoning"))) {

@@ -103,9 +103,39 @@ static void test_parse(void **state)
         err = NULL;
     }
     static char huge[SUMMARY_MAX_ANSWER + 2];
-    memset(huge, ' ', sizeof(huge) - 1);
+    memset(huge, 'x', sizeof(huge) - 1);
     assert_null(summary_parse(huge, sizeof(huge) - 1, &err));
     assert_non_null(strstr(err, "at most"));
+    free(err);
+}
+
+/* A reasoning model served without a reasoning parser (DeepSeek-R1, Qwen3) writes its
+ * thinking into the answer before the JSON: the summary is the JSON after it, however long
+ * the thinking; a thinking never closed is no answer. */
+static void test_parse_after_thinking(void **state)
+{
+    char *err = NULL;
+    const char *answer = "<think>\nThe caller likes cats. {not json}\n</think>\n\n"
+                         "```json\n{\"summary\": \"Likes cats.\", \"facts\": []}\n```";
+    json_t *m = summary_parse(answer, strlen(answer), &err);
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m, "summary"), "text")),
+                        "Likes cats.");
+    json_decref(m);
+
+    size_t think = SUMMARY_MAX_ANSWER * 2;
+    char *long_answer = malloc(think + 64);
+    memcpy(long_answer, "<think>", 7);
+    memset(long_answer + 7, 'h', think);
+    strcpy(long_answer + 7 + think, "</think>{\"summary\": \"Hm.\"}");
+    m = summary_parse(long_answer, strlen(long_answer), &err);
+    assert_non_null(m);
+    json_decref(m);
+    free(long_answer);
+
+    const char *open = "<think>{\"summary\": \"Likes cats.\"}";
+    assert_null(summary_parse(open, strlen(open), &err));
+    assert_non_null(err);
     free(err);
 }
 
@@ -116,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_request_keeps_the_newest_of_a_long_call),
         cmocka_unit_test(test_platform_lines_are_left_out),
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse_after_thinking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
