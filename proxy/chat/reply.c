@@ -144,14 +144,15 @@ static void reply_text_set(struct reply_text *t, json_t *v)
 }
 
 /* Append src's string to t (tool call arguments arrive in parts); a part that would take it
- * past REPLY_MAX_TEXT is left out and the reply marked truncated. */
+ * past REPLY_MAX_TEXT is left out, and so is every part after it (arguments with a piece
+ * missing inside would read as other arguments), and the reply marked truncated. */
 static void reply_concat(struct reply *r, struct reply_text *t, json_t *src)
 {
-    if (!json_is_string(src))
+    if (!json_is_string(src) || t->full)
         return;
     size_t b = json_string_length(src);
     if (t->len + b > REPLY_MAX_TEXT) {
-        r->truncated = 1;
+        r->truncated = t->full = 1;
         return;
     }
     reply_text_put(t, json_string_value(src), b);

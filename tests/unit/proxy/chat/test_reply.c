@@ -99,7 +99,8 @@ static void test_tool_call_in_many_parts(void **state)
     reply_destroy(r);
 }
 
-/* Arguments stop growing at REPLY_MAX_TEXT: the part that would pass it is left out whole. */
+/* Arguments stop growing at REPLY_MAX_TEXT: the part that would pass it is left out whole,
+ * and the parts after it too. */
 static void test_tool_call_cap(void **state)
 {
     struct reply *r = reply_create();
@@ -113,6 +114,10 @@ static void test_tool_call_cap(void **state)
         add(r, chunk);
     assert_int_equal(json_string_length(json_object_get(call_fn(r, 0), "arguments")), 10 * n);
     assert_true(reply_truncated(r));
+    /* a later short part does not land after the one left out */
+    add(r, "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
+           "{\"arguments\":\"}\"}}]}}]}");
+    assert_int_equal(json_string_length(json_object_get(call_fn(r, 0), "arguments")), 10 * n);
     free(chunk);
     reply_destroy(r);
 }
