@@ -62,6 +62,7 @@ struct chat {
     char *hit_text;
     size_t hit_len;
     uint64_t t_commit; /* when the reply's commit was asked for */
+    uint64_t t_said;   /* when the streamed reply first said something (reply_said), or 0 */
     int refs;          /* the relay's, and one while a commit is awaited */
     /* replicas: the session's version is checked while the upstream answers (chat_prepare);
      * a reply that ends (or a caller who leaves) before that check is done waits for it */
@@ -129,6 +130,17 @@ static void chat_record_request(struct chat *c)
     memory_rec_request(c->rec);
 }
 
+/* The relay's times, the first token's being the reply's first word (or call) when the stream
+ * was read: a reasoning model thinks aloud for seconds before it, and the caller hears
+ * nothing of that. Else the first event's (relay_times). */
+static void chat_times(const struct chat *c, const struct relay *r, int64_t *ttft_us,
+                       int64_t *total_us)
+{
+    relay_times(r, ttft_us, total_us);
+    if (c->t_said != 0)
+        *ttft_us = (int64_t)(c->t_said - c->t_start);
+}
+
 /* s, or NULL when it is empty. */
 static const char *chat_unless_empty(const char *s, size_t len)
 {
@@ -157,7 +169,7 @@ static void chat_reply_said(struct chat *c, struct memory_reply *mr)
 static void chat_reply_of(struct chat *c, struct relay *r, struct memory_reply *mr)
 {
     chat_reply_said(c, mr);
-    relay_times(r, &mr->ttft_us, &mr->latency_us);
+    chat_times(c, r, &mr->ttft_us, &mr->latency_us);
 }
 
 /* The reply's commit is reported: now the end of the response may go. */
@@ -206,6 +218,8 @@ static void chat_after_send(void *arg)
 {
     struct chat *c = arg;
     reply_flush(c->reply);
+    if (c->t_said == 0 && reply_said(c->reply))
+        c->t_said = util_now_us();
 }
 
 /* A complete, plain-text answer to a cacheable turn goes into the cache. */
@@ -267,7 +281,7 @@ static void chat_late_whole(struct chat *c, struct relay *r)
 {
     c->late_relay = NULL;
     c->late_whole = 1;
-    relay_times(r, &c->late_ttft, &c->late_total);
+    chat_times(c, r, &c->late_ttft, &c->late_total);
 }
 
 static void chat_on_client_gone(void *arg, struct relay *r)
@@ -283,7 +297,7 @@ static void chat_on_client_gone(void *arg, struct relay *r)
     }
     if (c->preparing) { /* recorded once the session's check is done (chat_prepared_late) */
         c->late_gone = 1;
-        relay_times(r, &c->late_ttft, &c->late_total);
+        chat_times(c, r, &c->late_ttft, &c->late_total);
         return;
     }
     chat_record_request(c);
@@ -306,7 +320,7 @@ static void chat_release(void *arg, struct relay *r, const char *why)
         c->bytes = relay_sent(r);
     }
     c->upstream = relay_upstream(r);
-    relay_times(r, &c->ttft_us, &total);
+    chat_times(c, r, &c->ttft_us, &total);
     if (c->ended == NULL && why != NULL)
         c->ended = why;
     if (why == NULL)

@@ -469,6 +469,12 @@ const char *reply_reasoning(const struct reply *r, size_t *len)
     return r->reasoning.s ? r->reasoning.s : "";
 }
 
+int reply_said(const struct reply *r)
+{
+    return r->content.len > 0 || r->refusal.len > 0 || r->tool_calls != NULL ||
+           r->fcall.name.touched;
+}
+
 const char *reply_content(const struct reply *r, size_t *len)
 {
     *len = r->content.len;

@@ -66,6 +66,9 @@ int reply_set_body_tree(struct reply *r, const char *body, size_t len);
 int reply_set_events(struct reply *r, const char *body, size_t len);
 
 const char *reply_content(const struct reply *r, size_t *len);
+/* Whether the reply has said anything yet: text (an audio reply's transcript included), a
+ * refusal, a tool call or a function call. A reasoning model's thinking is not that. */
+int reply_said(const struct reply *r);
 /* The refusal the model gave instead of content (OpenAI's structured outputs: message.refusal,
  * delta.refusal), "" when none; capped as content is. A voice platform speaks content only. */
 const char *reply_refusal(const struct reply *r, size_t *len);

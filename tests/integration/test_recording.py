@@ -429,6 +429,24 @@ class Reasoning(StackTest):
             self.assertEqual((reply["role"], reply["content"]), ("assistant", "Hello there."))
             self.assertEqual(reply["metadata"].get("reasoning"), self.THOUGHT, stream)
 
+    def test_the_first_token_is_the_first_word(self):
+        """A streamed reply's TTFT is the time to its first word, not to its thinking: the
+        caller hears nothing before the word (the mock thinks for 300 ms here)."""
+        self.mock.config(reasoning=self.THOUGHT, reply="Hello there.", token_delay_ms=300)
+        try:
+            status, _, out = self.mp.request("POST", "/v1/chat/completions", {
+                "model": "m", "stream": True,
+                "messages": [{"role": "user", "content": "Hi!"}]}, {"X-Session-Id": "ttft"})
+        finally:
+            self.mock.config(reasoning=None, token_delay_ms=0)
+        self.assertEqual(status, 200, out)
+        reply = db_rows(self.mp.db_path, "ttft")[-1]
+        self.assertGreaterEqual(reply["ttft_us"], 300000, reply)
+        self.assertGreaterEqual(reply["latency_us"], reply["ttft_us"], reply)
+        self.assertIn("ttft_ms=", self.mp.output())
+        line = [l for l in self.mp.output().splitlines() if "session=ttft" in l][-1]
+        self.assertGreaterEqual(float(line.split("ttft_ms=")[1].split()[0]), 300.0, line)
+
     def test_the_reply_coming_back_with_its_thinking_is_the_same_row(self):
         """A client that sends the message back as it got it (reasoning_content and all):
         that is the reply recorded, one row, its thinking kept."""

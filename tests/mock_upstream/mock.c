@@ -19,7 +19,8 @@
  *                    delta.refusal / message.refusal, with content null
  *   reasoning        a text: the model thinks it first (DeepSeek's reasoning models): streamed
  *                    as delta.reasoning_content pieces (a word each) before the reply's tokens,
- *                    which then carry "reasoning_content": null; message.reasoning_content
+ *                    the first of them token_delay_ms later, and which then carry
+ *                    "reasoning_content": null; message.reasoning_content
  *   thinking_parts   a whole (not streamed) reply's content is an array of parts as Mistral's
  *                    thinking models answer: a "thinking" part, then the text as a "text" part
  *   audio            the reply is audio (gpt-4o-audio's modalities): content null, its text
@@ -324,6 +325,14 @@ static void mock_stream_step(struct mock_resp *r)
         r->headers_sent = 1;
         mock_chunk(r, out, mock_first_delta(r), NULL);
         mock_reasoning(r, out);
+        if (mock_cfg.reasoning && mock_cfg.token_delay_ms > 0) { /* the thinking takes a tick */
+            evhttp_send_reply_chunk(r->req, out);
+            evbuffer_free(out);
+            struct timeval tv = {mock_cfg.token_delay_ms / 1000,
+                                 (mock_cfg.token_delay_ms % 1000) * 1000};
+            evtimer_add(r->timer, &tv);
+            return;
+        }
     }
     size_t n = json_array_size(r->tokens);
     do {
