@@ -244,8 +244,8 @@ class Call:
             ["%s: %d rows stored, %d expected" % (self.name, len(got), len(self.rows))]
         for c, row in zip(got, self.rows):
             errors += self.check_row(c, *row)
-        if errors:
-            errors.append(self.dump(stored) + "expected:\n" + "\n".join(
+        if errors:  # the rows first: a failure shows them whatever the count of its errors
+            errors.insert(0, self.dump(stored) + "expected:\n" + "\n".join(
                 "  turn %s %s %r" % r[:3] for r in self.rows))
         return errors
 
