@@ -247,8 +247,9 @@ static void reply_take_thinking(struct reply *r, json_t *v)
 }
 
 /* Content as an array of parts (Mistral's, and OpenAI's message shape): the text parts' text;
- * other parts (a model's "thinking", images) are not said. A whole message's parts are joined
- * by a newline, as base/msg.h reads a client's; a delta's are pieces of one stream. */
+ * other parts are not said (a model's "thinking" part goes to the reasoning, images nowhere). A
+ * whole message's parts are joined by a newline, as base/msg.h reads a client's; a delta's are
+ * pieces of one stream. */
 static void reply_take_parts(struct reply *r, json_t *parts, int whole)
 {
     size_t i;

@@ -96,10 +96,9 @@ static const char *summary_skip_thinking(const char *text, const char *end)
     size_t n = (size_t)(end - text);
     if (n < sizeof(open) - 1 || memcmp(text, open, sizeof(open) - 1) != 0)
         return text;
-    for (const char *p = text; (size_t)(end - p) >= sizeof(close) - 1; p++)
-        if (memcmp(p, close, sizeof(close) - 1) == 0)
-            return summary_skip_space(p + sizeof(close) - 1, end);
-    return text; /* never closed: not JSON either, as the parse will say */
+    const char *c = memmem(text, n, close, sizeof(close) - 1);
+    /* never closed: not JSON either, as the parse will say */
+    return c != NULL ? summary_skip_space(c + sizeof(close) - 1, end) : text;
 }
 
 json_t *summary_parse(const char *text, size_t len, char **err)
