@@ -23,10 +23,12 @@ the client read of the stream (which Agora's client sends as `original`), at mos
 reply, whichever of the hang-up and the next request memproxy saw first; a reply no one heard
 is what memproxy had of it; a retry's row is the second answer; nothing else is stored. The
 seeds are fixed; the calls' timing is not, which is the point (the two orders of a barge-in),
-so a failure names its call and turn and shows what was stored."""
+so a failure names its call and turn and shows what was stored, and each request the call
+sent: when, of what kind, to which replica, and what the client read."""
 import json
 import random
 import threading
+import time
 import unittest
 
 from harness import (Memproxy, Mock, chat_text, raw_connect, raw_request, read_response,
@@ -74,6 +76,9 @@ class Call:
         each to one at random."""
         self.mps, self.shape, self.name, self.rnd = mps, shape, name, rnd
         self.window, self.pending, self.rows, self.errors = [], [], [], []
+        # what was sent where, for a failure's report: (ms since the call began, turn,
+        # kind, replica's port, what the client read), a request a line
+        self.trace, self.t0 = [], time.monotonic()
         self.ts = 1763800000000
         if shape == "agora":  # the platform greets the caller itself
             self.window.append(self.msg("assistant", GREETING, 1, source="greeting"))
@@ -102,10 +107,19 @@ class Call:
             "/v1/chat/completions"
         return base if self.shape == "agora" else base + "?session_id=" + self.name
 
-    def send(self, body, cut=None):
+    def send(self, body, cut=None, kind=""):
         """The reply's text as the client read it: all of it, or its first `cut` tokens (then
         the client hangs up)."""
-        s = raw_connect(int(self.rnd.choice(self.mps).port))
+        port = int(self.rnd.choice(self.mps).port)
+        sent = (time.monotonic() - self.t0) * 1000
+        got = self.read(port, body, cut)
+        self.trace.append("  %8.1f ms %s on :%d, %.1f ms: read %r" % (
+            sent, kind, port,
+            (time.monotonic() - self.t0) * 1000 - sent, got))
+        return got
+
+    def read(self, port, body, cut):
+        s = raw_connect(port)
         s.settimeout(120)
         try:
             raw_request(s, self.path(), body)
@@ -141,15 +155,16 @@ class Call:
         body = self.body(t, question, kind != "plain", seed)
         if kind in ("cut", "unheard"):
             n = len(tokens(whole))
-            read = self.send(body, cut=self.rnd.randrange(2, n - 1))
+            read = self.send(body, cut=self.rnd.randrange(2, n - 1),
+                             kind="turn %d %s" % (t, kind))
             heard = "".join(tokens(read)[:self.rnd.randrange(1, len(tokens(read)))])
         else:
-            got = self.send(body)
+            got = self.send(body, kind="turn %d %s" % (t, kind))
             if kind == "retry":
                 seed = self.rnd.randrange(10**9)
                 whole = reply_of(seed)
                 body["seed"] = seed
-                got = self.send(body)
+                got = self.send(body, kind="turn %d retried" % t)
             if got != whole:
                 self.errors.append("%s turn %d: read %r, the mock sent %r" % (
                     self.name, t, got, whole))
@@ -228,7 +243,15 @@ class Call:
         return errors
 
     def check(self):
-        return [e for mp in self.mps for e in self.check_on(mp)]
+        errors = [e for mp in self.mps for e in self.check_on(mp)]
+        if errors:  # and what each replica logged of the call (access lines, warnings)
+            errors.insert(0, "\n".join(
+                ":%s logged:\n%s" % (mp.port, "\n".join(
+                    "  " + line for line in mp.output().splitlines()
+                    if "session=%s " % self.name in line + " " or
+                    "session %s:" % self.name in line))
+                for mp in self.mps))
+        return errors
 
     def check_on(self, mp):
         status, _, out = mp.request("GET", "/v1/sessions/%s/history?format=full&limit=1000"
@@ -246,7 +269,8 @@ class Call:
             errors += self.check_row(c, *row)
         if errors:  # the rows first: a failure shows them whatever the count of its errors
             errors.insert(0, self.dump(stored) + "expected:\n" + "\n".join(
-                "  turn %s %s %r" % r[:3] for r in self.rows))
+                "  turn %s %s %r" % r[:3] for r in self.rows) + "\nrequests:\n" +
+                "\n".join(self.trace))
         return errors
 
 
