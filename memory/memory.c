@@ -363,19 +363,31 @@ struct workset_entry *memory_rec_entry(struct memory_rec *rec)
     return rec->e;
 }
 
-/* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. */
+/* The session's entry, referenced (until memory_rec_free) and loaded, with e->mu held. An
+ * entry this request was told to read again (stale when it was acquired or prepared) is not
+ * read while batches of it are in flight: the read would lack their turns (another request's,
+ * numbered and held only by the entry until they commit) and replace the entry's copy of
+ * them. Reconciled against it, a window stored those turns again; and a reply of one of their
+ * turns, added after the read, made its question look unstored, so the next window stored
+ * the question and the reply a second time under the next turn id (a barge-in's request
+ * recorded after the next one, test_no_read_over_turns_in_flight). The entry is used as it
+ * is, as when memory_rec_prepare waited long enough for them, and read again after they
+ * settle. */
 static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
 {
-    memory_rec_entry(rec);
-    pthread_mutex_lock(&rec->e->mu);
-    if (rec->prepared && !rec->e->loaded) { /* the read failed: an empty entry, read later */
-        rec->e->loaded = 1;
-        workset_mark_stale(rec->rd->m->ws, rec->e);
+    struct workset *ws = rec->rd->m->ws;
+    struct workset_entry *e = memory_rec_entry(rec);
+    pthread_mutex_lock(&e->mu);
+    if (rec->prepared && !e->loaded) { /* the read failed: an empty entry, read later */
+        e->loaded = 1;
+        workset_mark_stale(ws, e);
     }
-    if (!rec->e->loaded || rec->reload)
-        memory_load(rec, rec->e);
+    if (e->loaded && rec->reload && workset_in_flight(ws, e))
+        workset_mark_stale(ws, e);
+    else if (!e->loaded || rec->reload)
+        memory_load(rec, e);
     rec->reload = 0;
-    return rec->e;
+    return e;
 }
 
 /* The call's own summary: in stored mode in place of the turns it covers; with a window,

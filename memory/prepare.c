@@ -119,12 +119,14 @@ static void memory_prep_done(struct memory_prep *p)
 }
 
 /* The session as read: into the entry, unless a request of this process wrote the entry
- * while it was read (a barge-in's reply, recorded at the hang-up). Then neither is whole: the
- * read may lack that write, and the entry lacks what other replicas wrote since it was read
- * (why it is read). Reconciling against it would store the window's turns a second time. So
- * it is prepared again: its own write settles, then it is read again, at most
- * MEMORY_PREP_READS times in all; past that it is used as it is. A failed read leaves it as
- * it is. */
+ * while it was read (a barge-in's reply, recorded at the hang-up), or a batch of the entry is
+ * still in flight (submitted between memory_prep_start's look and the read: the read may
+ * have gone out before its commit). Then neither is whole: the read may lack that write, and
+ * the entry lacks what other replicas wrote since it was read (why it is read). Reconciling
+ * against it would store the window's turns a second time. So it is prepared again: its own
+ * write settles, then it is read again, at most MEMORY_PREP_READS times in all; past that it
+ * is used as it is (memory.c's memory_rec_lock reads it then only with nothing in flight). A
+ * failed read leaves it as it is. */
 #define MEMORY_PREP_READS 4
 static void memory_prep_loaded(void *arg, const struct store_loaded *l)
 {
@@ -133,7 +135,7 @@ static void memory_prep_loaded(void *arg, const struct store_loaded *l)
     struct workset_entry *e = rec->e;
     int again = 0;
     pthread_mutex_lock(&e->mu);
-    if (l != NULL && e->gen == p->gen)
+    if (l != NULL && e->gen == p->gen && !workset_in_flight(rec->rd->m->ws, e))
         entry_fill(e, rec->rd->m->ws, l, rec->rd->m->session_turns);
     else if (l != NULL && ++p->reads < MEMORY_PREP_READS)
         again = rec->reload = 1;

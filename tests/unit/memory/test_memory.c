@@ -23,6 +23,9 @@ struct env {
     int done, ok;
 };
 
+/* storage.commit_delay_us for env_open (0: none) */
+static int64_t env_commit_delay_us;
+
 static void env_open(struct env *v, size_t session_turns, size_t max_turns)
 {
     char *dir = xstrdup("/tmp/memproxy-memory-XXXXXX"), *err = NULL;
@@ -32,7 +35,8 @@ static void env_open(struct env *v, size_t session_turns, size_t max_turns)
     struct memory_opts o = {.path = v->path,
                             .busy_timeout_ms = 5000,
                             .session_turns = session_turns,
-                            .max_turns = max_turns};
+                            .max_turns = max_turns,
+                            .commit_delay_us = env_commit_delay_us};
     v->m = memory_open(&o, &err);
     assert_non_null(v->m);
     v->rd = memory_reader_open(v->m, &err);
@@ -511,6 +515,67 @@ static void test_reply_recorded_after_its_heard_part(void **state)
     env_close(&v);
 }
 
+static void on_prepared(void *arg)
+{
+    (void)arg;
+}
+
+/* A stale entry (here a REST change made it so; on replicas another replica's write) is read
+ * again before it is used, but never while a batch of its own is on its way: the read would
+ * lack that batch's turns and replace the entry's copy of them. A barge-in, as memproxy met it
+ * on replicas: request 2 (its reply cut, never heard) is recorded after request 3, which was
+ * read first and stored question 2 and question 3; request 3's turns wait in the store for a
+ * reply's commit when request 2 comes to be recorded. Read then, the entry lost question 3; a
+ * later reply of turn 3 made it look as if question 3 were turn 4's, and the next window
+ * stored question 3 a second time. */
+static void test_no_read_over_turns_in_flight(void **state)
+{
+    struct env v = {0};
+    env_commit_delay_us = 30000000; /* a request's turns wait for a reply's commit */
+    env_open(&v, 64, 1000);
+    env_commit_delay_us = 0;
+    json_t *msgs = json_array(), *other = json_array();
+    converse(&v, "f", msgs, 1, 2);
+    json_t *labels = json_pack("{s:{s:s}}", "labels", "k", "v");
+    int before = v.done;
+    memory_change(v.m, "t", "f", MEMORY_PATCH, labels, v.base, on_done, &v);
+    while (v.done == before)
+        event_base_loop(v.base, EVLOOP_ONCE);
+    json_decref(labels);
+    add(other, "user", "elsewhere", -1); /* another call's request, its reply streaming */
+    struct memory_rec_params po = {
+        .tenant = "t", .session_id = "o", .profile = "default", .messages = other};
+    struct memory_rec *elsewhere = memory_rec_new(v.rd, &po);
+    memory_rec_request(elsewhere);
+    add(msgs, "user", "q2", -1);
+    json_t *w2 = json_deep_copy(msgs);
+    struct memory_rec_params p2 = {
+        .tenant = "t", .session_id = "f", .profile = "default", .messages = w2};
+    struct memory_rec *second = memory_rec_new(v.rd, &p2);
+    memory_rec_prepare(second, on_prepared, NULL); /* the entry is stale: to be read again */
+    add(msgs, "user", "q3", -1);
+    struct memory_rec_params p3 = {
+        .tenant = "t", .session_id = "f", .profile = "default", .messages = msgs};
+    struct memory_rec *third = memory_rec_new(v.rd, &p3);
+    memory_rec_request(third); /* read first: q2 and q3, waiting in the store */
+    memory_rec_request(second);
+    reply_to(&v, second, "a2 cut", 1);
+    reply_to(&v, third, "a3", 0);
+    memory_rec_free(elsewhere);
+    add(msgs, "assistant", "a3", -1);
+    add(msgs, "user", "q4", -1);
+    exchange(&v, "f", msgs, "a4");
+    char *got = rows(&v, "f");
+    assert_string_equal(got, "1|user|q1|0\n1|assistant|a1|0\n2|user|q2|0\n3|user|q3|0\n"
+                             "2|assistant|a2 cut|1\n3|assistant|a3|0\n4|user|q4|0\n"
+                             "4|assistant|a4|0\n");
+    free(got);
+    json_decref(w2);
+    json_decref(msgs);
+    json_decref(other);
+    env_close(&v);
+}
+
 /* A window without turn ids from a client that numbers its requests (a top-level turn_id):
  * the user message the request brings is of the request's turn, as its reply is; the turns
  * before it keep the numbers memproxy gave them. */
@@ -764,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_reply_recorded_after_its_heard_part),
         cmocka_unit_test(test_request_turn_id_numbers_the_new_turn),
         cmocka_unit_test(test_replies_pending),
+        cmocka_unit_test(test_no_read_over_turns_in_flight),
         cmocka_unit_test(test_working_set_keeps_newest),
         cmocka_unit_test(test_sliding_window_call),
         cmocka_unit_test(test_session_row_writes),
