@@ -113,7 +113,7 @@ static const struct cfg_option cfg_options[] = {
      "PostgreSQL: connections (each with a thread) for the reads that would otherwise make a "
      "worker wait: the REST API's, the answer cache's, retrieval's, a turn-id window reaching "
      "past the working set. More when many REST reads run at once. A replica holds at most "
-     "2 x server.workers + 2 + storage.pool connections (docs/deploy.md)."},
+     "server.workers + 2 + storage.pool connections (docs/deploy.md)."},
     {CFG_SEC_TOP, "storage.busy_timeout", T_DURATION, TOP(busy_timeout_ms), "5s", 1, 600 * SEC,
      "How long a database connection waits for a lock before the operation fails."},
     {CFG_SEC_TOP, "storage.commit_delay_us", T_INT, TOP(commit_delay_us), "500", 0, 100000,

@@ -98,6 +98,10 @@ static const struct reconcile_view *memory_stored_for(struct memory_rec *rec,
     if (rec->reach != NULL) { /* read by memory_rec_prepare, off the loop */
         *db = rec->reach;
         rec->reach = NULL;
+    } else if (rec->rd->sr == NULL) { /* a replica's serving loop reads nothing in place:
+                                         matched against what the entry holds, as after a
+                                         failed read (the entry changed since it was prepared) */
+        *db = json_array();
     } else {
         size_t nids;
         int64_t *ids = reconcile_window_turn_ids(w, &nids);
@@ -372,17 +376,21 @@ struct workset_entry *memory_rec_entry(struct memory_rec *rec)
  * the question and the reply a second time under the next turn id (a barge-in's request
  * recorded after the next one, test_no_read_over_turns_in_flight). The entry is used as it
  * is, as when memory_rec_prepare waited long enough for them, and read again after they
- * settle. */
+ * settle. A replica's serving loop never reads in place (it has no connection to wait on,
+ * memory_reader_async): an entry memory_rec_prepare gave up reading (its reads kept being
+ * overtaken by this process's own writes) is used as it is too, and read by the next
+ * request. */
 static struct workset_entry *memory_rec_lock(struct memory_rec *rec)
 {
     struct workset *ws = rec->rd->m->ws;
     struct workset_entry *e = memory_rec_entry(rec);
     pthread_mutex_lock(&e->mu);
-    if (rec->prepared && !e->loaded) { /* the read failed: an empty entry, read later */
+    int in_place = rec->rd->sr != NULL; /* not a replica's serving loop (memory_reader_async) */
+    if (!e->loaded && (rec->prepared || !in_place)) { /* the read failed: empty, read later */
         e->loaded = 1;
         workset_mark_stale(ws, e);
     }
-    if (e->loaded && rec->reload && workset_in_flight(ws, e))
+    if (e->loaded && rec->reload && (!in_place || workset_in_flight(ws, e)))
         workset_mark_stale(ws, e);
     else if (!e->loaded || rec->reload)
         memory_load(rec, e);
@@ -848,12 +856,13 @@ int memory_shared(const struct memory *m)
 
 int memory_reader_failed(const struct memory_reader *r)
 {
-    return store_reader_failed(r->sr);
+    return r->sr != NULL && store_reader_failed(r->sr);
 }
 
 void memory_reader_clear(struct memory_reader *r)
 {
-    store_reader_clear(r->sr);
+    if (r->sr != NULL)
+        store_reader_clear(r->sr);
 }
 
 void memory_reader_async(struct memory_reader *r, struct event_base *base, struct readpool *pool)
@@ -863,6 +872,8 @@ void memory_reader_async(struct memory_reader *r, struct event_base *base, struc
     if (r->as != NULL) {
         r->pool = pool;
         r->base = base;
+        store_reader_close(r->sr); /* nothing on this loop may wait for the database */
+        r->sr = NULL;
     }
 }
 

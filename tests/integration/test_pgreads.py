@@ -243,5 +243,67 @@ class LateCheck(unittest.TestCase):
         self.assertEqual(mp.request("GET", "/metrics")[0], 200)  # and memproxy is still there
 
 
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class Connections(unittest.TestCase):
+    """docs/deploy.md's connection math: a replica holds at most server.workers + 2 +
+    storage.pool connections (the writer, one non-blocking one per worker, the jobs loop's,
+    the read pool's). A serving worker has no blocking connection of its own, so nothing the
+    chat path does opens one more, however its session's entry was left: read again after a
+    REST change, a turn-id window reaching back past what it holds, stored history."""
+
+    CONFIG = """auth:
+  admin_keys: [%s]
+server: {workers: 2}
+storage: {pool: 1}
+memory: {session_turns: 8}
+upstreams:
+  - {name: mock, url: "{upstream}"}
+profiles:
+  - {name: default, upstream: mock}
+  - {name: stored, upstream: mock, history: stored}
+webhooks:
+  - {url: "http://127.0.0.1:9/never", secret: hook-secret-0123456789abcdef}
+""" % ADMIN
+
+    def test_a_replica_holds_what_the_formula_says(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(self.CONFIG, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        admin = {"Authorization": "Bearer " + ADMIN}
+
+        def chat(path, sid, messages):
+            status, _, out = mp.request("POST", path, {"model": "m", "messages": messages},
+                                        {"X-Session-Id": sid})
+            self.assertEqual(status, 200, out)
+            return json.loads(out)["choices"][0]["message"]["content"]
+
+        window = []
+        for i in range(12):  # turn ids, a window longer than the entry keeps
+            window.append({"role": "user", "content": "q%d" % i, "turn_id": i + 1})
+            reply = chat("/v1/chat/completions", "win", window)
+            window.append({"role": "assistant", "content": reply, "turn_id": i + 1})
+            chat("/p/stored/v1/chat/completions", "stored", [{"role": "user", "content": "s%d" % i}])
+            if i % 3 == 1:  # a REST change: each entry is read again by its next request
+                for sid in ("win", "stored"):
+                    status, _, out = mp.request("PATCH", "/v1/sessions/" + sid,
+                                                {"labels": {"round": str(i)}}, admin)
+                    self.assertEqual(status, 200, out)
+        for sid in ("win", "stored"):
+            status, _, out = mp.request("GET", "/v1/sessions/%s/history" % sid, None, admin)
+            self.assertEqual(status, 200, out)
+            turns = json.loads(out)["contents"]
+            self.assertEqual(len(turns), 24, [t["content"] for t in turns])  # each turn once
+        metrics = mp.request("GET", "/metrics")[2].decode()
+        reached = re.search(r"^memproxy_memory_reach_back_turns_total (\d+)", metrics, re.M)
+        self.assertGreater(int(reached.group(1)), 0)  # the window did reach back
+        name = mp.pg_url.rsplit("/", 1)[1]
+        held = PgConnection(mp.pg_url).execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = ? AND "
+            "application_name = 'memproxy'", (name,)).fetchall()[0]["n"]
+        self.assertGreaterEqual(held, 3)  # the writer, a worker's pipeline, the pool's (REST)
+        self.assertLessEqual(held, 2 + 2 + 1)
+
+
 if __name__ == "__main__":
     unittest.main()
