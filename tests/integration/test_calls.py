@@ -112,10 +112,16 @@ class Call:
         the client hangs up)."""
         port = int(self.rnd.choice(self.mps).port)
         sent = (time.monotonic() - self.t0) * 1000
-        got = self.read(port, body, cut)
-        self.trace.append("  %8.1f ms %s on :%d, %.1f ms: read %r" % (
-            sent, kind, port,
-            (time.monotonic() - self.t0) * 1000 - sent, got))
+        got = None
+        try:
+            got = self.read(port, body, cut)
+        except Exception as e:  # in the trace too: the request that failed, and where
+            got = e
+            raise
+        finally:
+            self.trace.append("  %8.1f ms %s on :%d, %.1f ms: %s %r" % (
+                sent, kind, port, (time.monotonic() - self.t0) * 1000 - sent,
+                "failed" if isinstance(got, Exception) else "read", got))
         return got
 
     def read(self, port, body, cut):
@@ -200,7 +206,7 @@ class Call:
             for k in range(1, self.TURNS + 1):
                 self.turn(k, k == self.TURNS)
         except Exception as e:  # noqa: BLE001 - reported by the test's thread
-            self.errors.append("%s: %r" % (self.name, e))
+            self.errors.append("%s: %r\nrequests:\n%s" % (self.name, e, "\n".join(self.trace)))
 
     @staticmethod
     def within(text, span):
