@@ -100,8 +100,10 @@ static const struct reconcile_view *memory_stored_for(struct memory_rec *rec,
         rec->reach = NULL;
     } else if (rec->rd->sr == NULL) { /* a replica's serving loop reads nothing in place:
                                          matched against what the entry holds, as after a
-                                         failed read (the entry changed since it was prepared) */
+                                         failed read (the entry changed since it was prepared),
+                                         and the entry read again by the next request */
         *db = json_array();
+        workset_mark_stale(rec->rd->m->ws, e);
     } else {
         size_t nids;
         int64_t *ids = reconcile_window_turn_ids(w, &nids);
