@@ -62,6 +62,7 @@ struct chat {
     char *hit_text;
     size_t hit_len;
     uint64_t t_commit; /* when the reply's commit was asked for */
+    uint64_t t_late;   /* when the reply was whole before the session's check */
     uint64_t t_said;   /* when the streamed reply first said something (reply_said), or 0 */
     int refs;          /* the relay's, and one while a commit is awaited */
     /* replicas: the session's version is checked while the upstream answers (chat_prepare);
@@ -256,6 +257,7 @@ static void chat_on_complete(void *arg, struct relay *r, const char *body, size_
     }
     if (c->preparing) { /* recorded once the session's check is done (chat_prepared_late) */
         c->late_relay = r;
+        c->t_late = util_now_us();
         return;
     }
     chat_record_reply(c, r);
@@ -517,6 +519,7 @@ static void chat_prepared_late(void *arg)
     c->preparing = 0;
     c->late_relay = NULL;
     if (r != NULL) {
+        metrics_check_wait(w->metrics, util_now_us() - c->t_late);
         chat_record_reply(c, r);
     } else if ((c->late_whole || c->late_gone) && !memory_rec_replied(c->rec)) {
         struct memory_reply mr;
@@ -529,6 +532,8 @@ static void chat_prepared_late(void *arg)
         memory_rec_reply(c->rec, &mr, NULL, NULL, NULL);
         c->ended = "client_disconnected";
     } else {
+        if (c->late_why == NULL) /* the check came first: the response's end waits for none */
+            metrics_check_wait(w->metrics, 0);
         chat_record_request(c);
         size_t len = 0;
         if (c->late_why != NULL && !memory_rec_replied(c->rec)) { /* as chat_release would */

@@ -21,7 +21,7 @@ static const char *const metrics_failure_names[] = {"unreachable", "timeout", "b
 
 struct metrics {
     _Atomic uint64_t requests[METRICS_ROUTE__COUNT][METRICS_NSTATUS];
-    struct hist ttft, added, commit_wait;
+    struct hist ttft, added, commit_wait, check_wait;
     _Atomic int64_t active_streams;
     _Atomic uint64_t failures[METRICS_FAIL__COUNT];
     _Atomic uint64_t fallbacks;
@@ -128,6 +128,11 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us)
 {
     hist_observe(&m->commit_wait, waited_us);
+}
+
+void metrics_check_wait(struct metrics *m, uint64_t waited_us)
+{
+    hist_observe(&m->check_wait, waited_us);
 }
 
 void metrics_read_wait(struct metrics *m, uint64_t waited_us)
@@ -372,6 +377,10 @@ char *metrics_render(struct metrics *const *sets, size_t n, const struct memory_
     metrics_render_hist(&o, sets, n, offsetof(struct metrics, commit_wait),
                         "memproxy_commit_wait_seconds",
                         "Time a recorded response's end waited for its turn's commit.");
+    metrics_render_hist(&o, sets, n, offsetof(struct metrics, check_wait),
+                        "memproxy_session_check_wait_seconds",
+                        "Replicas: time a recorded response's end waited for its session's "
+                        "version check (0 when the check came first).");
     metrics_render_misc(&o, sets, n);
     metrics_render_hist(&o, sets, n, offsetof(struct metrics, recall_wait),
                         "memproxy_recall_wait_seconds",

@@ -11,6 +11,9 @@
  *   memproxy_added_latency_seconds                  histogram (time memproxy itself spends)
  *   memproxy_commit_wait_seconds                    histogram (a recorded response's end
  *                                                   waiting for its turn's commit)
+ *   memproxy_session_check_wait_seconds             histogram (replicas: a recorded response's
+ *                                                   end waiting for its session's version
+ *                                                   check; 0 when the check came first)
  *   memproxy_active_streams                         gauge
  *   memproxy_upstream_failures_total{kind}          counter
  *   memproxy_upstream_fallbacks_total               counter
@@ -92,6 +95,10 @@ void metrics_recall(struct metrics *m, enum metrics_recall outcome, uint64_t wai
 /* A recorded response's end waited waited_us for its turn's commit (the durability promise:
  * the writer's queue, the transaction, the report back). */
 void metrics_commit_wait(struct metrics *m, uint64_t waited_us);
+/* Replicas: a window client's reply was whole waited_us before its session's version check
+ * was back (0: the check came first). The check runs while the upstream answers; what it
+ * adds to a response's end comes before the commit's wait. */
+void metrics_check_wait(struct metrics *m, uint64_t waited_us);
 void metrics_read_wait(struct metrics *m, uint64_t waited_us);
 void metrics_embed(struct metrics *m, enum metrics_embed outcome, uint64_t n);
 /* The worker's parse memo (jmemo) now: its lookups so far and the bytes it holds. Set, not

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 import unittest
 
 from harness import (BACKEND, Memproxy, Mock, PgConnection, raw_connect, raw_read_until,
@@ -241,6 +242,49 @@ class LateCheck(unittest.TestCase):
                           ("user", "second"), ("assistant", "one two three")])
         self.assertNotIn("interrupted", turns[3]["metadata"])  # whole: only its end was lost
         self.assertEqual(mp.request("GET", "/metrics")[0], 200)  # and memproxy is still there
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class CheckWait(unittest.TestCase):
+    """memproxy_session_check_wait_seconds: how long a recorded response's end waited for its
+    session's version check after the reply was whole. The check's read waits on a lock held
+    for at least HOLD seconds: the wait shows in the histogram, and the requests whose check
+    came first count as 0."""
+    HOLD = 0.3
+
+    def hist(self, mp):
+        text = mp.request("GET", "/metrics")[2].decode()
+        count = re.search(r"^memproxy_session_check_wait_seconds_count (\d+)", text, re.M)
+        total = re.search(r"^memproxy_session_check_wait_seconds_sum (\S+)", text, re.M)
+        return int(count.group(1)), float(total.group(1))
+
+    def test_the_end_waits_for_the_check_and_says_how_long(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(CONFIG, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        window = [{"role": "user", "content": "first"}]
+
+        def chat():
+            return mp.request("POST", "/v1/chat/completions", {"model": "m", "messages": window},
+                              {"X-Session-Id": "checked"}, timeout=120)
+
+        status, _, out = chat()  # cold: read before it goes upstream, no late check
+        self.assertEqual(status, 200, out)
+        window += [{"role": "assistant", "content": json.loads(out)["choices"][0]["message"][
+            "content"]}, {"role": "user", "content": "second"}]
+        self.assertEqual(self.hist(mp)[0], 0)
+        lk = Lock(mp.pg_url, "sessions")  # the warm session's check waits on it
+        self.addCleanup(lk.release)
+        waiting = Waiting(chat)
+        wait_for(lambda: lk.locks(False) >= 1, what="the check to wait on the lock")
+        time.sleep(self.HOLD)
+        lk.release()
+        waiting.join(120)
+        self.assertEqual(waiting.result[0], 200, waiting.result)
+        count, total = self.hist(mp)
+        self.assertEqual(count, 1)
+        self.assertGreaterEqual(total, self.HOLD)
 
 
 @unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")

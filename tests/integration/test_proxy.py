@@ -443,6 +443,7 @@ class Observability(StackTest):
         self.assertIn("memproxy_upstream_ttft_seconds_count 1", text)
         self.assertIn("memproxy_added_latency_seconds_count 2", text)
         self.assertIn("memproxy_commit_wait_seconds_count 0", text)  # no session: no commit
+        self.assertIn("memproxy_session_check_wait_seconds_count 0", text)  # nor a check
         self.assertIn("memproxy_active_streams 0", text)
 
 
