@@ -63,7 +63,7 @@ static void memory_prep_read_reach(struct memory_reader *r, void *arg)
     struct memory_prep *p = arg;
     struct memory_rec *rec = p->rec;
     rec->reach = store_turns_of(r->sr, rec->tenant, rec->sid, p->ids, p->nids, MEMORY_MAX_READ);
-    if (rec->reach == NULL) /* unanswered: as the read in place would have found */
+    if (rec->reach == NULL) /* unanswered: matched against what the entry holds */
         rec->reach = json_array();
 }
 
@@ -125,8 +125,8 @@ static void memory_prep_done(struct memory_prep *p)
  * the entry lacks what other replicas wrote since it was read (why it is read). Reconciling
  * against it would store the window's turns a second time. So it is prepared again: its own
  * write settles, then it is read again, at most MEMORY_PREP_READS times in all; past that it
- * is used as it is (memory.c's memory_rec_lock reads it then only with nothing in flight). A
- * failed read leaves it as it is. */
+ * is used as it is and read by the next request (memory.c's memory_rec_lock: a replica's
+ * serving loop never reads in place). A failed read leaves it as it is. */
 #define MEMORY_PREP_READS 4
 static void memory_prep_loaded(void *arg, const struct store_loaded *l)
 {
