@@ -8,6 +8,7 @@
 #include "memory/pgsql_read.h"
 
 #include <openssl/rand.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,9 +94,27 @@ static int pgsql_begin(struct pgsql_db *st)
     return ok ? 0 : pgsql_conn_run(st->c, "BEGIN", NULL); /* a broken link is connected again */
 }
 
+/* A connection the server closed since the last transaction (a restart, a failover,
+ * pg_terminate_backend) shows only when it is read: its goodbye is read now (libpq's socket
+ * never blocks), so that the transaction goes out on a new connection (pgsql_begin connects
+ * again) instead of failing on the old one, and a turn is not lost to it. */
+static void pgsql_notice_hangup(PGconn *pg)
+{
+    /* idle, the server speaks only to say goodbye (a FATAL error, then the end of the
+     * stream: read in turn) or to report a setting; a few reads tell which */
+    for (int i = 0; i < 4 && pg != NULL && PQstatus(pg) == CONNECTION_OK &&
+                    PQtransactionStatus(pg) == PQTRANS_IDLE;
+         i++) {
+        struct pollfd p = {.fd = PQsocket(pg), .events = POLLIN};
+        if (poll(&p, 1, 0) != 1 || !PQconsumeInput(pg))
+            break;
+    }
+}
+
 static int pgsql_transaction(void *arg, struct store_batch *list)
 {
     struct pgsql_db *st = arg;
+    pgsql_notice_hangup(pgsql_conn_pg(st->c));
     if (pgsql_pipe_fits(list) && PQstatus(pgsql_conn_pg(st->c)) == CONNECTION_OK)
         return pgsql_pipe_transaction(st, list); /* one round trip (pgsql_pipe.h) */
     int ok = pgsql_begin(st) == 0;

@@ -72,6 +72,38 @@ class DatabaseAway(unittest.TestCase):
 
 
 @unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class HungUp(unittest.TestCase):
+    """The server closed memproxy's connections between two requests (a restart, a
+    failover, pg_terminate_backend): the next recorded request goes out on new ones and is
+    recorded, not lost to the old connection (memory/pgsql.c, pgsql_notice_hangup). Before,
+    the writer found out by failing that request's transaction: a group of several batches
+    was then tried again batch by batch, but a request whose recording is one batch (a
+    retry, whose reply replaces the last) got a 503 storage_failed."""
+
+    def test_the_next_turn_is_recorded_on_a_new_connection(self):
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(CONFIG, upstream=mock.url)
+        self.addCleanup(mp.stop)
+        db = PgConnection(mp.pg_url)
+        mine = "FROM pg_stat_activity WHERE datname = current_database() AND " \
+               "application_name = 'memproxy'"
+        for i in range(3):
+            self.assertEqual(chat(mp, "call", "question %d" % i)[0], 200)
+            killed = db.execute("SELECT count(pg_terminate_backend(pid)) AS n " + mine)
+            self.assertGreaterEqual(killed.fetchall()[0]["n"], 1)
+            wait_for(lambda: db.execute("SELECT count(*) AS n " + mine).fetchall()[0]["n"] == 0,
+                     timeout=30, what="memproxy's connections to be gone")
+            status, out = chat(mp, "call", "question %d" % i)  # a retry: one batch
+            self.assertEqual(status, 200, out)
+        status, h = api(mp, "GET", "/v1/sessions/call/history")
+        self.assertEqual(status, 200, h)
+        self.assertEqual([c["content"] for c in h["contents"] if c["role"] == "user"],
+                         ["question 0", "question 1", "question 2"])
+        self.assertEqual(len(h["contents"]), 6)
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
 class Start(unittest.TestCase):
     def test_an_unreachable_server_is_waited_for_not_exited_on(self):
         port = pgcluster.free_port()
