@@ -1,4 +1,5 @@
 #include "memory/pgsql_async.h"
+#include "memory/pgsql_resolve.h"
 
 #include "base/log.h"
 #include "base/util.h"
@@ -31,6 +32,7 @@ struct pgsql_async {
     PGconn *pg;
     enum pgsql_async_state state;
     struct event *ev_read, *ev_write, *ev_connect, *ev_retry;
+    struct pgsql_resolve *resolve;           /* the server's name being looked up (connecting) */
     struct pgsql_job *head, *tail;           /* sent, oldest first */
     struct pgsql_job *wait_head, *wait_tail; /* waiting for the connection */
     int logged_down;
@@ -91,6 +93,8 @@ static void pgsql_async_down(struct pgsql_async *a, const char *why)
     if (!a->logged_down)
         log_warn("postgresql: a worker's read connection: %s", why);
     a->logged_down = 1;
+    pgsql_resolve_cancel(a->resolve);
+    a->resolve = NULL;
     pgsql_async_free_events(a);
     PQfinish(a->pg);
     a->pg = NULL;
@@ -290,10 +294,13 @@ static void pgsql_async_on_connect(evutil_socket_t fd, short what, void *arg)
         pgsql_async_connect_wait(a, ps);
 }
 
-static void pgsql_async_connect(struct pgsql_async *a)
+/* Start connecting, to t's addresses when the server's names were looked up (else NULL). */
+static void pgsql_async_connect_to(struct pgsql_async *a, const struct pgsql_target *t)
 {
     struct pgsql_conn_params cp;
     pgsql_conn_params(&cp, a->st->url, a->st->statement_timeout_ms);
+    if (t != NULL)
+        pgsql_conn_params_to(&cp, t);
     a->pg = PQconnectStartParams(cp.keys, cp.vals, 1);
     if (a->pg == NULL || PQstatus(a->pg) == CONNECTION_BAD || PQsetnonblocking(a->pg, 1) != 0) {
         pgsql_async_down(a, a->pg ? PQerrorMessage(a->pg) : "out of memory");
@@ -301,6 +308,44 @@ static void pgsql_async_connect(struct pgsql_async *a)
     }
     a->state = PGA_CONNECTING;
     pgsql_async_connect_wait(a, PGRES_POLLING_WRITING); /* as PQconnectStart leaves it */
+}
+
+static void pgsql_async_resolved(void *arg, struct pgsql_target *t, const char *err)
+{
+    struct pgsql_async *a = arg;
+    a->resolve = NULL;
+    pgsql_async_free_events(a); /* the lookup's timer */
+    if (t != NULL) {
+        pgsql_async_connect_to(a, t);
+        return;
+    }
+    char why[512];
+    snprintf(why, sizeof(why), "cannot look its server up: %s", err);
+    pgsql_async_down(a, why);
+}
+
+static void pgsql_async_lookup_late(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pgsql_async_down(arg, "its server's name was not looked up within 5 s");
+}
+
+/* Connect; first, off the loop, look the server's names up (pgsql_resolve.h says why), for
+ * at most 5 s as a connection is waited for (jobs wait meanwhile). */
+static void pgsql_async_connect(struct pgsql_async *a)
+{
+    char *hosts, *ports;
+    if (!pgsql_resolve_needed(a->st->url, &hosts, &ports)) {
+        pgsql_async_connect_to(a, NULL);
+        return;
+    }
+    struct timeval tv = {5, 0};
+    a->state = PGA_CONNECTING;
+    a->ev_connect = evtimer_new(a->base, pgsql_async_lookup_late, a);
+    if (a->ev_connect == NULL || evtimer_add(a->ev_connect, &tv) != 0)
+        log_fatal("postgresql: out of memory (evtimer_new)");
+    a->resolve = pgsql_resolve_start(hosts, ports, a->base, pgsql_async_resolved, a);
 }
 
 static void pgsql_async_on_retry(evutil_socket_t fd, short what, void *arg)
@@ -326,6 +371,7 @@ void pgsql_async_close(struct pgsql_async *a)
         return;
     pgsql_async_fail_all(&a->head, &a->tail);
     pgsql_async_fail_all(&a->wait_head, &a->wait_tail);
+    pgsql_resolve_cancel(a->resolve);
     pgsql_async_free_events(a);
     event_free(a->ev_retry);
     PQfinish(a->pg);

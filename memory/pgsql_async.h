@@ -5,8 +5,8 @@
  * and its user's memory) goes out at once with a sync point after it, however many jobs are
  * on their way already, and its callback runs on the loop when its results are in. The
  * connection is made, and made again after it broke, the same way (PQconnectStart, polled
- * from the loop); jobs submitted meanwhile wait for it, and fail (results NULL) when it
- * cannot be made.
+ * from the loop, after the server's name was looked up on a thread: pgsql_resolve.h); jobs
+ * submitted meanwhile wait for it, and fail (results NULL) when it cannot be made.
  *
  * Ownership: pgsql_async_open() returns a channel closed with pgsql_async_close() on the
  * base's thread, which first runs the callbacks of jobs still on their way with failures.

@@ -1,4 +1,5 @@
 #include "memory/pgsql_conn.h"
+#include "memory/pgsql_resolve.h"
 
 #include "base/jtext.h"
 #include "base/log.h"
@@ -51,6 +52,21 @@ void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long state
     cp->vals[3] = url;
     cp->vals[4] = "UTF8";
     cp->vals[5] = NULL;
+}
+
+void pgsql_conn_params_to(struct pgsql_conn_params *cp, const struct pgsql_target *t)
+{
+    int n = 5; /* after client_encoding, so after dbname: these win over url's */
+    cp->keys[n] = "host";
+    cp->vals[n++] = t->host;
+    cp->keys[n] = "hostaddr";
+    cp->vals[n++] = t->hostaddr;
+    if (t->port != NULL) {
+        cp->keys[n] = "port";
+        cp->vals[n++] = t->port;
+    }
+    cp->keys[n] = NULL;
+    cp->vals[n] = NULL;
 }
 
 struct pgsql_conn *pgsql_conn_open(const char *url, long statement_timeout_ms, char **err)

@@ -36,10 +36,13 @@ struct pgsql_conn;
 /* How memproxy connects (PQconnectdbParams' keys and values, expand_dbname 1): url, with
  * statement_timeout_ms (0: the server's) unless url sets options itself, and UTF-8. */
 struct pgsql_conn_params {
-    const char *keys[6], *vals[6];
+    const char *keys[9], *vals[9];
     char options[64];
 };
 void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long statement_timeout_ms);
+/* Then to t's lists (pgsql_resolve.h: the host names looked up already) over url's own. */
+struct pgsql_target;
+void pgsql_conn_params_to(struct pgsql_conn_params *cp, const struct pgsql_target *t);
 
 /* Connect to url (a libpq connection string or URI) with statement_timeout_ms on every
  * statement (0: the server's). NULL with *err set when the server cannot be reached. */

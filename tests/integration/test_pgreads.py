@@ -5,14 +5,15 @@ meanwhile, and the waiting read must answer once the lock is gone. Before the re
 the jobs loop, each of these cases hung its worker until the lock was released, which these
 tests only do after the other requests were answered. Runs in the integration-pg suite only."""
 import json
+import os
 import re
 import subprocess
 import threading
 import time
 import unittest
 
-from harness import (BACKEND, Memproxy, Mock, PgConnection, raw_connect, raw_read_until,
-                     raw_request, wait_for)
+from harness import (BACKEND, Memproxy, Mock, PgConnection, pg_database_for, raw_connect,
+                     raw_read_until, raw_request, scratch_dir, wait_for)
 
 ADMIN = "admin-key-0123456789"
 CONFIG = """auth:
@@ -347,6 +348,59 @@ webhooks:
             "application_name = 'memproxy'", (name,)).fetchall()[0]["n"]
         self.assertGreaterEqual(held, 3)  # the writer, a worker's pipeline, the pool's (REST)
         self.assertLessEqual(held, 2 + 2 + 1)
+
+
+@unittest.skipIf(BACKEND != "postgresql", "PostgreSQL only")
+class SlowLookup(unittest.TestCase):
+    """storage.url names its server: libpq would look the name up on the worker's loop each
+    time the worker's read connection is made again, so memproxy looks it up on a thread of
+    its own first (memory/pgsql_resolve.h). tests/integration/slowdns.c stands in for the
+    resolver: while a hold file exists, a lookup of the name waits, and says from which
+    thread. With the lookup on the loop, the request below hung until the hold went."""
+
+    NAME = "memproxy-db.test"
+
+    def test_a_lookup_that_hangs_holds_no_request(self):
+        shim = os.environ.get("MEMPROXY_TEST_SLOWDNS")
+        if not shim:
+            self.skipTest("MEMPROXY_TEST_SLOWDNS (meson sets it) names tests/integration/slowdns.c")
+        hold = os.path.join(scratch_dir("slowdns-"), "hold")
+        url = pg_database_for(hold).replace("127.0.0.1", self.NAME)
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        env = {"MEMPROXY_DATABASE_URL": url, "LD_PRELOAD": shim, "SLOWDNS_NAME": self.NAME,
+               "SLOWDNS_HOLD": hold,  # ASan's runtime is not first with a library preloaded
+               "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+        mock = Mock()
+        self.addCleanup(mock.stop)
+        mp = Memproxy(CONFIG, upstream=mock.url, env=env)
+        self.addCleanup(mp.stop)
+        self.addCleanup(lambda: os.path.exists(hold) and os.unlink(hold))  # before the stop
+        body = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+        status, _, out = mp.request("POST", "/v1/chat/completions", body, {"X-Session-Id": "a"})
+        self.assertEqual(status, 200, out)  # connected through the name
+
+        open(hold, "w").close()
+        db = PgConnection(pg_database_for(hold))
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                   "datname = current_database() AND application_name = 'memproxy'")
+        entered = hold + ".entered"
+        wait_for(lambda: os.path.exists(entered) and "pg-lookup" in open(entered).read(),
+                 timeout=60, what="the worker's read connection to look its server up")
+        status, _, out = mp.request("POST", "/v1/chat/completions", body, timeout=60)
+        self.assertEqual(status, 200, out)  # not recorded: answered while the lookup hangs
+        self.assertTrue(json.loads(out)["choices"][0]["message"]["content"])
+        self.assertTrue(os.path.exists(hold))  # ... and it still hung meanwhile
+
+        os.unlink(hold)
+        wait_for(lambda: "read connection is back" in mp.output(), timeout=60,
+                 what="the read connection to come back")
+        status, _, out = mp.request("POST", "/v1/chat/completions", body, {"X-Session-Id": "a"},
+                                    timeout=60)
+        self.assertEqual(status, 200, out)
+        status, _, out = mp.request("GET", "/v1/sessions/a/history", None,
+                                    {"Authorization": "Bearer " + ADMIN})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(len(json.loads(out)["contents"]), 2)  # the retry: one turn, one reply
 
 
 if __name__ == "__main__":
