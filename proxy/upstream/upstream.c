@@ -74,7 +74,14 @@ int upstream_global_init(void)
                       ? curl_global_init_mem(CURL_GLOBAL_DEFAULT, jalloc_malloc, jalloc_free,
                                              jalloc_realloc, jalloc_strdup, jalloc_calloc)
                       : curl_global_init(CURL_GLOBAL_DEFAULT);
-    return rc == CURLE_OK ? 0 : -1;
+    if (rc != CURLE_OK)
+        return -1;
+    /* without it an upstream's name is looked up on the worker's loop, which waits */
+    if (!(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_ASYNCHDNS))
+        log_warn("libcurl %s resolves names synchronously: each upstream lookup holds a "
+                 "worker's requests (use a libcurl built with the threaded resolver or c-ares)",
+                 curl_version_info(CURLVERSION_NOW)->version);
+    return 0;
 }
 
 void upstream_global_cleanup(void)
