@@ -56,7 +56,9 @@ void pgsql_conn_params(struct pgsql_conn_params *cp, const char *url, long state
 
 void pgsql_conn_params_to(struct pgsql_conn_params *cp, const struct pgsql_target *t)
 {
-    int n = 5; /* after client_encoding, so after dbname: these win over url's */
+    int n = 0;
+    while (cp->keys[n] != NULL) /* after them all, so after dbname: these win over url's */
+        n++;
     cp->keys[n] = "host";
     cp->vals[n++] = t->host;
     cp->keys[n] = "hostaddr";

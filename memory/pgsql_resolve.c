@@ -128,17 +128,6 @@ static int pgsql_resolve_count(const char *list)
     return n;
 }
 
-/* The port entry for host entry i: the port list's i-th, NULL without a list. */
-static const char *pgsql_resolve_port(const char *ports, int i, char *buf, size_t cap)
-{
-    const char *p = ports;
-    if (ports == NULL)
-        return NULL;
-    for (int k = 0; k <= i; k++)
-        pgsql_resolve_next(&p, buf, cap); /* counted to match (pgsql_resolve_lists) */
-    return buf;
-}
-
 /* Entry i (entry, port) as targets: each address of a name, else itself. */
 static int pgsql_resolve_entry(struct pgsql_lists *ls, const char *entry, const char *port,
                                pgsql_lookup_fn lookup, char **err)
@@ -163,7 +152,7 @@ int pgsql_resolve_lists(const char *hosts, const char *ports, pgsql_lookup_fn lo
 {
     char entry[PGSQL_RESOLVE_MAX_LEN], port[PGSQL_RESOLVE_MAX_LEN];
     struct pgsql_lists *ls = xcalloc(1, sizeof(*ls));
-    const char *p = hosts;
+    const char *p = hosts, *pp;
     int rc = -1, i = 0;
     *err = NULL;
     memset(out, 0, sizeof(*out));
@@ -174,8 +163,9 @@ int pgsql_resolve_lists(const char *hosts, const char *ports, pgsql_lookup_fn lo
                          pgsql_resolve_count(hosts));
         goto out;
     }
+    pp = ports; /* walked beside the hosts: as many entries (counted above) */
     for (; pgsql_resolve_next(&p, entry, sizeof(entry)); i++) {
-        const char *pe = pgsql_resolve_port(ports, i, port, sizeof(port));
+        const char *pe = pgsql_resolve_next(&pp, port, sizeof(port)) ? port : NULL;
         if (i >= PGSQL_RESOLVE_MAX_ENTRIES || pgsql_resolve_entry(ls, entry, pe, lookup, err) != 0)
             goto out;
     }

@@ -77,10 +77,11 @@ int upstream_global_init(void)
     if (rc != CURLE_OK)
         return -1;
     /* without it an upstream's name is looked up on the worker's loop, which waits */
-    if (!(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_ASYNCHDNS))
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    if (!(v->features & CURL_VERSION_ASYNCHDNS))
         log_warn("libcurl %s resolves names synchronously: each upstream lookup holds a "
                  "worker's requests (use a libcurl built with the threaded resolver or c-ares)",
-                 curl_version_info(CURLVERSION_NOW)->version);
+                 v->version);
     return 0;
 }
 
