@@ -86,8 +86,8 @@ void entry_fill(struct workset_entry *e, struct workset *ws, const struct store_
     size_t n = json_array_size(l->turns);
     int64_t last = n ? entry_int(json_array_get(l->turns, n - 1), "seq") : 0;
     workset_set_version(ws, e, l->version > 0 ? l->version : 0);
-    turnlist_set(e->turns, l->turns);
     e->complete = n < session_turns;
+    turnlist_set(e->turns, l->turns, !e->complete);
     if (last > e->last_seq) /* never reuse a number a batch in flight may hold */
         e->last_seq = last;
     entry_fill_row(e, l->session);

@@ -77,10 +77,11 @@ static void memory_load(struct memory_rec *rec, struct workset_entry *e)
 
 /* What the window is matched against (reconcile_run_views' stored), *n views: the working
  * set's turns — in turn-id mode only those the window reaches back to — after, when a turn-id
- * window reaches further back than the entry holds, the older turns of the window's turn
- * ids read from the database into *db (the views borrow them: the caller decrefs it; NULL
- * when none were read; MEMORY_MAX_READ). Matched by content, the views are the working set's
- * own (borrowed, *owned NULL); otherwise the array is new and also in *owned (free() it). */
+ * window reaches further back than the entry holds (turnlist_holds_from: a turn may have lost
+ * its oldest messages from the entry), the older turns of the window's turn ids read from the
+ * database into *db (the views borrow them: the caller decrefs it; NULL when none were read;
+ * MEMORY_MAX_READ). Matched by content, the views are the working set's own (borrowed, *owned
+ * NULL); otherwise the array is new and also in *owned (free() it). */
 static const struct reconcile_view *memory_stored_for(struct memory_rec *rec,
                                                       struct workset_entry *e,
                                                       const struct reconcile_window *w, size_t *n,
@@ -93,7 +94,7 @@ static const struct reconcile_view *memory_stored_for(struct memory_rec *rec,
         return turnlist_views(e->turns, n);
     struct reconcile_view *ws = *owned = turnlist_views_from(e->turns, oldest, n);
     json_t *first = turnlist_get(e->turns, 0);
-    if (e->complete || (first && turnlist_turn_id(e->turns, 0) <= oldest))
+    if (e->complete || turnlist_holds_from(e->turns, oldest))
         return ws;
     if (rec->reach != NULL) { /* read by memory_rec_prepare, off the loop */
         *db = rec->reach;
@@ -235,7 +236,7 @@ static int memory_append_turn(struct workset_entry *e, struct store_batch *b, js
     else if (*turn <= 0 || strcmp(role, "user") == 0)
         (*turn)++;
     json_object_set_new(t, "turn_id", json_integer(*turn));
-    json_object_set_new(t, "turn_idx", json_integer(turnlist_count(e->turns, *turn, role)));
+    json_object_set_new(t, "turn_idx", json_integer(turnlist_next_idx(e->turns, *turn, role)));
     memory_add_turn(e, b, t);
     return 1;
 }
@@ -707,7 +708,8 @@ void memory_rec_reply(struct memory_rec *rec, const struct memory_reply *reply,
     size_t n = turnlist_size(e->turns);
     json_t *last = n ? turnlist_get(e->turns, n - 1) : NULL;
     int64_t turn_id = rec->reply_turn;
-    json_t *t = memory_reply_turn(reply, turn_id, turnlist_count(e->turns, turn_id, "assistant"));
+    json_t *t =
+        memory_reply_turn(reply, turn_id, turnlist_next_idx(e->turns, turn_id, "assistant"));
     long heard;
     if (rec->retry && last != NULL && turnlist_turn_id(e->turns, n - 1) == turn_id &&
         turnlist_role_is(e->turns, n - 1, "assistant")) {

@@ -74,7 +74,7 @@ static void memory_prep_reached(void *arg, int failed)
     memory_prep_done(p);
 }
 
-/* Whether the window's turn ids reach back past the entry's first turn (memory_stored_for
+/* Whether the window's turn ids reach back further than the entry holds (memory_stored_for
  * would read those turns in place): then they are read off the loop first (1). */
 static int memory_prep_reach(struct memory_prep *p)
 {
@@ -85,13 +85,14 @@ static int memory_prep_reach(struct memory_prep *p)
     rec->reached = 1;
     pthread_mutex_lock(&e->mu);
     int complete = e->complete;
-    int64_t first = turnlist_size(e->turns) > 0 ? turnlist_turn_id(e->turns, 0) : INT64_MAX;
     pthread_mutex_unlock(&e->mu);
     if (complete) /* it holds the whole session: nothing to reach back to (the common case) */
         return 0;
     struct reconcile_window *w = reconcile_window_read(rec->messages, rec->memo);
     int64_t oldest = reconcile_window_oldest(w);
-    int reach = oldest >= 0 && first > oldest;
+    pthread_mutex_lock(&e->mu);
+    int reach = oldest >= 0 && !turnlist_holds_from(e->turns, oldest);
+    pthread_mutex_unlock(&e->mu);
     if (reach)
         p->ids = reconcile_window_turn_ids(w, &p->nids);
     reconcile_window_free(w);

@@ -338,6 +338,7 @@ struct reconcile_group {
     int64_t turn_id;
     size_t sfirst, slast; /* its stored turns (reconcile_ctx.snext), RECONCILE_NONE when none */
     int64_t nstored;      /* how many */
+    int64_t next_idx;     /* one past their highest turn_idx: the next insert's (turnlist.h) */
     int64_t inserted;     /* inserted by this reconciliation */
     size_t wtotal, wseen; /* the window's messages of it, and those matched so far */
 };
@@ -400,6 +401,8 @@ static void reconcile_groups_init(struct reconcile_ctx *c, int64_t only, size_t 
         c->snext[i] = RECONCILE_NONE;
         g->slast = i;
         g->nstored++;
+        if (c->stored[i].turn_idx >= g->next_idx)
+            g->next_idx = c->stored[i].turn_idx + 1;
     }
     if (only >= 0)
         return;
@@ -418,7 +421,7 @@ static void reconcile_insert(struct reconcile_ctx *c, const struct reconcile_msg
     json_object_set_new(t, "turn_id", json_integer(turn_id));
     struct reconcile_group *g =
         reconcile_group(c, turn_id, w->role); /* the next of its turn and role */
-    json_object_set_new(t, "turn_idx", json_integer(g->nstored + g->inserted++));
+    json_object_set_new(t, "turn_idx", json_integer(g->next_idx + g->inserted++));
     json_object_set_new(t, "seq", json_integer(c->next_seq++));
     json_array_append_new(c->out->inserts, t);
 }

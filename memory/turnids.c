@@ -42,7 +42,7 @@ void turnids_request_inserts(const struct turnlist *l, int64_t turn, json_t *ins
     for (size_t i = from; i < n; i++) {
         json_t *t = json_array_get(inserts, i);
         const char *role = turnids_str(t, "role");
-        int64_t idx = turnlist_count(l, turn, role);
+        int64_t idx = turnlist_next_idx(l, turn, role);
         for (size_t j = from; j < i; j++)
             idx += strcmp(turnids_str(json_array_get(inserts, j), "role"), role) == 0;
         json_object_set_new(t, "turn_id", json_integer(turn));

@@ -27,7 +27,8 @@ struct turnlist {
     struct reconcile_view *views;
     struct turnlist_item *items;
     size_t start, n, cap;
-    size_t bytes; /* of the turns held */
+    size_t bytes;  /* of the turns held */
+    int first_cut; /* the first turn's older messages are not held (turnlist_holds_from) */
 };
 
 static enum turnlist_kind turnlist_kind_of(const char *role)
@@ -72,13 +73,14 @@ void turnlist_destroy(struct turnlist *l)
     free(l);
 }
 
-void turnlist_set(struct turnlist *l, json_t *turns)
+void turnlist_set(struct turnlist *l, json_t *turns, int more)
 {
     size_t i;
     json_t *t;
     turnlist_clear(l);
     json_array_foreach(turns, i, t)
         turnlist_append(l, t);
+    l->first_cut = more;
 }
 
 void turnlist_append(struct turnlist *l, json_t *turn)
@@ -107,12 +109,23 @@ void turnlist_replace(struct turnlist *l, size_t i, json_t *t)
 
 void turnlist_keep_last(struct turnlist *l, size_t keep)
 {
+    if (l->n <= keep)
+        return;
     while (l->n > keep) {
         l->bytes -= l->items[l->start].bytes;
         json_decref(l->views[l->start].t);
         l->start++;
         l->n--;
     }
+    l->first_cut = l->n > 0 && l->views[l->start - 1].turn_id == l->views[l->start].turn_id;
+}
+
+int turnlist_holds_from(const struct turnlist *l, int64_t oldest)
+{
+    if (l->n == 0)
+        return 0;
+    int64_t first = l->views[l->start].turn_id;
+    return first < oldest || (first == oldest && !l->first_cut);
 }
 
 size_t turnlist_keep_bytes(const struct turnlist *l, size_t max)
@@ -165,13 +178,15 @@ long turnlist_find_seq(const struct turnlist *l, int64_t seq)
     return -1;
 }
 
-int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *role)
+int64_t turnlist_next_idx(const struct turnlist *l, int64_t turn_id, const char *role)
 {
     enum turnlist_kind kind = turnlist_kind_of(role);
-    int64_t n = 0;
+    int64_t next = 0;
     for (size_t k = l->start; k < l->start + l->n; k++)
-        n += l->views[k].turn_id == turn_id && turnlist_item_is(l, k, kind, role);
-    return n;
+        if (l->views[k].turn_id == turn_id && l->views[k].turn_idx >= next &&
+            turnlist_item_is(l, k, kind, role))
+            next = l->views[k].turn_idx + 1;
+    return next;
 }
 
 json_t *turnlist_array(const struct turnlist *l)

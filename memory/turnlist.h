@@ -35,13 +35,21 @@ struct turnlist;
 struct turnlist *turnlist_create(void);
 void turnlist_destroy(struct turnlist *l);
 
-/* The list becomes turns (a JSON array in seq order); the array itself is not kept. */
-void turnlist_set(struct turnlist *l, json_t *turns);
+/* The list becomes turns (a JSON array in seq order); the array itself is not kept. more:
+ * the session has older turns than these (they were read up to a limit), so the first turn
+ * may have begun before them. */
+void turnlist_set(struct turnlist *l, json_t *turns, int more);
 void turnlist_append(struct turnlist *l, json_t *turn);
 /* Turn i becomes t (i < size). */
 void turnlist_replace(struct turnlist *l, size_t i, json_t *t);
 /* Keep the newest keep turns: the oldest go first, without moving the rest. */
 void turnlist_keep_last(struct turnlist *l, size_t keep);
+/* Whether the list holds every message of the turns from turn id oldest on, as far as it
+ * knows: its first turn is older, or is that one and was not cut (by turnlist_keep_last, or
+ * by the limit turnlist_set was told of). A turn of more messages than the list keeps loses
+ * its oldest from the list, not from the database: what matches a window against it must
+ * read them (memory.c, memory_stored_for). */
+int turnlist_holds_from(const struct turnlist *l, int64_t oldest);
 
 size_t turnlist_size(const struct turnlist *l);
 /* About the heap the turns hold (base/jsize.h), kept as they come and go. */
@@ -56,8 +64,12 @@ int64_t turnlist_turn_id(const struct turnlist *l, size_t i);
 int turnlist_role_is(const struct turnlist *l, size_t i, const char *role);
 /* The position of the turn with this seq (the newest are looked at first), or -1. */
 long turnlist_find_seq(const struct turnlist *l, int64_t seq);
-/* How many turns of turn_id have this role: the turn_idx the next of them gets. */
-int64_t turnlist_count(const struct turnlist *l, int64_t turn_id, const char *role);
+/* The turn_idx the next message of turn_id with this role gets: one past the highest of those
+ * l holds, 0 when it holds none. Not their count: l keeps only the newest turns, and a turn
+ * with more messages than that lost its oldest from l, not from the database; an index
+ * counted from l was one the turn had stored already, and the insert was taken for a repeat
+ * (tests/integration/test_recording.py LongTurns). */
+int64_t turnlist_next_idx(const struct turnlist *l, int64_t turn_id, const char *role);
 
 /* A new array of every turn, in order. */
 json_t *turnlist_array(const struct turnlist *l);

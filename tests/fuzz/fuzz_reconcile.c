@@ -67,7 +67,7 @@ static void fuzz_rec_same_by_views(json_t *store, json_t *incoming,
     json_array_foreach(incoming, i, m)
         jmemo_hold(memo, m, 64);
     struct turnlist *l = turnlist_create();
-    turnlist_set(l, store);
+    turnlist_set(l, store, 0);
     const struct reconcile_view *v = turnlist_views(l, &n);
     for (int pass = 0; pass < 3; pass++) {
         struct reconcile_window *w = reconcile_window_read(incoming, pass > 0 ? memo : NULL);

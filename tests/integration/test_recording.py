@@ -257,6 +257,85 @@ class Sessions(StackTest):
         self.assertEqual(json.loads(row["metadata"]).get("dropped_parts"), 1)
 
 
+class LongTurns(StackTest):
+    """A turn with more messages than the working set keeps (memory.session_turns): a client
+    that names the same turn in every request (a top-level turn_id it never moves on), and a
+    reply after many messages of its turn. Each new message is stored once, under the next
+    index of its turn and role. Those indices were counted from the working set: past its
+    size an index was one the turn had stored already, and the insert was dropped as a
+    repeat — the questions and replies of every request after the 4th here were lost."""
+    CONFIG = ("memory: {session_turns: 8}\n"
+              "auth:\n  admin_keys:\n    - {key: admin-0123456789abcdef, tenant: default}\n")
+    SYSTEM = {"role": "system", "content": "You are a friendly voice assistant."}
+
+    def history(self, session):
+        status, _, out = self.mp.request("GET", "/v1/sessions/%s/history" % session,
+                                         headers={"Authorization": "Bearer admin-0123456789abcdef"})
+        self.assertEqual(status, 200, out)
+        return [(t["turn_id"], t["role"], t["content"]) for t in json.loads(out)["contents"]]
+
+    def ask(self, session, body, reply):
+        self.mock.config(reply=reply)
+        status, _, out = self.mp.request("POST", "/v1/chat/completions", body,
+                                         {"X-Session-Id": session})
+        self.assertEqual(status, 200, out)
+
+    def test_one_turn_id_for_every_request(self):
+        for i in range(12):
+            self.ask("same-turn", {"model": "m", "turn_id": 7, "messages": [
+                self.SYSTEM, {"role": "user", "content": "question %d" % i}]}, "answer %d" % i)
+        want = []
+        for i in range(12):
+            want += [(7, "user", "question %d" % i), (7, "assistant", "answer %d" % i)]
+        self.assertEqual(self.history("same-turn"), want)
+
+    def test_more_prompts_in_a_turn_than_the_working_set_holds(self):
+        """A window without turn ids: the platform's prompts after the last question join its
+        turn (memproxy numbers the turns): ten of them, the reply, two more prompts in the
+        next window and its reply, then a question."""
+        prompts = [{"role": "assistant", "content": "Are you still there? (%d)" % k}
+                   for k in range(12)]
+        self.ask("prompts", {"model": "m", "messages": [
+            self.SYSTEM, {"role": "user", "content": "hello"}]}, "hi there")
+        window = [self.SYSTEM, {"role": "user", "content": "hello"},
+                  {"role": "assistant", "content": "hi there"}] + prompts[:10]
+        self.ask("prompts", {"model": "m", "messages": window}, "goodbye")
+        window += [{"role": "assistant", "content": "goodbye"}] + prompts[10:]
+        self.ask("prompts", {"model": "m", "messages": window}, "still here")
+        self.ask("prompts", {"model": "m", "messages": window + [
+            {"role": "assistant", "content": "still here"},
+            {"role": "user", "content": "wait"}]}, "yes?")
+        said = [p["content"] for p in prompts]
+        want = [(1, "user", "hello")] + [(1, "assistant", a) for a in (
+            ["hi there"] + said[:10] + ["goodbye"] + said[10:] + ["still here"])]
+        want += [(2, "user", "wait"), (2, "assistant", "yes?")]
+        self.assertEqual(self.history("prompts"), want)
+
+    def test_a_turn_id_window_from_a_turn_the_working_set_holds_in_part(self):
+        """Agora's turn ids: turn 1 holds a question, its reply, ten prompts and a second
+        reply, more than the working set keeps. The next window begins in turn 1 with its last
+        prompt and the reply cut short, in the platform's own words: that message is the
+        turn's last, the reply's row, not the row as far from the start of what the working
+        set holds (a prompt's, which it made an interrupted reply)."""
+        def msg(role, content, turn):
+            return {"role": role, "content": content, "turn_id": turn}
+        prompts = [msg("assistant", "Are you still there? (%d)" % k, 1) for k in range(10)]
+        self.ask("ids", {"model": "m", "turn_id": 1, "messages": [msg("user", "hello", 1)]},
+                 "hi there")
+        self.ask("ids", {"model": "m", "turn_id": 1, "messages": [
+            msg("user", "hello", 1), msg("assistant", "hi there", 1)] + prompts},
+                 "goodbye for now")
+        self.ask("ids", {"model": "m", "turn_id": 2, "messages": [
+            prompts[-1], dict(msg("assistant", "bye", 1), metadata={
+                "interrupted": True, "original": "goodbye for now"}),
+            msg("user", "wait", 2)]}, "yes?")
+        said = [p["content"] for p in prompts]
+        want = [(1, "user", "hello")] + [(1, "assistant", a) for a in (
+            ["hi there"] + said + ["bye"])]
+        want += [(2, "user", "wait"), (2, "assistant", "yes?")]
+        self.assertEqual(self.history("ids"), want)
+
+
 class RequireSession(StackTest):
     CONFIG = "sessions:\n  require: true\n"
 

@@ -11,10 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A stored turn, numbered as the store numbers them (turnlist_next_idx, test_turnlist.c). */
 static void stored(struct turnlist *l, int64_t turn_id, const char *role, const char *content)
 {
-    json_t *t = json_pack("{s:I, s:I, s:s, s:s}", "seq", (json_int_t)turnlist_size(l) + 1,
-                          "turn_id", (json_int_t)turn_id, "role", role, "content", content);
+    json_t *t =
+        json_pack("{s:I, s:I, s:I, s:s, s:s}", "seq", (json_int_t)turnlist_size(l) + 1, "turn_id",
+                  (json_int_t)turn_id, "turn_idx", (json_int_t)turnlist_next_idx(l, turn_id, role),
+                  "role", role, "content", content);
     turnlist_append(l, t);
     json_decref(t);
 }

@@ -28,6 +28,16 @@ static void append(struct turnlist *l, int64_t seq, int64_t turn_id, const char 
     json_decref(t);
 }
 
+/* The same, the turn's index among its turn's messages of its role given. */
+static void append_at(struct turnlist *l, int64_t seq, int64_t turn_id, const char *role,
+                      int64_t idx)
+{
+    json_t *t = turn(seq, turn_id, role, "x");
+    json_object_set_new(t, "turn_idx", json_integer(idx));
+    turnlist_append(l, t);
+    json_decref(t);
+}
+
 /* The seqs of an array of turns, joined by commas. */
 static char *seqs(json_t *turns)
 {
@@ -74,29 +84,75 @@ static void assert_views(const struct turnlist *l, int64_t oldest, const char *w
     assert_seqs(turns, want);
 }
 
-/* A turn's messages of each role are counted apart (turn_idx), roles other than the usual
- * three by their text; nothing is counted for a turn id the list does not have. */
-static void test_count_by_turn_and_role(void **state)
+/* A turn's messages of each role are numbered apart (turn_idx), roles other than the usual
+ * three by their text; a turn id the list does not have starts at 0. */
+static void test_next_idx_by_turn_and_role(void **state)
 {
     struct turnlist *l = turnlist_create();
-    append(l, 1, 1, "user");
-    append(l, 2, 1, "assistant");
-    append(l, 3, 1, "tool");
-    append(l, 4, 1, "assistant");
-    append(l, 5, 1, "function");
-    append(l, 6, 2, "user");
-    assert_int_equal(turnlist_count(l, 1, "assistant"), 2);
-    assert_int_equal(turnlist_count(l, 1, "user"), 1);
-    assert_int_equal(turnlist_count(l, 1, "tool"), 1);
-    assert_int_equal(turnlist_count(l, 1, "function"), 1);
-    assert_int_equal(turnlist_count(l, 1, "critic"), 0);
-    assert_int_equal(turnlist_count(l, 2, "user"), 1);
-    assert_int_equal(turnlist_count(l, 2, "assistant"), 0);
-    assert_int_equal(turnlist_count(l, 3, "user"), 0);
+    append_at(l, 1, 1, "user", 0);
+    append_at(l, 2, 1, "assistant", 0);
+    append_at(l, 3, 1, "tool", 0);
+    append_at(l, 4, 1, "assistant", 1);
+    append_at(l, 5, 1, "function", 0);
+    append_at(l, 6, 2, "user", 0);
+    assert_int_equal(turnlist_next_idx(l, 1, "assistant"), 2);
+    assert_int_equal(turnlist_next_idx(l, 1, "user"), 1);
+    assert_int_equal(turnlist_next_idx(l, 1, "tool"), 1);
+    assert_int_equal(turnlist_next_idx(l, 1, "function"), 1);
+    assert_int_equal(turnlist_next_idx(l, 1, "critic"), 0);
+    assert_int_equal(turnlist_next_idx(l, 2, "user"), 1);
+    assert_int_equal(turnlist_next_idx(l, 2, "assistant"), 0);
+    assert_int_equal(turnlist_next_idx(l, 3, "user"), 0);
     assert_true(turnlist_role_is(l, 4, "function"));
     assert_false(turnlist_role_is(l, 4, "critic"));
     assert_true(turnlist_role_is(l, 5, "user"));
     assert_false(turnlist_role_is(l, 6, "user")); /* past the end */
+    turnlist_destroy(l);
+}
+
+/* A turn longer than the list keeps: its oldest messages left the list (they are in the
+ * database still), so the next index is one past the newest kept, not how many are kept. */
+static void test_next_idx_after_the_oldest_left(void **state)
+{
+    struct turnlist *l = turnlist_create();
+    for (int64_t i = 0; i < 10; i++) {
+        append_at(l, 2 * i + 1, 7, "user", i);
+        append_at(l, 2 * i + 2, 7, "assistant", i);
+    }
+    turnlist_keep_last(l, 5);
+    assert_int_equal(turnlist_size(l), 5);
+    assert_int_equal(turnlist_next_idx(l, 7, "user"), 10);
+    assert_int_equal(turnlist_next_idx(l, 7, "assistant"), 10);
+    turnlist_keep_last(l, 1); /* the newest only: a reply */
+    assert_int_equal(turnlist_next_idx(l, 7, "assistant"), 10);
+    turnlist_destroy(l);
+}
+
+/* Whether the list holds all of the turns from a turn id on: the first turn counts when
+ * nothing of it was dropped, by keep_last or by the limit the list was filled up to. */
+static void test_holds_from(void **state)
+{
+    struct turnlist *l = turnlist_create();
+    assert_false(turnlist_holds_from(l, 1)); /* nothing held */
+    append_at(l, 1, 1, "user", 0);
+    append_at(l, 2, 1, "assistant", 0);
+    append_at(l, 3, 2, "user", 0);
+    append_at(l, 4, 2, "assistant", 0);
+    assert_true(turnlist_holds_from(l, 1));
+    assert_true(turnlist_holds_from(l, 2));
+    assert_false(turnlist_holds_from(l, 0)); /* older than the list */
+    turnlist_keep_last(l, 3);                /* turn 1's question dropped, its reply kept */
+    assert_false(turnlist_holds_from(l, 1));
+    assert_true(turnlist_holds_from(l, 2));
+    turnlist_keep_last(l, 2); /* turn 1 gone whole */
+    assert_true(turnlist_holds_from(l, 2));
+    json_t *arr = turnlist_array(l);
+    turnlist_set(l, arr, 1); /* read up to a limit: the first turn may have begun before */
+    assert_false(turnlist_holds_from(l, 2));
+    assert_true(turnlist_holds_from(l, 3));
+    turnlist_set(l, arr, 0);
+    assert_true(turnlist_holds_from(l, 2));
+    json_decref(arr);
     turnlist_destroy(l);
 }
 
@@ -113,7 +169,7 @@ static void test_turn_missing_fields(void **state)
     assert_int_equal(turnlist_find_seq(l, -1), 0);
     assert_false(turnlist_role_is(l, 0, "user"));
     assert_false(turnlist_role_is(l, 0, "critic"));
-    assert_int_equal(turnlist_count(l, -1, "user"), 0);
+    assert_int_equal(turnlist_next_idx(l, -1, "user"), 0);
     json_decref(t);
     turnlist_destroy(l);
 }
@@ -174,7 +230,7 @@ static void test_set_and_replace(void **state)
     json_t *arr = json_array();
     json_array_append_new(arr, turn(10, 4, "user", "q"));
     json_array_append_new(arr, turn(11, 4, "assistant", "a long answer"));
-    turnlist_set(l, arr);
+    turnlist_set(l, arr, 0);
     assert_int_equal(arr->refcount, 1);
     json_decref(arr);
     assert_seqs(turnlist_array(l), "10,11");
@@ -185,7 +241,6 @@ static void test_set_and_replace(void **state)
     json_decref(old);
     assert_ptr_equal(turnlist_get(l, 1), heard);
     assert_int_equal(turnlist_find_seq(l, 11), 1);
-    assert_int_equal(turnlist_count(l, 4, "assistant"), 1);
     size_t n;
     struct reconcile_view *v = turnlist_views_from(l, 4, &n); /* matching sees what was heard */
     assert_int_equal(n, 2);
@@ -198,8 +253,12 @@ static void test_set_and_replace(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_count_by_turn_and_role), cmocka_unit_test(test_turn_missing_fields),
-        cmocka_unit_test(test_long_call_keeps_newest), cmocka_unit_test(test_from_turn_unordered),
+        cmocka_unit_test(test_next_idx_by_turn_and_role),
+        cmocka_unit_test(test_next_idx_after_the_oldest_left),
+        cmocka_unit_test(test_holds_from),
+        cmocka_unit_test(test_turn_missing_fields),
+        cmocka_unit_test(test_long_call_keeps_newest),
+        cmocka_unit_test(test_from_turn_unordered),
         cmocka_unit_test(test_set_and_replace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
