@@ -1,8 +1,10 @@
 /*
  * Fuzz reconciliation with client windows. The input is JSON [stored, incoming]: stored
  * messages are normalized and numbered as the store would keep them, then the incoming window
- * is reconciled. Invariants: updates name stored rows only, inserts get fresh increasing seqs,
- * and the same window again (with its fingerprint, as the store passes it) changes nothing.
+ * is reconciled. Invariants: updates name stored rows only, inserts get fresh increasing seqs
+ * and keys (turn_id, role, turn_idx) no row has (the store drops an insert whose key is
+ * taken as a repeat), and the same window again (with its fingerprint, as the store passes
+ * it) changes nothing.
  * Without the fingerprint, alignment alone decides; it leans toward keeping a turn when a
  * window repeats itself word for word, so no count is asserted there (only no crash).
  * Reconciling against the views the working set keeps (turnlist.h), and with the window's
@@ -18,6 +20,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+static json_int_t fuzz_rec_int(json_t *t, const char *key)
+{
+    json_t *v = json_object_get(t, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* Whether a and b have the same key (turn_id, role, turn_idx). */
+static int fuzz_rec_same_key(json_t *a, json_t *b)
+{
+    return fuzz_rec_int(a, "turn_id") == fuzz_rec_int(b, "turn_id") &&
+           fuzz_rec_int(a, "turn_idx") == fuzz_rec_int(b, "turn_idx") &&
+           json_equal(json_object_get(a, "role"), json_object_get(b, "role"));
+}
+
+/* The next turn_idx of t's turn and role in store, as the store numbers them. */
+static json_int_t fuzz_rec_next_idx(json_t *store, json_t *t)
+{
+    size_t i;
+    json_t *s;
+    json_int_t next = 0;
+    json_array_foreach(store, i, s) {
+        if (fuzz_rec_int(s, "turn_id") == fuzz_rec_int(t, "turn_id") &&
+            json_equal(json_object_get(s, "role"), json_object_get(t, "role")) &&
+            fuzz_rec_int(s, "turn_idx") >= next)
+            next = fuzz_rec_int(s, "turn_idx") + 1;
+    }
+    return next;
+}
+
 static json_t *fuzz_rec_store(json_t *msgs)
 {
     size_t i;
@@ -27,7 +58,7 @@ static json_t *fuzz_rec_store(json_t *msgs)
         if (t == NULL)
             continue;
         json_object_set_new(t, "seq", json_integer((json_int_t)json_array_size(store) + 1));
-        json_object_set_new(t, "turn_idx", json_integer(0));
+        json_object_set_new(t, "turn_idx", json_integer(fuzz_rec_next_idx(store, t)));
         json_array_append_new(store, t);
     }
     return store;
@@ -49,8 +80,12 @@ static void fuzz_rec_apply(json_t *store, struct reconcile_result *r)
     json_array_foreach(r->inserts, i, s) {
         if (json_integer_value(json_object_get(s, "seq")) != max + 1 + (json_int_t)i)
             abort();
+        json_t *o;
+        json_array_foreach(store, j, o)
+            if (fuzz_rec_same_key(o, s))
+                abort();
+        json_array_append(store, s); /* so the next inserts are checked against it too */
     }
-    json_array_extend(store, r->inserts);
 }
 
 /* The same reconciliation through a turnlist's views, and with the window read through a
