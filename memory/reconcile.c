@@ -562,16 +562,17 @@ static size_t reconcile_run_back(struct reconcile_ctx *c, size_t p, size_t end, 
     return k;
 }
 
-/* Case 3's run: the window's messages from its start matched against the stored turns from
- * s on, passing over stored replies the window left out as reconcile_run_back does (paired
- * turn ids never shrinking going forward); *last is the stored index of its last pair. */
-static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t *last)
+/* Case 3's and 4's run: the window's messages from p0 on matched against the stored turns
+ * from s on, passing over stored replies the window left out as reconcile_run_back does
+ * (paired turn ids never shrinking going forward); *last is the stored index of its last
+ * pair. */
+static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t p0, size_t *last)
 {
     size_t k = 0, skipped = 0;
     int64_t turn = INT64_MIN;
-    for (; s < c->nstored && k < c->nturns; s++) {
+    for (; s < c->nstored && p0 + k < c->nturns; s++) {
         const struct reconcile_view *v = &c->stored[s];
-        if (v->turn_id >= turn && reconcile_matches(v, &c->turns[k])) {
+        if (v->turn_id >= turn && reconcile_matches(v, &c->turns[p0 + k])) {
             turn = v->turn_id;
             *last = s;
             k++;
@@ -594,6 +595,13 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t *last)
  * 3. Otherwise the longest run of the window's start found anywhere; the rest is new. Cases 2
  *    and 3 are one pass, its runs passing over stored replies the window left out as case
  *    1's do.
+ * 4. Otherwise the window may begin before the stored turns (they are the working set's, the
+ *    newest only: a client that resends a whole conversation longer than that, whose request
+ *    came after the next ones, on replicas): the longest run from the first stored turn,
+ *    found at a later window message; what follows it is new, nothing when it reaches the
+ *    window's end, as in cases 3 and 2. Without it the whole window was stored again. Like
+ *    case 2, a run that reaches the window's end wins over case 1's when that one pairs its
+ *    message with what was heard of the newest reply ("Answer" begins every reply).
  * Case 2 also wins over case 1 when case 1's run pairs its window message p with what was
  * heard of a stored reply, not with its text, and the window lies wholly inside the stored
  * turns: what was heard of an old reply ("Answer") begins the newest reply as well (on
@@ -619,14 +627,23 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
      * client sends only its newest message, that is no stored turn, found in one tight pass. */
     int by_hash = c->turns[0].role[0] != 'a';
     uint64_t h = c->turns[0].chash;
+    int from_start = 0;
     for (size_t i = 0; i < ns; i++) {
         if (by_hash && c->stored[i].chash != h)
             continue;
-        size_t last = i, k = reconcile_run_fwd(c, i, &last);
-        if (k > best.len && (found == 0 || k == nw))
+        size_t last = i, k = reconcile_run_fwd(c, i, 0, &last);
+        if (k > best.len && (found == 0 || k == nw)) {
             best = (struct reconcile_span){k - 1, last, k, k, 1};
+            from_start = 1;
+        }
     }
-    return best;
+    struct reconcile_span before = {.new_from = 0}; /* case 4 */
+    for (size_t p0 = 1; !from_start && p0 < nw; p0++) {
+        size_t last = 0, k = reconcile_run_fwd(c, 0, p0, &last);
+        if (k > before.len && (found == 0 || (p0 + k == nw && k >= found)))
+            before = (struct reconcile_span){p0 + k - 1, last, k, p0 + k, 1};
+    }
+    return before.len > 0 ? before : best;
 }
 
 static void reconcile_align_mode(struct reconcile_ctx *c)

@@ -288,6 +288,7 @@ class CallsCase:
     CALLS = 3  # of each shape, all at once
     REPLICAS = 1
     CONFIG = CONFIG
+    TURNS = Call.TURNS  # of each call
 
     def setUp(self):
         self.mock = Mock()
@@ -305,6 +306,8 @@ class CallsCase:
         calls = [Call(self.replicas, shape, "%s-%d-%d" % (shape, seed, i),
                       random.Random(rnd.randrange(2**32)))
                  for i in range(self.CALLS) for shape in ("agora", "openai", "stored")]
+        for c in calls:
+            c.TURNS = self.TURNS
         threads = [threading.Thread(target=c.play) for c in calls]
         for th in threads:
             th.start()

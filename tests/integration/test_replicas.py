@@ -391,6 +391,26 @@ class CallsAcrossReplicasMore(ReplicaCalls, unittest.TestCase):
         self.play(10)
 
 
+class CallsLongerThanTheWorkingSet(ReplicaCalls, unittest.TestCase):
+    """The same with calls of 30 turns and a working set of 8 messages (memory.session_turns):
+    a whole-conversation client's window then begins before what a replica holds of the call.
+    When such a request was recorded after the next ones, its window lay inside the stored
+    turns but began before the working set's first: nothing matched, and the whole window was
+    stored again (up to 53 rows too many in a call; about half the runs of these seeds)."""
+    CALLS = 6
+    TURNS = 30
+    CONFIG = ReplicaCalls.CONFIG + "memory: {session_turns: 8}\n"
+
+    def test_seed_1(self):
+        self.play(1)
+
+    def test_seed_2(self):
+        self.play(2)
+
+    def test_seed_3(self):
+        self.play(3)
+
+
 def stored_replicas(test, config, count=2):
     """count memproxy processes on one database and the mock they share, answering
     "w0 w1 w2 w3", all stopped when test ends."""

@@ -765,6 +765,86 @@ static void test_older_window_replayed(void **state)
     json_decref(store);
 }
 
+/* Five exchanges as a whole-conversation client sends them, each window reconciled into store
+ * and each reply recorded; reply `cut` (0: none) heard as "Answer" only. The last window, with
+ * the fifth reply, is returned. */
+static json_t *five_exchanges(json_t *store, int cut)
+{
+    struct reconcile_result r;
+    json_t *w = json_array();
+    char text[64];
+    for (int t = 1; t <= 5; t++) {
+        snprintf(text, sizeof(text), "Question %d?", t);
+        json_array_append_new(w, json_pack("{s:s, s:s}", "role", "user", "content", text));
+        reconcile_run(store, w, 0, NOW, &r);
+        apply(store, &r);
+        reconcile_result_clear(&r);
+        snprintf(text, sizeof(text), "Answer %d.", t);
+        record_reply(store, text, t, 0);
+        json_array_append_new(
+            w, json_pack("{s:s, s:s}", "role", "assistant", "content", t == cut ? "Answer" : text));
+    }
+    return w;
+}
+
+/* a[from..to) as a new array (its items shared). */
+static json_t *slice(json_t *a, size_t from, size_t to)
+{
+    json_t *out = json_array();
+    for (size_t i = from; i < to; i++)
+        json_array_append(out, json_array_get(a, i));
+    return out;
+}
+
+/* A window that begins before the stored turns it is matched against (the working set keeps
+ * the newest only) and ends inside them: on replicas, a whole-conversation client's request
+ * recorded after the next ones. Nothing in it is new; it used to be stored again whole. With
+ * a question after what it shares with them, only that question is new. */
+static void test_older_window_beginning_before_the_working_set(void **state)
+{
+    (void)state;
+    json_t *store = json_array();
+    struct reconcile_result r;
+    json_t *w = five_exchanges(store, 0);
+    assert_int_equal(json_array_size(store), 10);
+    json_t *ws = slice(store, 3, 10); /* what a working set of 7 holds: from answer 2 on */
+    json_t *late = slice(w, 0, 7);    /* turn 4's request: questions 1 to 4, three answers */
+    reconcile_run(ws, late, 0, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts), 0);
+    assert_int_equal(r.reply_turn, 4);
+    reconcile_result_clear(&r);
+    json_array_append_new(late, json_pack("{s:s, s:s}", "role", "user", "content", "Now?"));
+    reconcile_run(ws, late, 0, NOW, &r); /* the same with a question the store does not have */
+    assert_int_equal(json_array_size(r.inserts), 1);
+    assert_string_equal(str(json_array_get(r.inserts, 0), "content"), "Now?");
+    reconcile_result_clear(&r);
+    json_decref(late);
+    json_decref(ws);
+    json_decref(w);
+    json_decref(store);
+}
+
+/* The same when the window holds what was heard of a reply, "Answer", which also begins the
+ * newest stored reply: ending the window there is not where it lines up (it paired that
+ * message with the newest reply and stored the rest of the window again). */
+static void test_older_window_with_a_heard_part_before_the_working_set(void **state)
+{
+    (void)state;
+    json_t *store = json_array();
+    struct reconcile_result r;
+    json_t *w = five_exchanges(store, 3);
+    assert_string_equal(str(json_array_get(store, 5), "content"), "Answer");
+    json_t *ws = slice(store, 3, 10), *late = slice(w, 0, 7); /* as above */
+    reconcile_run(ws, late, 0, NOW, &r);
+    assert_int_equal(json_array_size(r.inserts), 0);
+    assert_int_equal(r.reply_turn, 4);
+    reconcile_result_clear(&r);
+    json_decref(late);
+    json_decref(ws);
+    json_decref(w);
+    json_decref(store);
+}
+
 /* Many messages of one turn (a tool-heavy turn, or a client that gives every message the same
  * id): each gets its own index among its turn's messages of its role, in order, whether it
  * is new, already stored, or new after stored ones; a window that says them again adds
@@ -889,6 +969,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_original_the_longer),
         cmocka_unit_test(test_repeated_exchange),
         cmocka_unit_test(test_older_window_replayed),
+        cmocka_unit_test(test_older_window_beginning_before_the_working_set),
+        cmocka_unit_test(test_older_window_with_a_heard_part_before_the_working_set),
         cmocka_unit_test(test_reworded_replies),
         cmocka_unit_test(test_window_hash_is_stable),
         cmocka_unit_test(test_window_oldest),
