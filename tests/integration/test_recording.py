@@ -263,7 +263,7 @@ class LongTurns(StackTest):
     reply after many messages of its turn. Each new message is stored once, under the next
     index of its turn and role. Those indices were counted from the working set: past its
     size an index was one the turn had stored already, and the insert was dropped as a
-    repeat — the questions and replies of every request after the 4th here were lost."""
+    repeat — the questions and replies of every request after the 5th here were lost."""
     CONFIG = ("memory: {session_turns: 8}\n"
               "auth:\n  admin_keys:\n    - {key: admin-0123456789abcdef, tenant: default}\n")
     SYSTEM = {"role": "system", "content": "You are a friendly voice assistant."}
