@@ -599,7 +599,7 @@ static size_t reconcile_run_fwd(struct reconcile_ctx *c, size_t s, size_t p0, si
  *    newest only: a client that resends a whole conversation longer than that, whose request
  *    came after the next ones, on replicas): the longest run from the first stored turn,
  *    found at a later window message; what follows it is new, nothing when it reaches the
- *    window's end, as in cases 3 and 2. Without it the whole window was stored again. Like
+ *    window's end, as in cases 3 and 2. Without it the whole window would be stored again. Like
  *    case 2, a run that reaches the window's end wins over case 1's when that one pairs its
  *    message with what was heard of the newest reply ("Answer" begins every reply).
  * Case 2 also wins over case 1 when case 1's run pairs its window message p with what was

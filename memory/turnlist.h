@@ -66,9 +66,9 @@ int turnlist_role_is(const struct turnlist *l, size_t i, const char *role);
 long turnlist_find_seq(const struct turnlist *l, int64_t seq);
 /* The turn_idx the next message of turn_id with this role gets: one past the highest of those
  * l holds, 0 when it holds none. Not their count: l keeps only the newest turns, and a turn
- * with more messages than that lost its oldest from l, not from the database; an index
- * counted from l was one the turn had stored already, and the insert was taken for a repeat
- * (tests/integration/test_recording.py LongTurns). */
+ * with more messages than that loses its oldest from l, not from the database; an index
+ * counted from l would be one the turn has stored already, and the store would drop the
+ * insert as a repeat (tests/integration/test_recording.py LongTurns). */
 int64_t turnlist_next_idx(const struct turnlist *l, int64_t turn_id, const char *role);
 
 /* A new array of every turn, in order. */
