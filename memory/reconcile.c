@@ -627,18 +627,17 @@ static struct reconcile_span reconcile_align(struct reconcile_ctx *c)
      * client sends only its newest message, that is no stored turn, found in one tight pass. */
     int by_hash = c->turns[0].role[0] != 'a';
     uint64_t h = c->turns[0].chash;
-    int from_start = 0;
     for (size_t i = 0; i < ns; i++) {
         if (by_hash && c->stored[i].chash != h)
             continue;
         size_t last = i, k = reconcile_run_fwd(c, i, 0, &last);
-        if (k > best.len && (found == 0 || k == nw)) {
+        if (k > best.len && (found == 0 || k == nw))
             best = (struct reconcile_span){k - 1, last, k, k, 1};
-            from_start = 1;
-        }
     }
+    if (best.len > found) /* a run from the window's start: cases 2 and 3 */
+        return best;
     struct reconcile_span before = {.new_from = 0}; /* case 4 */
-    for (size_t p0 = 1; !from_start && p0 < nw; p0++) {
+    for (size_t p0 = 1; p0 < nw; p0++) {
         size_t last = 0, k = reconcile_run_fwd(c, 0, p0, &last);
         if (k > before.len && (found == 0 || (p0 + k == nw && k >= found)))
             before = (struct reconcile_span){p0 + k - 1, last, k, p0 + k, 1};

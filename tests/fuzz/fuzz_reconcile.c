@@ -26,12 +26,17 @@ static json_int_t fuzz_rec_int(json_t *t, const char *key)
     return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
+/* Whether a and b are of the same turn and role. */
+static int fuzz_rec_same_group(json_t *a, json_t *b)
+{
+    return fuzz_rec_int(a, "turn_id") == fuzz_rec_int(b, "turn_id") &&
+           json_equal(json_object_get(a, "role"), json_object_get(b, "role"));
+}
+
 /* Whether a and b have the same key (turn_id, role, turn_idx). */
 static int fuzz_rec_same_key(json_t *a, json_t *b)
 {
-    return fuzz_rec_int(a, "turn_id") == fuzz_rec_int(b, "turn_id") &&
-           fuzz_rec_int(a, "turn_idx") == fuzz_rec_int(b, "turn_idx") &&
-           json_equal(json_object_get(a, "role"), json_object_get(b, "role"));
+    return fuzz_rec_same_group(a, b) && fuzz_rec_int(a, "turn_idx") == fuzz_rec_int(b, "turn_idx");
 }
 
 /* The next turn_idx of t's turn and role in store, as the store numbers them. */
@@ -41,9 +46,7 @@ static json_int_t fuzz_rec_next_idx(json_t *store, json_t *t)
     json_t *s;
     json_int_t next = 0;
     json_array_foreach(store, i, s) {
-        if (fuzz_rec_int(s, "turn_id") == fuzz_rec_int(t, "turn_id") &&
-            json_equal(json_object_get(s, "role"), json_object_get(t, "role")) &&
-            fuzz_rec_int(s, "turn_idx") >= next)
+        if (fuzz_rec_same_group(s, t) && fuzz_rec_int(s, "turn_idx") >= next)
             next = fuzz_rec_int(s, "turn_idx") + 1;
     }
     return next;
